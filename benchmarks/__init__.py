@@ -1,0 +1,1 @@
+"""gnnbench runtime: datasets, partitioning, launcher, communication layer, models, probes, records."""

@@ -1,0 +1,65 @@
+"""`python -m benchmarks key=value ...` (console script `gnnbench`): compose with Hydra, run, print
+where the record went and a one-line summary."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from benchmarks.errors import UserError, choose
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+GROUPS = ("method", "dataset", "model", "experiment")
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Unknown config-group choices get the suite's one-line error before Hydra's longer one."""
+    for arg in argv:
+        key, sep, value = arg.lstrip("+").partition("=")
+        if sep and key in GROUPS:
+            for choice in value.split(","):
+                choose(key, choice, group_options(key))
+
+
+def summary_line(record: dict) -> str:
+    head = f"{record['method']} {record['dataset']} {record['model']} workers={record['workers']}"
+    if record["status"] != "ok":
+        return f"{head}: FAILED: {record['error']}"
+    s = record["summary"]
+    gib = 1024 ** 3
+    acc = (f"best val {s['best_val_acc']:.4f}, test {s['test_acc_at_best_val']:.4f}"
+           if s["best_val_acc"] is not None else "no evaluation")
+    return (f"{head}: epoch {s['epoch_time_s_median']:.4f} s (median), {acc}, "
+            f"peak RSS {s['peak_rss_bytes_max'] / gib:.2f} GiB/rank (train +{s['train_mem_delta_bytes_max'] / gib:.3f}), "
+            f"comm {s['comm_bytes_per_epoch'] / 1e6:.2f} MB/epoch")
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")
+def _hydra_main(cfg: DictConfig) -> None:
+    from benchmarks.runner import run
+
+    try:
+        path, record = run(OmegaConf.to_container(cfg, resolve=True), log=lambda m: print(m, file=sys.stderr))
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if record:  # torchrun ranks other than 0 have nothing to report
+        print(f"record: {path}")
+        print(summary_line(record), flush=True)
+        if record["status"] != "ok":
+            sys.exit(1)
+
+
+def main() -> None:
+    try:
+        check_overrides(sys.argv[1:])
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    _hydra_main()

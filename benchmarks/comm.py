@@ -1,0 +1,74 @@
+"""The one communication layer: every collective in the suite goes through `Comm`, which counts the
+logical payload bytes this rank sends, keyed by (category, layer).
+
+Categories (measurement guide §6): `setup`, `halo_fwd`, `halo_bwd`, `grad_allreduce`, `eval`
+(kept out of training totals) and `probe` (the runtime's own bookkeeping, also kept out), plus those
+later methods add (`halo_refetch`, `param_avg`, `stale_push`, ...). With one rank every operation is
+local and nothing is counted.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+import torch.distributed as dist
+
+NOT_TRAINING = frozenset({"setup", "eval", "probe"})
+
+
+class Comm:
+    def __init__(self, rank: int = 0, world: int = 1):
+        self.rank, self.world = rank, world
+        self.sent = defaultdict(int)  # (category, layer or None) -> bytes this rank sent
+
+    def _count(self, category: str, layer, nbytes: int) -> None:
+        if self.world > 1 and nbytes:
+            self.sent[(category, layer)] += int(nbytes)
+
+    def all_to_all(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
+                   category: str, layer=None) -> torch.Tensor:
+        """Send rows send[sum(send_counts[:q]):...] to rank q; receive recv_counts[q] rows from q,
+        concatenated in rank order. Plans never include rows for oneself."""
+        row_shape = send.shape[1:]
+        out = send.new_empty((sum(recv_counts), *row_shape))
+        if self.world == 1:
+            return out
+        dist.all_to_all_single(out, send.contiguous(), recv_counts, send_counts)
+        self._count(category, layer, send.numel() * send.element_size())
+        return out
+
+    def all_reduce(self, tensor: torch.Tensor, category: str, op=dist.ReduceOp.SUM, layer=None) -> torch.Tensor:
+        """In place; returns the tensor for chaining."""
+        if self.world > 1:
+            dist.all_reduce(tensor, op=op)
+            self._count(category, layer, tensor.numel() * tensor.element_size())
+        return tensor
+
+    def broadcast(self, tensor: torch.Tensor, src: int, category: str) -> torch.Tensor:
+        if self.world > 1:
+            dist.broadcast(tensor, src)
+            if self.rank == src:
+                self._count(category, None, tensor.numel() * tensor.element_size())
+        return tensor
+
+    def all_gather_object(self, obj) -> list:
+        """Small Python objects (probe results); not counted."""
+        if self.world == 1:
+            return [obj]
+        out = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+    # ------------------------------------------------------------------ reading the counters
+    def training_bytes(self) -> int:
+        return sum(b for (cat, _), b in self.sent.items() if cat not in NOT_TRAINING)
+
+    def by_category(self) -> dict[str, int]:
+        out = defaultdict(int)
+        for (cat, _), b in self.sent.items():
+            out[cat] += b
+        return dict(sorted(out.items()))
+
+    def by_layer(self) -> dict[str, int]:
+        """'category/layer' -> bytes, for the per-layer breakdown in records."""
+        return {f"{cat}/{layer}": b for (cat, layer), b in sorted(self.sent.items(), key=str) if layer is not None}

@@ -1,0 +1,188 @@
+"""Dataset loaders: every dataset becomes one canonical `Graph` (see graph.py).
+
+`synthetic` needs no download. Real datasets read the libraries' own on-disk layouts under
+`data_root`; when the files are absent and the download fails (offline), the error is one line
+naming the dataset, the folder searched and how to get the files.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from benchmarks.errors import UserError, choose
+from benchmarks.graph import Graph, from_edge_index
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def resolve_data_root(data_root) -> Path:
+    """`null` means ../shared/data beside the project when it exists (the team's read-only copies),
+    else ./data in the project."""
+    if data_root:
+        return Path(data_root).expanduser()
+    shared = PROJECT_ROOT.parent / "shared" / "data"
+    return shared if shared.is_dir() else PROJECT_ROOT / "data"
+
+
+# --------------------------------------------------------------------------- synthetic
+def synthetic(nodes: int, avg_degree: float, classes: int, features: int, homophily: float,
+              feature_noise: float, degree_skew: float, train_frac: float, val_frac: float,
+              test_frac: float, seed: int, **_) -> Graph:
+    """Degree-corrected stochastic block model whose blocks are the classes.
+
+    Each undirected edge picks its first end with probability proportional to a log-normal degree
+    propensity theta (spread `degree_skew`), keeps that end's class with probability `homophily`
+    (otherwise a uniformly chosen other class), and draws the second end within the chosen class,
+    again proportional to theta. Features are a class centroid plus Gaussian noise of scale
+    `feature_noise`: noisy enough that features alone classify poorly while averaging over
+    homophilous neighbours denoises them, so methods that drop edges lose accuracy visibly.
+    Fully vectorised and deterministic from `seed`.
+    """
+    if nodes < classes or classes < 2:
+        raise UserError(f"synthetic graph needs nodes >= classes >= 2 (got nodes={nodes}, classes={classes})")
+    g = torch.Generator().manual_seed(int(seed))
+    y = torch.randint(0, classes, (nodes,), generator=g)
+    theta = torch.exp(degree_skew * torch.randn(nodes, generator=g, dtype=torch.float64))
+    order = torch.argsort(y, stable=True)  # nodes grouped by class
+    cum = torch.cumsum(theta[order], 0)
+    counts = torch.bincount(y, minlength=classes)
+    class_end = torch.cumsum(counts, 0)
+    hi = cum[class_end - 1]
+    lo = torch.cat([torch.zeros(1, dtype=torch.float64), hi[:-1]])
+
+    def draw(lo_w, hi_w):  # inverse-CDF sampling within [lo_w, hi_w) of the cumulative weights
+        r = lo_w + torch.rand(lo_w.shape, generator=g, dtype=torch.float64) * (hi_w - lo_w)
+        return order[torch.searchsorted(cum, r, right=True).clamp_(max=nodes - 1)]
+
+    m = int(nodes * avg_degree / 2)
+    u = draw(torch.zeros(m, dtype=torch.float64), torch.full((m,), float(cum[-1])))
+    same = torch.rand(m, generator=g) < homophily
+    shift = torch.randint(1, classes, (m,), generator=g)
+    cv = torch.where(same, y[u], (y[u] + shift) % classes)
+    v = draw(lo[cv], hi[cv])
+    del theta, cum, same, shift, cv
+
+    centroids = torch.randn(classes, features, generator=g)
+    x = centroids[y] + feature_noise * torch.randn(nodes, features, generator=g)
+    perm = torch.randperm(nodes, generator=g)
+    n_train, n_val, n_test = (int(f * nodes) for f in (train_frac, val_frac, test_frac))
+    masks = []
+    for start, size in ((0, n_train), (n_train, n_val), (n_train + n_val, n_test)):
+        mask = torch.zeros(nodes, dtype=torch.bool)
+        mask[perm[start:start + size]] = True
+        masks.append(mask)
+    return from_edge_index("synthetic", torch.stack([u, v]), nodes, x, y, *masks, classes)
+
+
+# --------------------------------------------------------------------------- real datasets
+def _missing(name: str, folder: Path, how: str, cause: Exception) -> UserError:
+    return UserError(f"dataset '{name}' not found under {folder} and could not be downloaded "
+                     f"({type(cause).__name__}); {how}")
+
+
+def planetoid(name: str, data_root: Path) -> Graph:
+    """Cora, CiteSeer, PubMed with the public split, read straight from the raw Planetoid files
+    (nothing is written beside them, so a read-only copy works)."""
+    from torch_geometric.io import read_planetoid_data
+
+    pyg_name = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}[name]
+    candidates = [data_root / "planetoid" / pyg_name / "raw", data_root / pyg_name / "raw"]
+    folder = next((c for c in candidates if (c / f"ind.{name}.graph").exists()), None)
+    if folder is None:
+        from torch_geometric.datasets import Planetoid
+        target = data_root / "planetoid"
+        try:
+            Planetoid(str(target), pyg_name)  # downloads raw/ (and writes processed/) when online
+        except Exception as e:
+            raise _missing(name, candidates[0].parent, "copy the Planetoid raw files into "
+                           f"{candidates[0]} or run once with network access", e) from None
+        folder = target / pyg_name / "raw"
+    data = read_planetoid_data(str(folder), name)
+    return from_edge_index(name, data.edge_index, data.num_nodes, data.x, data.y, data.train_mask,
+                           data.val_mask, data.test_mask, int(data.y.max()) + 1)
+
+
+def _split_masks(n: int, split: dict) -> list[torch.Tensor]:
+    masks = []
+    for key in ("train", "valid", "test"):
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[torch.as_tensor(split[key]).long()] = True
+        masks.append(mask)
+    return masks
+
+
+def ogb(name: str, data_root: Path) -> Graph:
+    """ogbn-* in the `ogb` package's on-disk layout (data_root/ogbn_<x>/{raw,split}/, RELEASE_v*.txt),
+    read with ogb's own raw readers; downloaded through ogb when the folder is absent."""
+    import numpy as np
+    import ogb.nodeproppred
+    import pandas as pd
+    from ogb.io.read_graph_raw import read_binary_graph_raw, read_csv_graph_raw
+    from ogb.nodeproppred import NodePropPredDataset
+
+    folder = data_root / name.replace("-", "_")
+    raw = folder / "raw"
+
+    def complete() -> bool:
+        has_raw = (raw / "edge.csv.gz").exists() or (raw / "data.npz").exists()
+        return has_raw and any(folder.glob("RELEASE_v*.txt"))
+
+    if folder.exists() and not complete():
+        # ogb would stop at an interactive "update the dataset?" prompt here.
+        raise UserError(f"dataset '{name}': {folder} is incomplete (needs raw/ files and RELEASE_v*.txt); "
+                        "delete it and run again with network access")
+    if not folder.exists():
+        try:
+            NodePropPredDataset(name=name, root=str(data_root))
+        except Exception as e:
+            raise _missing(name, folder, "run once with network access (the ogb package downloads it) "
+                           f"or place OGB's files in {folder}", e) from None
+    meta = pd.read_csv(Path(ogb.nodeproppred.__file__).parent / "master.csv", index_col=0,
+                       keep_default_na=False)[name]
+    inverse = meta["add_inverse_edge"] == "True"
+    if meta["binary"] == "True":
+        g = read_binary_graph_raw(str(raw), add_inverse_edge=inverse)[0]
+        labels = np.load(raw / "node-label.npz")["node_label"]
+    else:
+        g = read_csv_graph_raw(str(raw), add_inverse_edge=inverse)[0]
+        labels = pd.read_csv(raw / "node-label.csv.gz", compression="gzip", header=None).values
+    split_dir = folder / "split" / meta["split"]
+    split = {k: pd.read_csv(split_dir / f"{k}.csv.gz", compression="gzip", header=None).values[:, 0]
+             for k in ("train", "valid", "test")}
+    n = int(g["num_nodes"])
+    y = torch.as_tensor(np.nan_to_num(labels.astype(np.float64).reshape(-1), nan=-1)).long()
+    return from_edge_index(name, torch.as_tensor(g["edge_index"]), n, torch.as_tensor(g["node_feat"]), y,
+                           *_split_masks(n, split), int(meta["num classes"]))
+
+
+def pyg_single(name: str, data_root: Path) -> Graph:
+    """Reddit and Flickr through PyG's dataset classes (they download into data_root/<name>)."""
+    from torch_geometric import datasets as pyg_datasets
+
+    cls = {"reddit": pyg_datasets.Reddit, "flickr": pyg_datasets.Flickr}[name]
+    folder = data_root / name
+    try:
+        data = cls(str(folder))[0]
+    except Exception as e:
+        raise _missing(name, folder, "run once with network access (PyG downloads it)", e) from None
+    return from_edge_index(name, data.edge_index, data.num_nodes, data.x, data.y, data.train_mask,
+                           data.val_mask, data.test_mask, int(data.y.max()) + 1)
+
+
+LOADERS = {
+    "synthetic": None,
+    "cora": planetoid, "citeseer": planetoid, "pubmed": planetoid,
+    "ogbn-arxiv": ogb, "ogbn-products": ogb, "ogbn-papers100M": ogb,
+    "reddit": pyg_single, "flickr": pyg_single,
+}
+
+
+def load_dataset(dataset_cfg, data_root=None) -> Graph:
+    """Load the dataset described by the `dataset` config group."""
+    cfg = dict(dataset_cfg)
+    name = choose("dataset", cfg.pop("name"), LOADERS)
+    if name == "synthetic":
+        return synthetic(**cfg)
+    root = resolve_data_root(data_root)
+    return LOADERS[name](name, root)

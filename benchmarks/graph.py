@@ -1,0 +1,109 @@
+"""The canonical in-memory graph every dataset loads into, and the graph policy shared by all models.
+
+Policy (applied once, before partitioning, identically for every method): the graph is made
+undirected, existing self-loops are dropped and exactly one self-loop per node is added. Edges are
+stored as an in-edge CSR (`indptr` over destinations, `indices` = sources), sorted by source within
+each destination. Degrees therefore come from the whole graph and include the self-loop, so GCN's
+symmetric normalisation and SAGE's mean are the same numbers whichever rank computes them.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Graph:
+    name: str
+    indptr: torch.Tensor  # int64 [N+1]: in-edges of node v are indices[indptr[v]:indptr[v+1]]
+    indices: torch.Tensor  # int64 [E]: source node of each in-edge
+    x: torch.Tensor  # float32 [N, F]
+    y: torch.Tensor  # int64 [N]; -1 where a node has no label
+    train_mask: torch.Tensor  # bool [N]
+    val_mask: torch.Tensor
+    test_mask: torch.Tensor
+    num_classes: int
+
+    @property
+    def num_nodes(self) -> int:
+        return self.indptr.numel() - 1
+
+    @property
+    def num_edges(self) -> int:
+        """Directed in-edges, self-loops included (an undirected edge counts twice)."""
+        return self.indices.numel()
+
+    @property
+    def num_features(self) -> int:
+        return self.x.shape[1]
+
+    def in_degree(self) -> torch.Tensor:
+        return self.indptr[1:] - self.indptr[:-1]
+
+    def dst_index(self) -> torch.Tensor:
+        """Destination of each in-edge, aligned with `indices`."""
+        return torch.repeat_interleave(torch.arange(self.num_nodes), self.in_degree())
+
+    def edge_index(self) -> torch.Tensor:
+        """[2, E] (source, destination), PyG's convention, for baselines that take an edge list."""
+        return torch.stack([self.indices, self.dst_index()])
+
+    def summary(self) -> dict:
+        return {
+            "name": self.name,
+            "nodes": self.num_nodes,
+            "edges": self.num_edges,
+            "features": self.num_features,
+            "classes": self.num_classes,
+            "train_nodes": int(self.train_mask.sum()),
+            "val_nodes": int(self.val_mask.sum()),
+            "test_nodes": int(self.test_mask.sum()),
+        }
+
+    def fingerprint(self) -> str:
+        """Content hash: any change to structure, features, labels or splits changes it."""
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"{self.num_nodes},{self.num_edges},{self.num_features},{self.num_classes}".encode())
+        for t in (self.indptr, self.indices, self.x, self.y, self.train_mask, self.val_mask, self.test_mask):
+            h.update(memoryview(np.ascontiguousarray(t.numpy())).cast("B"))
+        return h.hexdigest()
+
+
+def from_edge_index(name: str, edge_index: torch.Tensor, num_nodes: int, x, y, train_mask, val_mask,
+                    test_mask, num_classes: int) -> Graph:
+    """Apply the graph policy to an arbitrary (possibly directed, duplicated) edge list."""
+    src, dst = edge_index[0].long(), edge_index[1].long()
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    loops = torch.arange(num_nodes)
+    src, dst = torch.cat([src, dst, loops]), torch.cat([dst, src, loops])
+    # One sort on the (dst, src) key both deduplicates and yields CSR order.
+    key = torch.unique(dst * num_nodes + src)
+    dst, src = key // num_nodes, key % num_nodes
+    indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
+    y = y.long().clone()
+    return Graph(name, indptr, src, x.float().contiguous(), y, train_mask.bool(), val_mask.bool(),
+                 test_mask.bool(), int(num_classes))
+
+
+def permute(graph: Graph, perm: torch.Tensor) -> Graph:
+    """Relabel nodes: new node i is old node perm[i]. Used to make each part a contiguous range."""
+    n = graph.num_nodes
+    new_of_old = torch.empty(n, dtype=torch.int64)
+    new_of_old[perm] = torch.arange(n)
+    deg = graph.in_degree()[perm]
+    indptr = torch.zeros(n + 1, dtype=torch.int64)
+    indptr[1:] = torch.cumsum(deg, 0)
+    # Gather each new row's in-edges from its old row, then relabel and re-sort sources.
+    starts = graph.indptr[perm]
+    offsets = torch.arange(graph.num_edges) - torch.repeat_interleave(indptr[:-1], deg)
+    old_pos = torch.repeat_interleave(starts, deg) + offsets
+    src = new_of_old[graph.indices[old_pos]]
+    dst = torch.repeat_interleave(torch.arange(n), deg)
+    order = torch.argsort(dst * n + src)
+    return Graph(graph.name, indptr, src[order], graph.x[perm], graph.y[perm], graph.train_mask[perm],
+                 graph.val_mask[perm], graph.test_mask[perm], graph.num_classes)

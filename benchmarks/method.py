@@ -1,0 +1,108 @@
+"""What a method plugin is, how plugins are found, and the full-graph training step they share.
+
+A plugin is one module `methods/<name>.py` defining a class `Method` (subclass of `Method` here)
+plus one `conf/method/<name>.yaml`; nothing else changes to add one. The runtime resolves
+`method=<name>` to `methods.<name>` on demand and never imports a plugin by name.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency
+from benchmarks.comm import Comm
+from benchmarks.errors import choose
+from benchmarks.partition import Part
+
+
+@dataclass
+class RankContext:
+    """Everything a rank's method can use. Tensors are already on `device`."""
+
+    cfg: dict  # the resolved run config
+    rank: int
+    world: int
+    device: torch.device
+    comm: Comm
+    part: Part
+    adj: LocalAdjacency
+    plan: HaloPlan
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+
+    @property
+    def method_cfg(self) -> dict:
+        return self.cfg["method"]
+
+
+class Method:
+    """Base class of a method plugin. `train_epoch` runs one epoch of training on this rank and
+    returns this rank's share of the epoch's global training loss (the runtime sums the shares).
+    Evaluation, timing, memory and communication probes are the runtime's, not the method's."""
+
+    #: True for methods that run the whole graph in one process whatever `workers` says.
+    single_process = False
+
+    def __init__(self, ctx: RankContext):
+        self.ctx = ctx
+
+    def train_epoch(self, epoch: int) -> torch.Tensor:
+        raise NotImplementedError
+
+
+def sync_gradients(ctx: RankContext) -> None:
+    """Sum every parameter gradient over ranks in one flat all-reduce. Each rank's loss is already
+    divided by the global training-node count, so the sum is the full-graph gradient."""
+    grads = [p.grad for p in ctx.model.parameters() if p.grad is not None]
+    if ctx.world == 1 or not grads:
+        return
+    flat = ctx.comm.all_reduce(torch.cat([g.reshape(-1) for g in grads]), "grad_allreduce")
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def local_loss(ctx: RankContext, logits: torch.Tensor) -> torch.Tensor:
+    """This rank's share of the mean cross-entropy over the *global* training set."""
+    mask = ctx.part.train_mask
+    return F.cross_entropy(logits[mask], ctx.part.y[mask], reduction="sum") / ctx.part.num_train_global
+
+
+class FullGraphMethod(Method):
+    """One full-graph step per epoch: forward through `make_aggregator()`, loss over the global
+    training set, backward, gradient all-reduce, optimizer step. Methods that differ only in how
+    neighbour rows reach a layer override `make_aggregator`."""
+
+    def __init__(self, ctx: RankContext):
+        super().__init__(ctx)
+        self.aggregator = self.make_aggregator()
+
+    def make_aggregator(self):
+        return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm)
+
+    def train_epoch(self, epoch: int) -> torch.Tensor:
+        ctx = self.ctx
+        ctx.model.train()
+        ctx.optimizer.zero_grad(set_to_none=True)
+        loss = local_loss(ctx, ctx.model(ctx.part.x, self.aggregator))
+        loss.backward()
+        sync_gradients(ctx)
+        ctx.optimizer.step()
+        return loss.detach()
+
+
+# --------------------------------------------------------------------------- registry
+def method_names() -> list[str]:
+    import methods
+
+    return sorted(m.name for m in pkgutil.iter_modules(methods.__path__) if not m.name.startswith("_"))
+
+
+def method_class(name: str) -> type[Method]:
+    choose("method", name, method_names())
+    return importlib.import_module(f"methods.{name}").Method

@@ -1,0 +1,139 @@
+"""GCN, GraphSAGE (mean), GAT and the graph-free MLP, written once against the aggregation interface
+(aggregation.py). A method changes where neighbour rows come from, never the arithmetic here.
+
+Initial parameters depend only on the seed (`build_model` seeds its own generator), so every method
+and worker count starts from the same weights.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchmarks.errors import UserError, choose
+
+
+def _glorot(*shape) -> nn.Parameter:
+    w = torch.empty(*shape)
+    nn.init.xavier_uniform_(w.view(-1, shape[-1]) if w.dim() > 2 else w)
+    return nn.Parameter(w)
+
+
+class GCNLayer(nn.Module):
+    """h' = Â (h W) + b with Â = D^-1/2 (A + I) D^-1/2 (self-loops are in the graph). W is applied
+    before aggregating, as PyG's GCNConv does, so the halo carries the narrower output width."""
+
+    def __init__(self, d_in: int, d_out: int):
+        super().__init__()
+        self.weight = _glorot(d_out, d_in)
+        self.bias = nn.Parameter(torch.zeros(d_out))
+        self.exchange_width = d_out
+
+    def exchange_needs_grad(self, first: bool) -> bool:
+        return True
+
+    def forward(self, h, agg, layer: int):
+        return agg.propagate(F.linear(h, self.weight), "gcn", layer) + self.bias
+
+
+class SAGELayer(nn.Module):
+    """h' = W_l mean_{u in N(v)} h_u + b + W_r h_v (PyG SAGEConv, mean). Because mean is linear,
+    W_l is applied before aggregating when that narrows the rows (same math, less traffic)."""
+
+    def __init__(self, d_in: int, d_out: int):
+        super().__init__()
+        self.lin_l = nn.Linear(d_in, d_out)
+        self.lin_r = nn.Linear(d_in, d_out, bias=False)
+        self.project_first = d_out < d_in
+        self.exchange_width = min(d_in, d_out)
+
+    def exchange_needs_grad(self, first: bool) -> bool:
+        return self.project_first or not first
+
+    def forward(self, h, agg, layer: int):
+        if self.project_first:
+            neigh = agg.propagate(F.linear(h, self.lin_l.weight), "mean", layer) + self.lin_l.bias
+        else:
+            neigh = self.lin_l(agg.propagate(h, "mean", layer))
+        return neigh + self.lin_r(h)
+
+
+class GATLayer(nn.Module):
+    """Multi-head GAT (Velickovic et al.; PyG GATConv without edge features): z = W h, attention
+    logits LeakyReLU(a_src . z_u + a_dst . z_v), softmax over v's in-edges (self-loop included)."""
+
+    def __init__(self, d_in: int, d_out: int, heads: int, concat: bool, negative_slope: float = 0.2):
+        super().__init__()
+        self.heads, self.out_per_head, self.concat = heads, d_out, concat
+        self.negative_slope = negative_slope
+        self.weight = _glorot(heads * d_out, d_in)
+        self.att_src = _glorot(1, heads, d_out)
+        self.att_dst = _glorot(1, heads, d_out)
+        self.bias = nn.Parameter(torch.zeros(heads * d_out if concat else d_out))
+        self.exchange_width = heads * d_out
+
+    def exchange_needs_grad(self, first: bool) -> bool:
+        return True
+
+    def forward(self, h, agg, layer: int):
+        z = F.linear(h, self.weight).view(-1, self.heads, self.out_per_head)
+        out = agg.attention(z, self.att_src, self.att_dst, layer, self.negative_slope)
+        out = out.reshape(out.shape[0], -1) if self.concat else out.mean(1)
+        return out + self.bias
+
+
+class MLPLayer(nn.Module):
+    """Features only: the graph-free reference that shows how much the graph is worth."""
+
+    exchange_width = 0
+
+    def __init__(self, d_in: int, d_out: int):
+        super().__init__()
+        self.lin = nn.Linear(d_in, d_out)
+
+    def exchange_needs_grad(self, first: bool) -> bool:
+        return False
+
+    def forward(self, h, agg, layer: int):
+        return self.lin(h)
+
+
+class GNN(nn.Module):
+    def __init__(self, layers: list[nn.Module], activation, dropout: float):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.activation, self.dropout = activation, dropout
+
+    def forward(self, x, agg):
+        h = x
+        for i, layer in enumerate(self.layers):
+            h = layer(F.dropout(h, self.dropout, self.training), agg, i)
+            if i < len(self.layers) - 1:
+                h = self.activation(h)
+        return h
+
+    def exchanges(self) -> list[tuple[int, bool]]:
+        """Per layer: (width of the rows a halo exchange carries, whether they need gradients).
+        Tests derive the analytic halo volume from this; 0 means the layer exchanges nothing."""
+        return [(layer.exchange_width, layer.exchange_needs_grad(i == 0)) for i, layer in enumerate(self.layers)]
+
+
+MODELS = ("gcn", "sage", "gat", "mlp")
+
+
+def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, dropout: float,
+                seed: int, heads: int = 4) -> GNN:
+    choose("model", name, MODELS)
+    dims = [d_in] + [hidden] * (num_layers - 1) + [d_out]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if name == "gat":
+            if hidden % heads:
+                raise UserError(f"model.hidden={hidden} must be divisible by model.heads={heads} for GAT")
+            layers = [GATLayer(dims[i], hidden // heads, heads, True)
+                      for i in range(num_layers - 1)] + [GATLayer(dims[-2], d_out, 1, False)]
+        else:
+            cls = {"gcn": GCNLayer, "sage": SAGELayer, "mlp": MLPLayer}[name]
+            layers = [cls(dims[i], dims[i + 1]) for i in range(num_layers)]
+        activation = F.elu if name == "gat" else F.relu
+        return GNN(layers, activation, dropout)

@@ -1,0 +1,236 @@
+"""Partition the graph, relabel so each part is a contiguous id range, cut it into per-rank parts
+(local in-edge CSR, halo, exchange plan) and cache the parts on disk.
+
+Cache layout: <cache_root>/parts/<dataset>-<fingerprint>-<partitioner>-p<P>-s<seed>/ holding
+part_<p>.pt and manifest.json (key, sizes, edge cut, halo sizes, a checksum per file). A cache
+whose manifest is missing, unreadable, for another key or whose files fail their checksum is
+reported in one line and rebuilt, never used.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.errors import UserError, choose
+from benchmarks.graph import Graph, permute
+
+PARTITIONERS = ("metis", "random", "contiguous")
+CACHE_FORMAT = 1
+
+
+# --------------------------------------------------------------------------- assignment
+def assign(graph: Graph, partitioner: str, parts: int, seed: int) -> torch.Tensor:
+    """Part id of every node."""
+    choose("partitioner", partitioner, PARTITIONERS)
+    n = graph.num_nodes
+    if parts == 1:
+        return torch.zeros(n, dtype=torch.int64)
+    if partitioner == "contiguous":
+        return torch.arange(n) * parts // n
+    if partitioner == "random":
+        g = torch.Generator().manual_seed(seed)
+        return torch.randperm(n, generator=g) % parts
+    import pymetis
+
+    # METIS on the undirected graph without self-loops, balanced on nodes and on training nodes
+    # (two constraints), so every rank gets a fair share of the loss.
+    keep = graph.indices != graph.dst_index()
+    deg = torch.bincount(graph.dst_index()[keep], minlength=n)
+    xadj = np.concatenate([[0], np.cumsum(deg.numpy())])
+    weights = torch.stack([torch.ones(n, dtype=torch.int64), graph.train_mask.long()], 1).reshape(-1)
+    options = pymetis.Options(seed=seed)
+    result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj, graph.indices[keep].numpy()),
+                                vweights=weights.numpy(), options=options)
+    return torch.as_tensor(np.asarray(result.vertex_part), dtype=torch.int64)
+
+
+def relabel(assignment: torch.Tensor, parts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(perm, offsets): new node i is old node perm[i]; part p owns [offsets[p], offsets[p+1])."""
+    perm = torch.argsort(assignment, stable=True)
+    offsets = torch.zeros(parts + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(torch.bincount(assignment, minlength=parts), 0)
+    return perm, offsets
+
+
+# --------------------------------------------------------------------------- per-rank parts
+@dataclass
+class Part:
+    """Everything rank `rank` loads: its nodes' data, its in-edges and its exchange plan."""
+
+    rank: int
+    offsets: torch.Tensor  # [P+1] global id range of every part
+    x: torch.Tensor
+    y: torch.Tensor
+    train_mask: torch.Tensor
+    val_mask: torch.Tensor
+    test_mask: torch.Tensor
+    indptr: torch.Tensor  # [n_local+1] in-edge CSR over local destinations
+    indices: torch.Tensor  # column per edge: < n_local local source, else n_local + halo position
+    deg: torch.Tensor  # [n_local + n_halo] global degree of every column (self-loop included)
+    halo_ids: torch.Tensor  # sorted global ids of the halo (= owner-grouped, ids are contiguous)
+    recv_counts: torch.Tensor  # [P] halo rows owned by each peer
+    send_idx: torch.Tensor  # local rows each peer needs, concatenated in peer order
+    send_counts: torch.Tensor  # [P]
+    num_classes: int
+    num_train_global: int
+
+    @property
+    def num_parts(self) -> int:
+        return self.offsets.numel() - 1
+
+    @property
+    def num_local(self) -> int:
+        return self.indptr.numel() - 1
+
+    @property
+    def num_halo(self) -> int:
+        return self.halo_ids.numel()
+
+    def state(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def build_parts(graph: Graph, offsets: torch.Tensor) -> list[Part]:
+    """Cut a graph whose parts are contiguous id ranges into per-rank parts."""
+    P = offsets.numel() - 1
+    deg = graph.in_degree()
+    num_train = int(graph.train_mask.sum())
+    halos, raw = [], []
+    for p in range(P):
+        lo, hi = int(offsets[p]), int(offsets[p + 1])
+        indptr = graph.indptr[lo:hi + 1] - graph.indptr[lo]
+        src = graph.indices[graph.indptr[lo]:graph.indptr[hi]]
+        remote = (src < lo) | (src >= hi)
+        halo = torch.unique(src[remote])
+        cols = src - lo
+        cols[remote] = (hi - lo) + torch.searchsorted(halo, src[remote])
+        halos.append(halo)
+        raw.append((lo, hi, indptr, cols))
+    parts = []
+    for p, (lo, hi, indptr, cols) in enumerate(raw):
+        owner = torch.bucketize(halos[p], offsets[1:], right=True)
+        recv_counts = torch.bincount(owner, minlength=P)
+        # Peer q needs my rows that appear in its halo, in its (sorted) halo order.
+        needed = [halos[q][(halos[q] >= lo) & (halos[q] < hi)] - lo for q in range(P)]
+        parts.append(Part(
+            rank=p, offsets=offsets.clone(), x=graph.x[lo:hi].clone(), y=graph.y[lo:hi].clone(),
+            train_mask=graph.train_mask[lo:hi].clone(), val_mask=graph.val_mask[lo:hi].clone(),
+            test_mask=graph.test_mask[lo:hi].clone(), indptr=indptr.clone(), indices=cols,
+            deg=torch.cat([deg[lo:hi], deg[halos[p]]]), halo_ids=halos[p], recv_counts=recv_counts,
+            send_idx=torch.cat(needed), send_counts=torch.tensor([t.numel() for t in needed]),
+            num_classes=graph.num_classes, num_train_global=num_train))
+    return parts
+
+
+def partition_stats(graph: Graph, parts: list[Part], partitioner: str) -> dict:
+    cross = sum(int((p.indices >= p.num_local).sum()) for p in parts)  # directed in-edges across parts
+    return {
+        "partitioner": partitioner,
+        "parts": len(parts),
+        "edge_cut": cross // 2,  # undirected edges with ends in different parts
+        "cross_edges_directed": cross,
+        "nodes_per_rank": [p.num_local for p in parts],
+        "edges_per_rank": [p.indices.numel() for p in parts],
+        "train_nodes_per_rank": [int(p.train_mask.sum()) for p in parts],
+        "halo_nodes_per_rank": [p.num_halo for p in parts],
+    }
+
+
+# --------------------------------------------------------------------------- cache
+def _file_checksum(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cache_key(graph: Graph, partitioner: str, parts: int, seed: int) -> dict:
+    return {"format": CACHE_FORMAT, "dataset": graph.name, "fingerprint": graph.fingerprint(),
+            "partitioner": partitioner, "parts": parts, "seed": seed}
+
+
+def _validate(folder: Path, key: dict) -> str | None:
+    """None when the cache can be used, else why not."""
+    manifest_path = folder / "manifest.json"
+    if not manifest_path.exists():
+        return "no manifest"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as e:
+        return f"unreadable manifest ({e})"
+    if manifest.get("key") != key:
+        return "manifest is for another dataset, partitioner or format (stale)"
+    for name, checksum in manifest.get("checksums", {}).items():
+        path = folder / name
+        if not path.exists():
+            return f"{name} is missing"
+        if _file_checksum(path) != checksum:
+            return f"{name} fails its checksum"
+    if len(manifest.get("checksums", {})) != key["parts"]:
+        return "part files are missing from the manifest"
+    return None
+
+
+def load_manifest(folder: Path) -> dict:
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def prepare_parts(graph: Graph, partitioner: str, parts: int, seed: int, cache_root: Path,
+                  log=print) -> Path:
+    """Return a validated cache folder for this (graph, partitioner, parts, seed), building it if
+    needed. Building happens in a temporary sibling folder renamed into place, so an interrupted
+    build or a concurrent one (several torchrun nodes on one file system) never leaves half a cache."""
+    key = cache_key(graph, partitioner, parts, seed)
+    folder = Path(cache_root) / "parts" / f"{graph.name}-{key['fingerprint'][:12]}-{partitioner}-p{parts}-s{seed}"
+    if folder.exists():
+        problem = _validate(folder, key)
+        if problem is None:
+            return folder
+        log(f"partition cache {folder} is damaged ({problem}); rebuilding it")
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
+    try:
+        t0 = time.perf_counter()
+        assignment = assign(graph, partitioner, parts, seed)
+        partition_s = time.perf_counter() - t0
+        perm, offsets = relabel(assignment, parts)
+        relabelled = permute(graph, perm)
+        built = build_parts(relabelled, offsets)
+        checksums = {}
+        for part in built:
+            name = f"part_{part.rank}.pt"
+            torch.save(part.state(), tmp / name)
+            checksums[name] = _file_checksum(tmp / name)
+        torch.save(perm, tmp / "perm.pt")  # new id -> original id, to map results back
+        manifest = {"key": key, "graph": graph.summary(), "stats": partition_stats(relabelled, built, partitioner),
+                    "partition_time_s": partition_s, "build_time_s": time.perf_counter() - t0,
+                    "checksums": checksums}
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        try:
+            os.rename(tmp, folder)
+        except OSError:  # another process finished the same cache first; theirs is as good
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder
+
+
+def load_part(folder: Path, rank: int) -> Part:
+    path = Path(folder) / f"part_{rank}.pt"
+    try:
+        state = torch.load(path, weights_only=True)
+    except Exception as e:
+        raise UserError(f"partition cache part {path} cannot be read ({e}); delete {folder} to rebuild it") from None
+    return Part(**state)

@@ -1,0 +1,110 @@
+"""The shared per-rank loop: build the model, run the method's epochs, evaluate, probe.
+
+Epoch time is measured per rank around `train_epoch` only (evaluation, logging and the probes'
+own reductions excluded) and reduced with MAX over ranks; the first `warmup_epochs` are dropped
+from the median. Evaluation is the same exact full-graph inference for every method.
+"""
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency
+from benchmarks.comm import Comm
+from benchmarks.method import RankContext, method_class
+from benchmarks.models import build_model
+from benchmarks.partition import Part
+from benchmarks.probes import MemoryProbe, Timer
+
+
+def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.device) -> RankContext:
+    for name, value in vars(part).items():
+        if isinstance(value, torch.Tensor) and name not in ("recv_counts", "send_counts", "offsets"):
+            setattr(part, name, value.to(device))
+    comm = Comm(rank, world)
+    adj = LocalAdjacency(part.indptr, part.indices, part.deg, part.num_local + part.num_halo)
+    plan = HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist())
+    m = cfg["model"]
+    model = build_model(m["name"], part.x.shape[1], cfg["hidden"], part.num_classes, cfg["layers"],
+                        cfg["dropout"], cfg["seed"], heads=m.get("heads", 4)).to(device)
+    # Every rank built the same weights from the seed; the broadcast makes it a guarantee.
+    for p in model.parameters():
+        comm.broadcast(p.data, 0, "setup")
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    return RankContext(cfg, rank, world, device, comm, part, adj, plan, model, optimizer)
+
+
+@torch.no_grad()
+def evaluate(ctx: RankContext, agg) -> dict[str, float]:
+    """Exact full-graph inference (halo exchange, no gradient); accuracy over the global splits."""
+    ctx.model.eval()
+    pred = ctx.model(ctx.part.x, agg).argmax(-1)
+    correct = pred == ctx.part.y
+    masks = (ctx.part.train_mask, ctx.part.val_mask, ctx.part.test_mask)
+    counts = torch.tensor([float(v) for m in masks for v in ((correct & m).sum(), m.sum())], dtype=torch.float64)
+    ctx.comm.all_reduce(counts, "eval")
+    accs = [(counts[2 * i] / counts[2 * i + 1]).item() if counts[2 * i + 1] else float("nan") for i in range(3)]
+    return dict(zip(("train_acc", "val_acc", "test_acc"), accs))
+
+
+def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device, on_epoch=None) -> dict:
+    """Train and evaluate; every rank returns the gathered result (identical on all ranks)."""
+    memory = MemoryProbe(device)
+    torch.manual_seed(cfg["seed"] * 1000 + rank)  # dropout masks: reproducible, different per rank
+    ctx = make_context(cfg, rank, world, part, device)
+    method = method_class(cfg["method"]["name"])(ctx)
+    eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, category="eval")
+    epochs, eval_every = cfg["epochs"], max(1, cfg["eval_every"])
+    history, grads = [], None
+    probe_dtype = torch.float64
+
+    memory.start_training()
+    for epoch in range(epochs):
+        before = ctx.comm.training_bytes()
+        with Timer(device) as timer:
+            loss = method.train_epoch(epoch)
+        if epoch == 0 and cfg.get("probe_grads"):
+            grads = {n: p.grad.detach().cpu().clone() for n, p in ctx.model.named_parameters() if p.grad is not None}
+        memory.pause()
+        # Probe reductions (outside the timed region): max epoch time, summed loss and bytes.
+        t = ctx.comm.all_reduce(torch.tensor([timer.seconds], dtype=probe_dtype), "probe", op=torch.distributed.ReduceOp.MAX)
+        sums = ctx.comm.all_reduce(torch.tensor([float(loss), float(ctx.comm.training_bytes() - before)],
+                                                dtype=probe_dtype), "probe")
+        entry = {"epoch": epoch, "train_loss": sums[0].item(), "val_acc": None, "test_acc": None,
+                 "train_acc": None, "epoch_time_s": t.item(), "comm_bytes": int(sums[1].item())}
+        if (epoch + 1) % eval_every == 0 or epoch == epochs - 1:
+            entry.update(evaluate(ctx, eval_agg))
+        history.append(entry)
+        if on_epoch is not None:
+            on_epoch(entry)
+        memory.resume()
+    memory.pause()
+
+    per_rank = {"rank": rank, **memory.result(), "comm_bytes_by_category": ctx.comm.by_category(),
+                "comm_bytes_by_layer": ctx.comm.by_layer(), "nodes": part.num_local, "halo_nodes": part.num_halo,
+                "threads": torch.get_num_threads()}
+    gathered = ctx.comm.all_gather_object(per_rank)
+    return {"history": history, "per_rank": gathered, "grads": grads,
+            "summary": summarize(history, gathered, cfg["warmup_epochs"])}
+
+
+def summarize(history: list[dict], per_rank: list[dict], warmup_epochs: int) -> dict:
+    times = [h["epoch_time_s"] for h in history]
+    drop = min(max(1, warmup_epochs), len(times) - 1) if len(times) > 1 else 0
+    kept = sorted(times[drop:])
+    evaluated = [h for h in history if h["val_acc"] is not None]
+    best = max(evaluated, key=lambda h: h["val_acc"]) if evaluated else None
+    return {
+        "epoch_time_s_median": statistics.median(kept),
+        "epoch_time_s_p90": kept[min(len(kept) - 1, int(0.9 * len(kept)))],
+        "warmup_epochs_dropped": drop,
+        "peak_rss_bytes_max": max(r["peak_rss_bytes"] for r in per_rank),
+        "train_mem_delta_bytes_max": max(r["train_mem_delta_bytes"] for r in per_rank),
+        "train_mem_delta_bytes_mean": statistics.fmean(r["train_mem_delta_bytes"] for r in per_rank),
+        "comm_bytes_per_epoch": statistics.fmean(h["comm_bytes"] for h in history),
+        "best_val_acc": best["val_acc"] if best else None,
+        "test_acc_at_best_val": best["test_acc"] if best else None,
+        "best_epoch": best["epoch"] if best else None,
+        "final_train_loss": history[-1]["train_loss"],
+    }

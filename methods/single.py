@@ -1,0 +1,9 @@
+"""`single`: the whole graph in one process, the oracle every exact method is held against.
+
+It shares the full-graph step and the aggregation kernel with `full_halo`; with one process the
+halo is empty, so nothing is exchanged. It ignores `workers` (the record says workers=1)."""
+from benchmarks.method import FullGraphMethod
+
+
+class Method(FullGraphMethod):
+    single_process = True
