@@ -107,7 +107,7 @@ def _split_masks(n: int, split: dict) -> list[torch.Tensor]:
     masks = []
     for key in ("train", "valid", "test"):
         mask = torch.zeros(n, dtype=torch.bool)
-        mask[torch.as_tensor(split[key]).long()] = True
+        mask[torch.tensor(split[key], dtype=torch.long)] = True
         masks.append(mask)
     return masks
 

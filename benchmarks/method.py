@@ -7,6 +7,7 @@ plus one `conf/method/<name>.yaml`; nothing else changes to add one. The runtime
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from dataclasses import dataclass
 
@@ -97,10 +98,19 @@ class FullGraphMethod(Method):
 
 
 # --------------------------------------------------------------------------- registry
-def method_names() -> list[str]:
+def _plugin_path() -> list[str]:
+    """The `methods` package, plus folders in GNNBENCH_METHODS_PATH (out-of-tree plugins; spawned
+    ranks inherit the variable, so they find the same plugins)."""
     import methods
 
-    return sorted(m.name for m in pkgutil.iter_modules(methods.__path__) if not m.name.startswith("_"))
+    for folder in filter(None, os.environ.get("GNNBENCH_METHODS_PATH", "").split(os.pathsep)):
+        if folder not in methods.__path__:
+            methods.__path__.append(folder)
+    return methods.__path__
+
+
+def method_names() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(_plugin_path()) if not m.name.startswith("_"))
 
 
 def method_class(name: str) -> type[Method]:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import json
 import multiprocessing as mp
 import multiprocessing.connection
@@ -139,6 +140,7 @@ def progress_writer(cfg: dict, run_dir: Path):
 
 def _save_grads(result: dict, path: Path) -> None:
     if result.get("grads") is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(result["grads"], path.with_suffix(".grads.pt"))
 
 
@@ -188,6 +190,7 @@ def _run_in_process(cfg, part, record, path, run_dir):
 
 def _rank_process(rank, world, cfg, folder, record, path, run_dir, init_method, threads):
     """Entry point of a spawned rank."""
+    faulthandler.enable()  # a rank killed by a fatal signal still prints its Python stack
     try:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: loopback, whatever the hostname
         torch.set_num_threads(threads)

@@ -1,0 +1,86 @@
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.datasets import load_dataset, synthetic
+from benchmarks.errors import UserError
+
+SYNTH = dict(nodes=3000, avg_degree=10, classes=4, features=16, homophily=0.8, feature_noise=3.0,
+             degree_skew=1.0, train_frac=0.3, val_frac=0.2, test_frac=0.5, seed=7)
+
+
+def test_synthetic_is_deterministic_from_its_seed_and_follows_its_parameters():
+    a, b = synthetic(**SYNTH), synthetic(**SYNTH)
+    assert a.fingerprint() == b.fingerprint()
+    assert synthetic(**{**SYNTH, "seed": 8}).fingerprint() != a.fingerprint()
+    assert a.num_nodes == 3000 and a.num_features == 16 and a.num_classes == 4
+    # avg_degree counts undirected edges twice; duplicates are removed, self-loops added.
+    non_loop = a.num_edges - a.num_nodes
+    assert 0.9 * 3000 * 10 <= non_loop <= 3000 * 10
+    src, dst = a.edge_index()
+    off = src != dst
+    homophily = (a.y[src[off]] == a.y[dst[off]]).float().mean().item()
+    assert abs(homophily - 0.8) < 0.03
+    masks = torch.stack([a.train_mask, a.val_mask, a.test_mask]).long()
+    assert masks.sum(0).max() == 1  # disjoint splits
+    assert masks.sum(1).tolist() == [900, 600, 1500]
+
+
+def test_citeseer_loads_from_the_shared_planetoid_files(data_root):
+    g = load_dataset({"name": "citeseer"}, data_root)
+    s = g.summary()
+    assert (s["nodes"], s["features"], s["classes"]) == (3327, 3703, 6)
+    assert (s["train_nodes"], s["val_nodes"], s["test_nodes"]) == (120, 500, 1000)
+    # 9,104 directed edges (PyG's count) plus one self-loop per node.
+    assert g.num_edges == 9104 + 3327
+    assert not list((data_root / "planetoid" / "CiteSeer").glob("processed"))  # nothing written beside raw/
+
+
+def test_missing_dataset_gives_one_line_naming_the_dataset_and_folder(tmp_path):
+    with pytest.raises(UserError) as e:
+        load_dataset({"name": "cora"}, tmp_path / "empty")
+    msg = str(e.value)
+    assert "\n" not in msg and "'cora'" in msg and str(tmp_path / "empty") in msg
+
+
+def test_unknown_dataset_lists_the_valid_ones():
+    with pytest.raises(UserError, match="unknown dataset 'coraa'; choose one of: .*citeseer.*synthetic"):
+        load_dataset({"name": "coraa"})
+
+
+def _write_csv_gz(path: Path, rows) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as f:
+        for row in rows:
+            f.write(",".join(str(v) for v in np.atleast_1d(row)) + "\n")
+
+
+def test_ogb_loader_reads_the_ogb_on_disk_layout(tmp_path):
+    """A tiny ogbn-arxiv written in OGB's layout: raw CSVs, a time split and the RELEASE marker."""
+    root = tmp_path / "ogb"
+    folder = root / "ogbn_arxiv"
+    n, rng = 12, np.random.default_rng(0)
+    edges = [(i, (i + 1) % n) for i in range(n)] + [(0, 6), (3, 9)]
+    _write_csv_gz(folder / "raw" / "edge.csv.gz", edges)
+    _write_csv_gz(folder / "raw" / "num-node-list.csv.gz", [n])
+    _write_csv_gz(folder / "raw" / "num-edge-list.csv.gz", [len(edges)])
+    _write_csv_gz(folder / "raw" / "node-feat.csv.gz", rng.standard_normal((n, 5)).round(4))
+    _write_csv_gz(folder / "raw" / "node-label.csv.gz", [[i % 40] for i in range(n)])
+    for name, idx in (("train", range(0, 6)), ("valid", range(6, 9)), ("test", range(9, 12))):
+        _write_csv_gz(folder / "split" / "time" / f"{name}.csv.gz", list(idx))
+    (folder / "RELEASE_v1.txt").write_text("tiny test fixture\n")
+
+    g = load_dataset({"name": "ogbn-arxiv"}, root)
+    assert (g.num_nodes, g.num_features, g.num_classes) == (n, 5, 40)
+    assert g.num_edges == 2 * len(edges) + n  # made undirected, plus self-loops
+    assert g.train_mask[:6].all() and g.val_mask[6:9].all() and g.test_mask[9:].all()
+    assert g.y.tolist() == [i % 40 for i in range(n)]
+
+
+def test_incomplete_ogb_folder_is_named_instead_of_prompting(tmp_path):
+    (tmp_path / "ogbn_products").mkdir()
+    with pytest.raises(UserError, match="ogbn_products is incomplete"):
+        load_dataset({"name": "ogbn-products"}, tmp_path)
