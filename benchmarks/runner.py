@@ -204,12 +204,18 @@ def _rank_process(rank, world, cfg, folder, record, path, run_dir, init_method, 
             write_atomic(Path(path), finish_record(record, result, cfg))
         dist.barrier()  # nobody tears the group down while rank 0 still writes
         dist.destroy_process_group()
+        sys.stdout.flush()
+        sys.stderr.flush()
     except BaseException as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
         (Path(run_dir) / f"rank{rank}.err").write_text(f"{type(e).__name__}: {msg}\n{traceback.format_exc()}")
         sys.stderr.write(f"rank {rank} failed:\n{traceback.format_exc()}")
         sys.stderr.flush()
         os._exit(1)  # do not wait on a process group whose peers may be gone
+    # Skip interpreter finalisation: a spawned child otherwise runs it, and a communication thread
+    # left in a C++ static can abort the process ("terminate called without an active exception")
+    # after the record is safely written.
+    os._exit(0)
 
 
 def _run_spawned(cfg, world, folder, record, path, run_dir):
