@@ -96,7 +96,7 @@ def prepare(cfg: dict, world: int, log=print):
 
 
 # --------------------------------------------------------------------------- the record
-def finish_record(record: dict, result: dict, cfg: dict) -> dict:
+def finish_record(record: dict, result: dict) -> dict:
     record = dict(record)
     per_rank = result["per_rank"]
     by_cat = {}
@@ -182,10 +182,28 @@ def _run_in_process(cfg, part, record, path, run_dir):
         device = device_of(cfg, 0)
         result = run_rank(cfg, 0, 1, part, device, on_epoch=progress_writer(cfg, run_dir))
         _save_grads(result, path)
-        write_atomic(path, finish_record(record, result, cfg))
+        write_atomic(path, finish_record(record, result))
     except Exception as e:
         write_atomic(path, failed_record(record, f"{type(e).__name__}: {e}", traceback.format_exc(),
                                          run_dir / "progress.jsonl"))
+
+
+def _train_distributed(cfg, rank, world, local_rank, folder, record, path: Path, run_dir: Path, init_method):
+    """One rank of a multi-process run, once its process exists: join the group, load the part,
+    train; rank 0 writes the record. Shared by the spawn and torchrun launchers."""
+    device = device_of(cfg, local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend_of(cfg), init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=cfg["dist_timeout_s"]))
+    part = load_part(folder, rank)
+    on_epoch = progress_writer(cfg, run_dir) if rank == 0 else None
+    result = run_rank(cfg, rank, world, part, device, on_epoch=on_epoch)
+    if rank == 0:
+        _save_grads(result, path)
+        write_atomic(path, finish_record(record, result))
+    dist.barrier()  # nobody tears the group down while rank 0 still writes
+    dist.destroy_process_group()
 
 
 def _rank_process(rank, world, cfg, folder, record, path, run_dir, init_method, threads):
@@ -194,16 +212,7 @@ def _rank_process(rank, world, cfg, folder, record, path, run_dir, init_method, 
     try:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: loopback, whatever the hostname
         torch.set_num_threads(threads)
-        dist.init_process_group(backend_of(cfg), init_method=init_method, rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=cfg["dist_timeout_s"]))
-        part = load_part(folder, rank)
-        on_epoch = progress_writer(cfg, Path(run_dir)) if rank == 0 else None
-        result = run_rank(cfg, rank, world, part, device_of(cfg, rank), on_epoch=on_epoch)
-        if rank == 0:
-            _save_grads(result, Path(path))
-            write_atomic(Path(path), finish_record(record, result, cfg))
-        dist.barrier()  # nobody tears the group down while rank 0 still writes
-        dist.destroy_process_group()
+        _train_distributed(cfg, rank, world, rank, folder, record, Path(path), Path(run_dir), init_method)
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException as e:
@@ -292,15 +301,7 @@ def _run_torchrun(cfg, method_cls, log):
     run_dir = Path(tempfile.mkdtemp(prefix=f"torchrun-r{rank}-", dir=_runs_root(cfg)))
     torch.set_num_threads(threads_per_rank(cfg, local_world))
     try:
-        dist.init_process_group(backend_of(cfg), timeout=datetime.timedelta(seconds=cfg["dist_timeout_s"]))
-        part = load_part(folder, rank)
-        on_epoch = progress_writer(cfg, run_dir) if rank == 0 else None
-        result = run_rank(cfg, rank, world, part, device_of(cfg, local_rank), on_epoch=on_epoch)
-        if rank == 0:
-            _save_grads(result, path)
-            write_atomic(path, finish_record(record, result, cfg))
-        dist.barrier()
-        dist.destroy_process_group()
+        _train_distributed(cfg, rank, world, local_rank, folder, record, path, run_dir, init_method=None)
     except Exception as e:
         if rank == 0:
             write_atomic(path, failed_record(record, f"{type(e).__name__}: {e}", traceback.format_exc(),

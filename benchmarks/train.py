@@ -42,7 +42,7 @@ def evaluate(ctx: RankContext, agg) -> dict[str, float]:
     pred = ctx.model(ctx.part.x, agg).argmax(-1)
     correct = pred == ctx.part.y
     masks = (ctx.part.train_mask, ctx.part.val_mask, ctx.part.test_mask)
-    counts = torch.tensor([float(v) for m in masks for v in ((correct & m).sum(), m.sum())], dtype=torch.float64)
+    counts = torch.stack([v for m in masks for v in ((correct & m).sum(), m.sum())]).double()
     ctx.comm.all_reduce(counts, "eval")
     accs = [(counts[2 * i] / counts[2 * i + 1]).item() if counts[2 * i + 1] else float("nan") for i in range(3)]
     return dict(zip(("train_acc", "val_acc", "test_acc"), accs))
@@ -57,7 +57,6 @@ def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
     eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, category="eval")
     epochs, eval_every = cfg["epochs"], max(1, cfg["eval_every"])
     history, grads = [], None
-    probe_dtype = torch.float64
 
     memory.start_training()
     for epoch in range(epochs):
@@ -68,9 +67,10 @@ def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
             grads = {n: p.grad.detach().cpu().clone() for n, p in ctx.model.named_parameters() if p.grad is not None}
         memory.pause()
         # Probe reductions (outside the timed region): max epoch time, summed loss and bytes.
-        t = ctx.comm.all_reduce(torch.tensor([timer.seconds], dtype=probe_dtype), "probe", op=torch.distributed.ReduceOp.MAX)
+        t = ctx.comm.all_reduce(torch.tensor([timer.seconds], dtype=torch.float64, device=device), "probe",
+                                op=torch.distributed.ReduceOp.MAX)
         sums = ctx.comm.all_reduce(torch.tensor([float(loss), float(ctx.comm.training_bytes() - before)],
-                                                dtype=probe_dtype), "probe")
+                                                dtype=torch.float64, device=device), "probe")
         entry = {"epoch": epoch, "train_loss": sums[0].item(), "val_acc": None, "test_acc": None,
                  "train_acc": None, "epoch_time_s": t.item(), "comm_bytes": int(sums[1].item())}
         if (epoch + 1) % eval_every == 0 or epoch == epochs - 1:
