@@ -42,7 +42,7 @@ class _SpMM(torch.autograd.Function):
         return None, None, ctx.At @ grad.contiguous()
 
 
-class _EdgeSpMM(torch.autograd.Function):
+class EdgeSpMM(torch.autograd.Function):
     """Multi-head attention aggregation out[v,h] = sum_e alpha[e,h] * z[src_e,h], without ever
     materialising the E x H x C message tensor: forward is one CSR matmul per head, backward is a
     transposed CSR matmul for dz and a sampled dense-dense product (SDDMM) for dalpha."""
@@ -74,16 +74,17 @@ class LocalAdjacency:
     """A rank's in-edges as CSR over columns [local nodes | halo nodes], the transposed structure,
     and the normalised matrices built on first use. Shared by every aggregator on the rank."""
 
-    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, deg: torch.Tensor, num_cols: int):
-        self.num_rows, self.num_cols = indptr.numel() - 1, num_cols
+    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, row_deg: torch.Tensor, col_deg: torch.Tensor):
+        self.num_rows, self.num_cols = indptr.numel() - 1, col_deg.numel()
         self.nnz = indices.numel()
         self.indptr = indptr.long()  # int64 offsets, for segment reductions
         self.indptr32, self.indices32 = indptr.int(), indices.int()
         self.src = indices.long()
         self.dst = torch.repeat_interleave(torch.arange(self.num_rows, device=indptr.device), indptr[1:] - indptr[:-1])
-        self.deg = deg.to(torch.float32)  # global degree of every column (self-loop included)
+        # Global degrees (self-loop included) of destinations and of source columns.
+        self.row_deg, self.col_deg = row_deg.to(torch.float32), col_deg.to(torch.float32)
         self.t_perm = torch.argsort(self.src, stable=True)  # CSR order of A^T
-        counts = torch.bincount(self.src, minlength=num_cols)
+        counts = torch.bincount(self.src, minlength=self.num_cols)
         self.t_indptr32 = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]).int()
         self.t_indices32 = self.dst[self.t_perm].int()
         self._matrices = {}
@@ -94,9 +95,9 @@ class LocalAdjacency:
         return csr(self.indptr32, self.indices32, values, (self.num_rows, self.num_cols))
 
     def edge_weights(self, norm: str) -> torch.Tensor:
-        deg_dst = self.deg[self.dst]
+        deg_dst = self.row_deg[self.dst]
         if norm == "gcn":
-            return (deg_dst * self.deg[self.src]).rsqrt()
+            return (deg_dst * self.col_deg[self.src]).rsqrt()
         if norm == "mean":
             return deg_dst.clamp(min=1).reciprocal()
         raise ValueError(f"unknown normalisation '{norm}'; choose one of: gcn, mean")
@@ -112,17 +113,22 @@ class LocalAdjacency:
         A, At = self.matrix(norm)
         return _SpMM.apply(A, At, x)
 
+    def logits(self, z_src: torch.Tensor, er: torch.Tensor, att_src, negative_slope: float) -> torch.Tensor:
+        """GAT's edge logits LeakyReLU(a_src . z_u + er_v), [nnz, H]."""
+        el = (z_src * att_src).sum(-1)  # [num_cols, H]
+        return F.leaky_relu(el.index_select(0, self.src) + er.index_select(0, self.dst), negative_slope)
+
+    def segment(self, values: torch.Tensor, reduce: str) -> torch.Tensor:
+        """Reduce per-edge values over each destination's in-edges (empty rows: 0 for sum, -inf for max)."""
+        return torch.segment_reduce(values, reduce, offsets=self.indptr, axis=0)
+
     def attention(self, z_src: torch.Tensor, z_dst: torch.Tensor, att_src, att_dst, negative_slope: float):
         """GAT aggregation given all source rows (z_src, [num_cols, H, C]) and destination rows."""
-        el = (z_src * att_src).sum(-1)  # [num_cols, H]
-        er = (z_dst * att_dst).sum(-1)  # [num_rows, H]
-        e = F.leaky_relu(el.index_select(0, self.src) + er.index_select(0, self.dst), negative_slope)
+        e = self.logits(z_src, (z_dst * att_dst).sum(-1), att_src, negative_slope)
         # Softmax per destination; the max shift is a constant for the gradient, so it is detached.
-        m = torch.segment_reduce(e.detach(), "max", offsets=self.indptr, axis=0)
-        ex = torch.exp(e - m.index_select(0, self.dst))
-        denom = torch.segment_reduce(ex, "sum", offsets=self.indptr, axis=0)
-        alpha = ex / denom.index_select(0, self.dst)
-        return _EdgeSpMM.apply(alpha, z_src, self)
+        ex = torch.exp(e - self.segment(e.detach(), "max").index_select(0, self.dst))
+        alpha = ex / self.segment(ex, "sum").index_select(0, self.dst)
+        return EdgeSpMM.apply(alpha, z_src, self)
 
 
 class HaloPlan:
@@ -151,7 +157,39 @@ class _HaloExchange(torch.autograd.Function):
         return out, None, None, None, None
 
 
-class HaloAggregator:
+class _AllReduceSum(torch.autograd.Function):
+    """y = sum over ranks of x, on every rank; the gradient of a sum is the sum of the gradients."""
+
+    @staticmethod
+    def forward(ctx, x, comm: Comm, category: str):
+        ctx.comm, ctx.category = comm, category
+        return comm.all_reduce(x.clone(), category)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.comm.all_reduce(grad.clone(), ctx.category), None, None
+
+
+class Aggregator:
+    """The interface models are written against. Subclasses provide `propagate` and `attention`;
+    `node_sum` (sums over every node of the graph, for batch-norm statistics) is shared."""
+
+    comm: Comm
+
+    def propagate(self, h: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2) -> torch.Tensor:
+        raise NotImplementedError
+
+    def node_sum(self, t: torch.Tensor) -> torch.Tensor:
+        """Sum of per-rank partial sums, differentiable (backward all-reduces the gradient)."""
+        if self.comm.world == 1:
+            return t
+        return _AllReduceSum.apply(t, self.comm, "norm")
+
+
+class HaloAggregator(Aggregator):
     """Exact propagation-based aggregation: one all-to-all of every halo row per layer (forward),
     its reverse in backward. With one rank the halo is empty and this is the whole-graph oracle.
     `category='eval'` counts the shared evaluation's traffic apart from training."""

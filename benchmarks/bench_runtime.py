@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.bench import run_cli
 from benchmarks.datasets import PROJECT_ROOT
 
 
@@ -72,15 +73,6 @@ def pyg_baseline(args) -> None:
     })
 
 
-def run_suite(overrides: list[str]) -> dict:
-    out = subprocess.run([sys.executable, "-m", "benchmarks", *overrides], cwd=PROJECT_ROOT, capture_output=True,
-                         text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"run failed: {' '.join(overrides)}\n{out.stderr[-3000:]}")
-    path = next(line.split(" ", 1)[1] for line in out.stdout.splitlines() if line.startswith("record: "))
-    return json.loads((PROJECT_ROOT / path).read_text())
-
-
 def run_pyg(args, dataset: str, model: str, out: Path) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.bench_runtime", "--pyg-child", "--dataset", dataset, "--model", model,
            "--out", str(out), "--nodes", str(args.nodes), "--avg-degree", str(args.avg_degree),
@@ -125,8 +117,8 @@ def main(argv=None) -> None:
                       f"results_dir={results}"]
             print(f"[{dataset} {model}] pyg_plain, single, full_halo(1)", flush=True)
             pyg = run_pyg(args, dataset, model, results / f"{dataset}-{model}-pyg_plain.json")
-            single = run_suite(["method=single", *common])
-            halo = run_suite(["method=full_halo", "workers=1", *common])
+            single = run_cli(["method=single", *common])
+            halo = run_cli(["method=full_halo", "workers=1", *common])
             t = {name: r["summary"]["epoch_time_s_median"] for name, r in
                  (("pyg", pyg), ("single", single), ("halo", halo))}
             m = {name: r["summary"]["peak_rss_bytes_max"] for name, r in

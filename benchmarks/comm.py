@@ -37,6 +37,18 @@ class Comm:
         self._count(category, layer, send.numel() * send.element_size())
         return out
 
+    def exchange(self, send: torch.Tensor, to: int, recv: torch.Tensor, frm: int, category: str, layer=None) -> list:
+        """Post a send of `send` to rank `to` and a receive into `recv` from rank `frm`; return the
+        works to wait on. Both ends of every transfer know its size, so empty transfers are skipped
+        on both sides and need no handshake."""
+        ops = []
+        if send.numel():
+            ops.append(dist.P2POp(dist.isend, send, to))
+            self._count(category, layer, send.numel() * send.element_size())
+        if recv.numel():
+            ops.append(dist.P2POp(dist.irecv, recv, frm))
+        return dist.batch_isend_irecv(ops) if ops else []
+
     def all_reduce(self, tensor: torch.Tensor, category: str, op=dist.ReduceOp.SUM, layer=None) -> torch.Tensor:
         """In place; returns the tensor for chaining."""
         if self.world > 1:

@@ -23,26 +23,27 @@ class GCNLayer(nn.Module):
     """h' = Â (h W) + b with Â = D^-1/2 (A + I) D^-1/2 (self-loops are in the graph). W is applied
     before aggregating, as PyG's GCNConv does, so the halo carries the narrower output width."""
 
-    def __init__(self, d_in: int, d_out: int):
+    def __init__(self, d_in: int, d_out: int, bias: bool = True):
         super().__init__()
         self.weight = _glorot(d_out, d_in)
-        self.bias = nn.Parameter(torch.zeros(d_out))
+        self.bias = nn.Parameter(torch.zeros(d_out)) if bias else None
         self.exchange_width = d_out
 
     def exchange_needs_grad(self, first: bool) -> bool:
         return True
 
     def forward(self, h, agg, layer: int):
-        return agg.propagate(F.linear(h, self.weight), "gcn", layer) + self.bias
+        out = agg.propagate(F.linear(h, self.weight), "gcn", layer)
+        return out + self.bias if self.bias is not None else out
 
 
 class SAGELayer(nn.Module):
     """h' = W_l mean_{u in N(v)} h_u + b + W_r h_v (PyG SAGEConv, mean). Because mean is linear,
     W_l is applied before aggregating when that narrows the rows (same math, less traffic)."""
 
-    def __init__(self, d_in: int, d_out: int):
+    def __init__(self, d_in: int, d_out: int, bias: bool = True):
         super().__init__()
-        self.lin_l = nn.Linear(d_in, d_out)
+        self.lin_l = nn.Linear(d_in, d_out, bias=bias)
         self.lin_r = nn.Linear(d_in, d_out, bias=False)
         self.project_first = d_out < d_in
         self.exchange_width = min(d_in, d_out)
@@ -52,7 +53,8 @@ class SAGELayer(nn.Module):
 
     def forward(self, h, agg, layer: int):
         if self.project_first:
-            neigh = agg.propagate(F.linear(h, self.lin_l.weight), "mean", layer) + self.lin_l.bias
+            neigh = agg.propagate(F.linear(h, self.lin_l.weight), "mean", layer)
+            neigh = neigh + self.lin_l.bias if self.lin_l.bias is not None else neigh
         else:
             neigh = self.lin_l(agg.propagate(h, "mean", layer))
         return neigh + self.lin_r(h)
@@ -62,14 +64,15 @@ class GATLayer(nn.Module):
     """Multi-head GAT (Velickovic et al.; PyG GATConv without edge features): z = W h, attention
     logits LeakyReLU(a_src . z_u + a_dst . z_v), softmax over v's in-edges (self-loop included)."""
 
-    def __init__(self, d_in: int, d_out: int, heads: int, concat: bool, negative_slope: float = 0.2):
+    def __init__(self, d_in: int, d_out: int, heads: int, concat: bool, negative_slope: float = 0.2,
+                 bias: bool = True):
         super().__init__()
         self.heads, self.out_per_head, self.concat = heads, d_out, concat
         self.negative_slope = negative_slope
         self.weight = _glorot(heads * d_out, d_in)
         self.att_src = _glorot(1, heads, d_out)
         self.att_dst = _glorot(1, heads, d_out)
-        self.bias = nn.Parameter(torch.zeros(heads * d_out if concat else d_out))
+        self.bias = nn.Parameter(torch.zeros(heads * d_out if concat else d_out)) if bias else None
         self.exchange_width = heads * d_out
 
     def exchange_needs_grad(self, first: bool) -> bool:
@@ -79,7 +82,7 @@ class GATLayer(nn.Module):
         z = F.linear(h, self.weight).view(-1, self.heads, self.out_per_head)
         out = agg.attention(z, self.att_src, self.att_dst, layer, self.negative_slope)
         out = out.reshape(out.shape[0], -1) if self.concat else out.mean(1)
-        return out + self.bias
+        return out + self.bias if self.bias is not None else out
 
 
 class MLPLayer(nn.Module):
@@ -87,9 +90,9 @@ class MLPLayer(nn.Module):
 
     exchange_width = 0
 
-    def __init__(self, d_in: int, d_out: int):
+    def __init__(self, d_in: int, d_out: int, bias: bool = True):
         super().__init__()
-        self.lin = nn.Linear(d_in, d_out)
+        self.lin = nn.Linear(d_in, d_out, bias=bias)
 
     def exchange_needs_grad(self, first: bool) -> bool:
         return False
@@ -106,10 +109,39 @@ def dropout(h: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return h * (torch.rand_like(h) >= p) * (1.0 / (1.0 - p))
 
 
+class BatchNorm(nn.Module):
+    """Batch normalisation over every node of the graph, whichever rank holds it: the per-feature
+    sums are added across ranks through the aggregator (`agg.node_sum`, differentiable), so exact
+    methods stay exact. Evaluation uses the running statistics, identical on every rank."""
+
+    def __init__(self, dim: int, momentum: float = 0.1, eps: float = 1e-5):
+        super().__init__()
+        self.momentum, self.eps = momentum, eps
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+        self.register_buffer("running_mean", torch.zeros(dim))
+        self.register_buffer("running_var", torch.ones(dim))
+
+    def forward(self, h, agg):
+        if self.training:
+            d = h.shape[1]
+            sums = agg.node_sum(torch.cat([h.sum(0), (h * h).sum(0), h.new_full((1,), h.shape[0])]))
+            n = sums[-1].detach()
+            mean = sums[:d] / n
+            var = (sums[d:2 * d] / n - mean * mean).clamp(min=0)
+            with torch.no_grad():
+                self.running_mean.lerp_(mean, self.momentum)
+                self.running_var.lerp_(var * n / (n - 1).clamp(min=1), self.momentum)
+        else:
+            mean, var = self.running_mean, self.running_var
+        return (h - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
+
+
 class GNN(nn.Module):
-    def __init__(self, layers: list[nn.Module], activation, dropout: float):
+    def __init__(self, layers: list[nn.Module], activation, dropout: float, norms: list[nn.Module] = ()):
         super().__init__()
         self.layers = nn.ModuleList(layers)
+        self.norms = nn.ModuleList(norms)  # one per hidden layer, or none
         self.activation, self.dropout = activation, dropout
 
     def forward(self, x, agg):
@@ -117,6 +149,8 @@ class GNN(nn.Module):
         for i, layer in enumerate(self.layers):
             h = layer(dropout(h, self.dropout, self.training), agg, i)
             if i < len(self.layers) - 1:
+                if self.norms:
+                    h = self.norms[i](h, agg)
                 h = self.activation(h)
         return h
 
@@ -130,18 +164,22 @@ MODELS = ("gcn", "sage", "gat", "mlp")
 
 
 def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, dropout: float,
-                seed: int, heads: int = 4) -> GNN:
+                seed: int, heads: int = 4, batch_norm: bool = False) -> GNN:
     choose("model", name, MODELS)
     dims = [d_in] + [hidden] * (num_layers - 1) + [d_out]
+    # A bias right before batch norm is cancelled by it (its gradient is zero up to rounding, which
+    # Adam would blow up into full-size steps), so such layers have none.
+    bias = [not batch_norm or i == num_layers - 1 for i in range(num_layers)]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if name == "gat":
             if hidden % heads:
                 raise UserError(f"model.hidden={hidden} must be divisible by model.heads={heads} for GAT")
-            layers = [GATLayer(dims[i], hidden // heads, heads, True)
+            layers = [GATLayer(dims[i], hidden // heads, heads, True, bias=bias[i])
                       for i in range(num_layers - 1)] + [GATLayer(dims[-2], d_out, 1, False)]
         else:
             cls = {"gcn": GCNLayer, "sage": SAGELayer, "mlp": MLPLayer}[name]
-            layers = [cls(dims[i], dims[i + 1]) for i in range(num_layers)]
+            layers = [cls(dims[i], dims[i + 1], bias=bias[i]) for i in range(num_layers)]
         activation = F.elu if name == "gat" else F.relu
-        return GNN(layers, activation, dropout)
+        norms = [BatchNorm(hidden) for _ in range(num_layers - 1)] if batch_norm else []
+        return GNN(layers, activation, dropout, norms)

@@ -206,10 +206,12 @@ def _train_distributed(cfg, rank, world, local_rank, folder, record, path: Path,
     dist.destroy_process_group()
 
 
-def _rank_process(rank, world, cfg, folder, record, path, run_dir, init_method, threads):
+def _rank_process(rank, world, cfg, folder, record, path, run_dir, init_method, threads, plugin_path):
     """Entry point of a spawned rank."""
     faulthandler.enable()  # a rank killed by a fatal signal still prints its Python stack
     try:
+        # The fork server's environment is the one it started with: pass on what this run needs.
+        os.environ["GNNBENCH_METHODS_PATH"] = plugin_path
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: loopback, whatever the hostname
         torch.set_num_threads(threads)
         _train_distributed(cfg, rank, world, rank, folder, record, Path(path), Path(run_dir), init_method)
@@ -228,11 +230,17 @@ def _rank_process(rank, world, cfg, folder, record, path, run_dir, init_method, 
 
 
 def _run_spawned(cfg, world, folder, record, path, run_dir):
-    ctx = mp.get_context("spawn")
+    # Ranks are forked from a fork server that imported torch and the runtime once, so a rank starts
+    # in a fraction of a second instead of re-importing everything (and never inherits this
+    # process's threads, as a plain fork would).
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["benchmarks.runner"])
     init_method = f"file://{(run_dir / 'store').resolve()}"
     threads = threads_per_rank(cfg, world)
+    plugin_path = os.environ.get("GNNBENCH_METHODS_PATH", "")
     procs = [ctx.Process(target=_rank_process, name=f"gnnbench-rank{r}",
-                         args=(r, world, cfg, str(folder), record, str(path), str(run_dir), init_method, threads))
+                         args=(r, world, cfg, str(folder), record, str(path), str(run_dir), init_method, threads,
+                               plugin_path))
              for r in range(world)]
     for p in procs:
         p.start()
@@ -256,15 +264,17 @@ def _run_spawned(cfg, world, folder, record, path, run_dir):
                 p.kill()
                 p.join()
     if failed:
-        # The root cause is the rank that failed first; the others fail because it left.
+        # The root cause is the rank that failed first; its peers fail because it left. A rank killed
+        # by a signal (out of memory, say) leaves no traceback; else the earliest traceback wins.
+        killed = [r for r in failed if procs[r].exitcode < 0 and not (Path(run_dir) / f"rank{r}.err").exists()]
         errs = sorted(Path(run_dir).glob("rank*.err"), key=lambda f: f.stat().st_mtime)
-        if errs:
-            text = errs[0].read_text()
-            error = f"{errs[0].stem.replace('rank', 'rank ')}: {text.splitlines()[0]}"
-        else:
-            r = failed[0]
+        if killed or not errs:
+            r = (killed or failed)[0]
             text = ""
             error = f"rank {r}: process died with exit code {procs[r].exitcode} (killed by a signal or out of memory?)"
+        else:
+            text = errs[0].read_text()
+            error = f"{errs[0].stem.replace('rank', 'rank ')}: {text.splitlines()[0]}"
         write_atomic(path, failed_record(record, error, text, Path(run_dir) / "progress.jsonl"))
     elif not Path(path).exists():
         write_atomic(path, failed_record(record, "rank 0 exited without writing the record", "",

@@ -23,14 +23,15 @@ def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.dev
         if isinstance(value, torch.Tensor) and name not in ("recv_counts", "send_counts", "offsets"):
             setattr(part, name, value.to(device))
     comm = Comm(rank, world)
-    adj = LocalAdjacency(part.indptr, part.indices, part.deg, part.num_local + part.num_halo)
+    adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg)
     plan = HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist())
     m = cfg["model"]
     model = build_model(m["name"], part.x.shape[1], cfg["hidden"], part.num_classes, cfg["layers"],
-                        cfg["dropout"], cfg["seed"], heads=m.get("heads", 4)).to(device)
+                        cfg["dropout"], cfg["seed"], heads=m.get("heads", 4),
+                        batch_norm=cfg.get("batch_norm", False)).to(device)
     # Every rank built the same weights from the seed; the broadcast makes it a guarantee.
-    for p in model.parameters():
-        comm.broadcast(p.data, 0, "setup")
+    for t in [*model.parameters(), *model.buffers()]:
+        comm.broadcast(t.data, 0, "setup")
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
     return RankContext(cfg, rank, world, device, comm, part, adj, plan, model, optimizer)
 

@@ -1,0 +1,299 @@
+"""`sar`: Sequential Aggregation and Rematerialization (Mostafa, MLSys 2022, arXiv 2111.06483).
+
+Each layer aggregates over the rank's source shards one at a time: the local shard first, then in
+ring rounds r = 1..P-1 the rows this rank needs from (rank - r) mod P, while sending what
+(rank + r) mod P needs, folding each shard's partial aggregate into the output. At most one remote
+shard plus `prefetch` shards in flight are resident. A custom autograd function keeps only local
+inputs for backward:
+
+- linear aggregations (GCN, SAGE mean): backward computes A_q^T g for every shard and sends it to
+  the shard's owner (reverse ring), with no refetch;
+- attention (GAT): forward is an online softmax across shards (running max, running sum, running
+  weighted sum), so it equals the single-machine softmax; backward rematerialises: it refetches each
+  remote shard, recomputes its logits and weights from the saved log-sum-exp, backpropagates and
+  sends the source gradients home.
+
+`sar.mode`: `sar` (the above), `sa` (sequential rounds under autograd: fetched rows stay in the
+graph, no rematerialisation), `one_shot` (one halo all-to-all per layer, as `full_halo`), so the
+paper's memory ablation can be reproduced.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import torch
+
+from benchmarks.aggregation import Aggregator, EdgeSpMM, HaloAggregator, LocalAdjacency
+from benchmarks.errors import UserError, choose
+from benchmarks.method import FullGraphMethod, RankContext
+
+MODES = ("sar", "sa", "one_shot")
+
+
+class Shards:
+    """The rank's in-edges split by the owner of their source node. Shard q is a LocalAdjacency over
+    (local destinations x the rows of q this rank needs), so every kernel of the runtime applies."""
+
+    def __init__(self, ctx: RankContext):
+        part, adj = ctx.part, ctx.adj
+        self.rank, self.world = ctx.rank, ctx.world
+        n = part.num_local
+        counts = part.recv_counts.tolist()
+        starts = [n + sum(counts[:q]) for q in range(self.world)]
+        starts[self.rank], counts[self.rank] = 0, n
+        row_deg = part.deg[:n]
+        self.adj: dict[int, LocalAdjacency] = {}
+        for q in range(self.world):
+            lo, size = starts[q], counts[q]
+            keep = (adj.src >= lo) & (adj.src < lo + size)
+            indptr = torch.zeros(n + 1, dtype=torch.int64, device=adj.src.device)
+            indptr[1:] = torch.cumsum(torch.bincount(adj.dst[keep], minlength=n), 0)
+            self.adj[q] = LocalAdjacency(indptr, adj.src[keep] - lo, row_deg, part.deg[lo:lo + size])
+        send_counts = part.send_counts.tolist()
+        offsets = [sum(send_counts[:q]) for q in range(self.world + 1)]
+        self.send_rows = {q: part.send_idx[offsets[q]:offsets[q + 1]] for q in range(self.world)}
+        self.recv_counts = part.recv_counts.tolist()
+
+    def ring(self, r: int) -> tuple[int, int]:
+        """Round r: (peer I send my rows to, peer whose rows I receive)."""
+        return (self.rank + r) % self.world, (self.rank - r) % self.world
+
+
+class _Pipeline:
+    """Runs rounds 1..P-1 of a ring exchange with up to `prefetch` rounds in flight beyond the one
+    being consumed. `post(r)` starts round r and returns (works, payload); iterating waits for each
+    round in order and yields its payload. Construction posts the first rounds at once, so they
+    overlap with whatever the caller computes before iterating (the local shard)."""
+
+    def __init__(self, world: int, post, prefetch: int):
+        self.rounds = iter(range(1, world))
+        self.post, self.depth = post, prefetch + 1
+        self.inflight = deque()
+        self._fill()
+
+    def _fill(self):
+        while len(self.inflight) < self.depth:
+            r = next(self.rounds, None)
+            if r is None:
+                return
+            self.inflight.append(self.post(r))
+
+    def __iter__(self):
+        while self.inflight:
+            works, payload = self.inflight.popleft()
+            for w in works:
+                w.wait()
+            yield payload
+            del payload
+            self._fill()
+
+
+class SARAggregator(Aggregator):
+    def __init__(self, ctx: RankContext, mode: str, prefetch: int):
+        self.ctx, self.comm, self.mode, self.prefetch = ctx, ctx.comm, mode, prefetch
+        self.shards = Shards(ctx)
+
+    # ---------------------------------------------------------------- ring transfers
+    def fetch(self, h: torch.Tensor, category: str, layer: int):
+        """Remote shards' source rows, round by round: yields (round r, owner q, rows of q I need)."""
+        s = self.shards
+
+        def post(r):
+            to, frm = s.ring(r)
+            send = h.index_select(0, s.send_rows[to])
+            recv = h.new_empty((s.recv_counts[frm], *h.shape[1:]))
+            return self.comm.exchange(send, to, recv, frm, category, layer), (r, frm, recv, send)
+
+        return ((r, q, rows) for r, q, rows, _ in _Pipeline(s.world, post, self.prefetch))
+
+    def return_grads(self, grad_local: torch.Tensor, layer: int) -> "_GradReturn":
+        return _GradReturn(self, grad_local, layer)
+
+    # ---------------------------------------------------------------- the aggregation interface
+    def propagate(self, h, norm: str, layer: int):
+        if self.mode == "sar":
+            return _SARLinear.apply(h, self, norm, layer)
+        # SA: the same rounds under autograd; each fetch is a differentiable op whose backward
+        # returns the gradient of that round's rows to their owner.
+        s = self.shards
+        out = s.adj[s.rank].spmm(norm, h)
+        for r in range(1, s.world):
+            out = out + s.adj[s.ring(r)[1]].spmm(norm, _Fetch.apply(h, self, r, layer))
+        return out
+
+    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
+        if self.mode == "sar":
+            return _SARAttention.apply(z, att_src, att_dst, self, layer, negative_slope)
+        # SA: logits of every shard are kept, then one softmax over all of them.
+        s = self.shards
+        er = (z * att_dst).sum(-1)
+        sources = [(s.rank, z)] + [(s.ring(r)[1], _Fetch.apply(z, self, r, layer)) for r in range(1, s.world)]
+        logits = [(s.adj[q], zq, s.adj[q].logits(zq, er, att_src, negative_slope)) for q, zq in sources]
+        m = torch.stack([adj.segment(e.detach(), "max") for adj, _, e in logits]).amax(0)
+        exps = [(adj, zq, torch.exp(e - m.index_select(0, adj.dst))) for adj, zq, e in logits]
+        denom = sum(adj.segment(ex, "sum") for adj, _, ex in exps)
+        return sum(EdgeSpMM.apply(ex / denom.index_select(0, adj.dst), zq, adj) for adj, zq, ex in exps)
+
+
+class _GradReturn:
+    """Reverse ring: `send(r, g)` ships the gradient of the rows fetched in round r to their owner
+    and receives what the peer that fetched from me in round r sends back, added into grad_local.
+    At most `prefetch` + 1 returns are in flight; `finish()` completes them."""
+
+    def __init__(self, agg: SARAggregator, grad_local: torch.Tensor, layer: int):
+        self.agg, self.grad_local, self.layer = agg, grad_local, layer
+        self.pending = deque()
+
+    def send(self, r: int, grad_rows: torch.Tensor) -> None:
+        s = self.agg.shards
+        peer, owner = s.ring(r)  # I fetched from `owner` in round r; `peer` fetched from me
+        recv = self.grad_local.new_empty((s.send_rows[peer].numel(), *self.grad_local.shape[1:]))
+        send = grad_rows.contiguous()
+        works = self.agg.comm.exchange(send, owner, recv, peer, "halo_bwd", self.layer)
+        self.pending.append((works, peer, recv, send))
+        while len(self.pending) > self.agg.prefetch:
+            self._complete()
+
+    def _complete(self) -> None:
+        works, peer, recv, _ = self.pending.popleft()
+        for w in works:
+            w.wait()
+        self.grad_local.index_add_(0, self.agg.shards.send_rows[peer], recv)
+
+    def finish(self) -> torch.Tensor:
+        while self.pending:
+            self._complete()
+        return self.grad_local
+
+
+class _Fetch(torch.autograd.Function):
+    """SA mode: round r's rows as an autograd node (forward: fetch; backward: send the gradient of
+    those rows to their owner and receive the gradient of mine). Every rank creates the same
+    sequence of these nodes, so their backward calls pair up across ranks."""
+
+    @staticmethod
+    def forward(ctx, h, agg: SARAggregator, r: int, layer: int):
+        s = agg.shards
+        to, frm = s.ring(r)
+        recv = h.new_empty((s.recv_counts[frm], *h.shape[1:]))
+        send = h.index_select(0, s.send_rows[to])
+        for w in agg.comm.exchange(send, to, recv, frm, "halo_fwd", layer):
+            w.wait()
+        ctx.agg, ctx.r, ctx.layer, ctx.rows = agg, r, layer, h.shape[0]
+        return recv
+
+    @staticmethod
+    def backward(ctx, grad):
+        s = ctx.agg.shards
+        to, frm = s.ring(ctx.r)  # my rows went to `to`; the rows I received came from `frm`
+        back = grad.new_empty((s.send_rows[to].numel(), *grad.shape[1:]))
+        for w in ctx.agg.comm.exchange(grad.contiguous(), frm, back, to, "halo_bwd", ctx.layer):
+            w.wait()
+        out = grad.new_zeros((ctx.rows, *grad.shape[1:]))
+        out.index_add_(0, s.send_rows[to], back)
+        return out, None, None, None
+
+
+class _SARLinear(torch.autograd.Function):
+    """Sequential aggregation for a linear aggregation with constant edge weights (GCN, SAGE mean).
+    Saves nothing but references to the constant shard matrices."""
+
+    @staticmethod
+    def forward(ctx, h, agg: SARAggregator, norm: str, layer: int):
+        s = agg.shards
+        pipeline = agg.fetch(h, "halo_fwd", layer)  # remote rounds start now, overlapping the local shard
+        out = s.adj[s.rank].matrix(norm)[0] @ h
+        for _, q, rows in pipeline:
+            out += s.adj[q].matrix(norm)[0] @ rows
+        ctx.agg, ctx.norm, ctx.layer = agg, norm, layer
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        s, norm = ctx.agg.shards, ctx.norm
+        grad = grad.contiguous()
+        returns = ctx.agg.return_grads(s.adj[s.rank].matrix(norm)[1] @ grad, ctx.layer)
+        for r in range(1, s.world):  # A_q^T g for every remote shard, sent to its owner q
+            returns.send(r, s.adj[s.ring(r)[1]].matrix(norm)[1] @ grad)
+        return returns.finish(), None, None, None
+
+
+def _online_softmax_step(adj: LocalAdjacency, zq, er, att_src, negative_slope, state):
+    """Fold one shard into the running (max m, sum l, weighted sum acc) of every destination."""
+    m, l, acc = state
+    e = adj.logits(zq, er, att_src, negative_slope)
+    m_new = torch.maximum(m, adj.segment(e, "max"))
+    safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with no edge yet
+    scale = torch.exp(m - safe)  # exp(-inf) = 0 where nothing was accumulated
+    p = torch.exp(e - safe.index_select(0, adj.dst))
+    l = scale * l + adj.segment(p, "sum")
+    acc = scale.unsqueeze(-1) * acc + EdgeSpMM.apply(p, zq, adj)
+    return m_new, l, acc
+
+
+class _SARAttention(torch.autograd.Function):
+    """GAT aggregation across shards with an online softmax; backward rematerialises each shard."""
+
+    @staticmethod
+    def forward(ctx, z, att_src, att_dst, agg: SARAggregator, layer: int, negative_slope: float):
+        s = agg.shards
+        n, heads, ch = z.shape
+        pipeline = agg.fetch(z, "halo_fwd", layer)
+        er = (z * att_dst).sum(-1)
+        state = (z.new_full((n, heads), float("-inf")), z.new_zeros((n, heads)), z.new_zeros((n, heads, ch)))
+        state = _online_softmax_step(s.adj[s.rank], z, er, att_src, negative_slope, state)
+        for _, q, rows in pipeline:
+            state = _online_softmax_step(s.adj[q], rows, er, att_src, negative_slope, state)
+        m, l, acc = state
+        out = acc / l.unsqueeze(-1)
+        lse = m + torch.log(l)  # every node has a self-loop, so l > 0
+        ctx.save_for_backward(z, att_src, att_dst, out, lse)
+        ctx.agg, ctx.layer, ctx.negative_slope = agg, layer, negative_slope
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        z, att_src, att_dst, out, lse = ctx.saved_tensors
+        agg, s = ctx.agg, ctx.agg.shards
+        delta = (grad * out).sum(-1)  # D_v = g_v . out_v: the softmax's normalisation term
+        grad_z = torch.zeros_like(z)
+        grad_src, grad_dst = torch.zeros_like(att_src), torch.zeros_like(att_dst)
+
+        def shard_grads(adj: LocalAdjacency, zq):
+            """Gradients of this shard's contribution, with the softmax normaliser held at its final
+            value: d out_v / d e_uv = alpha_uv (z_u - out_v), hence the -alpha D term."""
+            nonlocal grad_z, grad_src, grad_dst
+            with torch.enable_grad():
+                zq = zq.detach().requires_grad_()
+                zd, a_s, a_d = z.detach().requires_grad_(), att_src.detach().requires_grad_(), att_dst.detach().requires_grad_()
+                e = adj.logits(zq, (zd * a_d).sum(-1), a_s, ctx.negative_slope)
+                alpha = torch.exp(e - lse.index_select(0, adj.dst))
+                contribution = EdgeSpMM.apply(alpha, zq, adj)
+                surrogate = (grad * contribution).sum() - (adj.segment(alpha, "sum") * delta).sum()
+                g_zq, g_zd, g_s, g_d = torch.autograd.grad(surrogate, (zq, zd, a_s, a_d))
+            grad_z += g_zd
+            grad_src += g_s
+            grad_dst += g_d
+            return g_zq
+
+        grad_z += shard_grads(s.adj[s.rank], z)
+        # Rematerialise: refetch each remote shard, recompute it, send its gradient home.
+        returns = agg.return_grads(grad_z, ctx.layer)
+        for r, q, rows in agg.fetch(z.detach(), "halo_refetch", ctx.layer):
+            returns.send(r, shard_grads(s.adj[q], rows))
+            del rows
+        return returns.finish(), grad_src, grad_dst, None, None, None
+
+
+class Method(FullGraphMethod):
+    """The full-graph step of every exact method, with SAR's aggregator."""
+
+    def make_aggregator(self):
+        cfg = self.ctx.method_cfg
+        mode = choose("sar.mode", cfg.get("mode", "sar"), MODES)
+        prefetch = cfg.get("prefetch", 1)
+        if not isinstance(prefetch, int) or prefetch < 0:
+            raise UserError(f"method.prefetch must be a non-negative integer (got {prefetch!r})")
+        if mode == "one_shot":
+            return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm)
+        return SARAggregator(self.ctx, mode, prefetch)

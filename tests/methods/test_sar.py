@@ -1,0 +1,33 @@
+"""SAR in every mode against the single-process oracle: same losses and gradients for GCN, SAGE and
+GAT with 1-4 workers on CiteSeer and a synthetic graph, and its mode's analytic volume."""
+from __future__ import annotations
+
+import pytest
+
+from tests.methods.exactness import DATASETS, analytic_bytes, assert_comm, assert_matches, oracle, run_ok
+
+
+@pytest.mark.parametrize("dataset", list(DATASETS))
+@pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
+def test_sar_matches_single_in_every_mode(make_cfg, data_root, dataset, model):
+    common = [*DATASETS[dataset], f"model={model}", f"data_root={data_root}", "layers=3"]
+    single, single_grads = oracle(make_cfg, common)
+    for mode in ("sar", "sa", "one_shot"):
+        for workers in (1, 2, 3, 4):
+            label = f"mode={mode}, {workers} workers"
+            cfg = make_cfg("method=sar", f"method.mode={mode}", f"workers={workers}", *common, "probe_grads=true")
+            path, record = run_ok(cfg)
+            assert_matches(record, path, single, single_grads, label)
+            assert_comm(record, cfg, analytic_bytes(record, cfg, refetch_attention=mode == "sar"), label)
+            if dataset == "citeseer" and workers == 3:
+                assert 0 in record["partition"]["halo_nodes_per_rank"]  # a part with no halo at all
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_prefetch_depth_does_not_change_the_result(make_cfg, prefetch):
+    common = [*DATASETS["synthetic"], "model=gat", "layers=2"]
+    single, single_grads = oracle(make_cfg, common)
+    cfg = make_cfg("method=sar", f"method.prefetch={prefetch}", "workers=4", *common, "probe_grads=true")
+    path, record = run_ok(cfg)
+    assert_matches(record, path, single, single_grads, f"prefetch={prefetch}")
+    assert_comm(record, cfg, analytic_bytes(record, cfg, refetch_attention=True), f"prefetch={prefetch}")
