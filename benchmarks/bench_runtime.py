@@ -114,6 +114,7 @@ def main(argv=None) -> None:
         for model in args.models:
             common = [*data, f"model={model}", f"hidden={args.hidden}", f"layers={args.layers}",
                       f"epochs={args.epochs}", "warmup_epochs=1", f"eval_every={args.epochs}", "log_every=0",
+                      "malloc_mmap_threshold=null",  # glibc's default allocator behaviour, as in the PyG child
                       f"results_dir={results}"]
             print(f"[{dataset} {model}] pyg_plain, single, full_halo(1)", flush=True)
             pyg = run_pyg(args, dataset, model, results / f"{dataset}-{model}-pyg_plain.json")

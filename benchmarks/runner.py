@@ -29,6 +29,7 @@ from benchmarks.datasets import load_dataset
 from benchmarks.errors import UserError, choose
 from benchmarks.method import method_class
 from benchmarks.models import MODELS
+from benchmarks.probes import fix_mmap_threshold
 from benchmarks.partition import PARTITIONERS, build_parts, load_manifest, load_part, partition_stats, prepare_parts
 from benchmarks.record import environment, new_record, record_path, write_atomic
 from benchmarks.train import run_rank
@@ -179,6 +180,7 @@ def _runs_root(cfg: dict) -> Path:
 
 def _run_in_process(cfg, part, record, path, run_dir):
     try:
+        fix_mmap_threshold(cfg["malloc_mmap_threshold"])
         device = device_of(cfg, 0)
         result = run_rank(cfg, 0, 1, part, device, on_epoch=progress_writer(cfg, run_dir))
         _save_grads(result, path)
@@ -209,6 +211,7 @@ def _train_distributed(cfg, rank, world, local_rank, folder, record, path: Path,
 def _rank_process(rank, world, cfg, folder, record, path, run_dir, init_method, threads, plugin_path):
     """Entry point of a spawned rank."""
     faulthandler.enable()  # a rank killed by a fatal signal still prints its Python stack
+    fix_mmap_threshold(cfg["malloc_mmap_threshold"])  # before the part is loaded
     try:
         # The fork server's environment is the one it started with: pass on what this run needs.
         os.environ["GNNBENCH_METHODS_PATH"] = plugin_path
@@ -310,6 +313,7 @@ def _run_torchrun(cfg, method_cls, log):
     record["env"]["launcher"] = "torchrun"
     run_dir = Path(tempfile.mkdtemp(prefix=f"torchrun-r{rank}-", dir=_runs_root(cfg)))
     torch.set_num_threads(threads_per_rank(cfg, local_world))
+    fix_mmap_threshold(cfg["malloc_mmap_threshold"])
     try:
         _train_distributed(cfg, rank, world, local_rank, folder, record, path, run_dir, init_method=None)
     except Exception as e:
