@@ -38,6 +38,7 @@ def write_atomic(path: Path, obj: dict) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=1, default=str)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; records are for everyone to read
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
