@@ -124,14 +124,17 @@ class BatchNorm(nn.Module):
 
     def forward(self, h, agg):
         if self.training:
-            d = h.shape[1]
-            sums = agg.node_sum(torch.cat([h.sum(0), (h * h).sum(0), h.new_full((1,), h.shape[0])]))
+            # Sums in float64: counts beyond 2^24 nodes and E[x^2] - E[x]^2 need the precision.
+            d, f64 = h.shape[1], torch.float64
+            sums = agg.node_sum(torch.cat([h.sum(0, dtype=f64), (h * h).sum(0, dtype=f64),
+                                           torch.full((1,), h.shape[0], dtype=f64, device=h.device)]))
             n = sums[-1].detach()
             mean = sums[:d] / n
             var = (sums[d:2 * d] / n - mean * mean).clamp(min=0)
+            mean, var = mean.to(h.dtype), var.to(h.dtype)
             with torch.no_grad():
                 self.running_mean.lerp_(mean, self.momentum)
-                self.running_var.lerp_(var * n / (n - 1).clamp(min=1), self.momentum)
+                self.running_var.lerp_(var * (n / (n - 1).clamp(min=1)).to(h.dtype), self.momentum)
         else:
             mean, var = self.running_mean, self.running_var
         return (h - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias

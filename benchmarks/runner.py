@@ -22,6 +22,7 @@ import time
 import traceback
 from pathlib import Path
 
+import psutil
 import torch
 import torch.distributed as dist
 
@@ -47,6 +48,10 @@ def validate(cfg: dict) -> None:
     choose("backend", cfg["backend"], ("auto", "gloo", "nccl"))
     if cfg["device"] == "cuda" and not torch.cuda.is_available():
         raise UserError("device=cuda but this torch build sees no CUDA device; use device=cpu")
+    backend = backend_of(cfg)
+    if (backend == "nccl") != (cfg["device"] == "cuda"):
+        raise UserError(f"backend={backend} does not fit device={cfg['device']}: use gloo on cpu and nccl on cuda "
+                        "(or backend=auto)")
     if not 0 <= cfg["dropout"] < 1:
         raise UserError(f"dropout must be in [0, 1) (got {cfg['dropout']})")
 
@@ -211,8 +216,8 @@ def _train_distributed(cfg, rank, world, local_rank, folder, record, path: Path,
 def _rank_process(rank, world, cfg, folder, record, path, run_dir, init_method, threads, plugin_path):
     """Entry point of a spawned rank."""
     faulthandler.enable()  # a rank killed by a fatal signal still prints its Python stack
-    fix_mmap_threshold(cfg["malloc_mmap_threshold"])  # before the part is loaded
     try:
+        fix_mmap_threshold(cfg["malloc_mmap_threshold"])  # before the part is loaded
         # The fork server's environment is the one it started with: pass on what this run needs.
         os.environ["GNNBENCH_METHODS_PATH"] = plugin_path
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: loopback, whatever the hostname
@@ -233,6 +238,9 @@ def _rank_process(rank, world, cfg, folder, record, path, run_dir, init_method, 
 
 
 def _run_spawned(cfg, world, folder, record, path, run_dir):
+    if cfg["device"] == "cuda" and world > torch.cuda.device_count():
+        raise UserError(f"workers={world} but this machine has {torch.cuda.device_count()} GPUs; NCCL needs one "
+                        "GPU per rank (use fewer workers, or torchrun across machines)")
     # Ranks are forked from a fork server that imported torch and the runtime once, so a rank starts
     # in a fraction of a second instead of re-importing everything (and never inherits this
     # process's threads, as a plain fork would).
@@ -245,10 +253,11 @@ def _run_spawned(cfg, world, folder, record, path, run_dir):
                          args=(r, world, cfg, str(folder), record, str(path), str(run_dir), init_method, threads,
                                plugin_path))
              for r in range(world)]
-    for p in procs:
-        p.start()
+    started = time.time()
     failed = []
     try:
+        for p in procs:
+            p.start()
         pending = set(range(world))
         while pending and not failed:
             mp.connection.wait([procs[r].sentinel for r in pending], timeout=1.0)
@@ -259,9 +268,11 @@ def _run_spawned(cfg, world, folder, record, path, run_dir):
                         failed.append(r)
     finally:
         for p in procs:  # a dead rank ends the run now: its peers would only wait for the timeout
-            if p.is_alive():
+            if p.pid is not None and p.is_alive():
                 p.terminate()
         for p in procs:
+            if p.pid is None:
+                continue
             p.join(5)
             if p.is_alive():
                 p.kill()
@@ -279,7 +290,7 @@ def _run_spawned(cfg, world, folder, record, path, run_dir):
             text = errs[0].read_text()
             error = f"{errs[0].stem.replace('rank', 'rank ')}: {text.splitlines()[0]}"
         write_atomic(path, failed_record(record, error, text, Path(run_dir) / "progress.jsonl"))
-    elif not Path(path).exists():
+    elif not Path(path).exists() or Path(path).stat().st_mtime < started:  # an older run's record
         write_atomic(path, failed_record(record, "rank 0 exited without writing the record", "",
                                          Path(run_dir) / "progress.jsonl"))
 
@@ -299,10 +310,11 @@ def _run_torchrun(cfg, method_cls, log):
     ready = _runs_root(cfg) / f"{path.stem}.ready.json"
     if local_rank == 0:
         info, folder = prepare(cfg, world, log)
-        write_atomic(ready, {"info": info, "folder": str(folder), "port": os.environ.get("MASTER_PORT")})
+        write_atomic(ready, {"info": info, "folder": str(folder)})
     else:
         deadline = time.monotonic() + cfg["dist_timeout_s"]
-        while not (ready.exists() and json.loads(ready.read_text()).get("port") == os.environ.get("MASTER_PORT")):
+        started = psutil.Process().create_time() - 5  # a ready file from an earlier run is older
+        while not (ready.exists() and ready.stat().st_mtime >= started):
             if time.monotonic() > deadline:
                 raise UserError(f"local rank 0 did not prepare the partition within {cfg['dist_timeout_s']} s")
             time.sleep(0.2)

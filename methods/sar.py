@@ -61,9 +61,11 @@ class Shards:
 
 class _Pipeline:
     """Runs rounds 1..P-1 of a ring exchange with up to `prefetch` rounds in flight beyond the one
-    being consumed. `post(r)` starts round r and returns (works, payload); iterating waits for each
-    round in order and yields its payload. Construction posts the first rounds at once, so they
-    overlap with whatever the caller computes before iterating (the local shard)."""
+    being consumed. `post(r)` starts round r and returns (works, send buffer, payload); iterating
+    waits for each round in order, drops its send buffer and yields its payload. Construction posts
+    the first rounds at once, so they overlap with whatever the caller computes before iterating
+    (the local shard). Nothing here keeps a payload once yielded: a consumer that `del`s it at the
+    end of its loop body holds one remote shard, plus `prefetch` in flight."""
 
     def __init__(self, world: int, post, prefetch: int):
         self.rounds = iter(range(1, world))
@@ -80,11 +82,9 @@ class _Pipeline:
 
     def __iter__(self):
         while self.inflight:
-            works, payload = self.inflight.popleft()
-            for w in works:
+            for w in self.inflight[0][0]:
                 w.wait()
-            yield payload
-            del payload
+            yield self.inflight.popleft()[2]
             self._fill()
 
 
@@ -102,9 +102,9 @@ class SARAggregator(Aggregator):
             to, frm = s.ring(r)
             send = h.index_select(0, s.send_rows[to])
             recv = h.new_empty((s.recv_counts[frm], *h.shape[1:]))
-            return self.comm.exchange(send, to, recv, frm, category, layer), (r, frm, recv, send)
+            return self.comm.exchange(send, to, recv, frm, category, layer), send, (r, frm, recv)
 
-        return ((r, q, rows) for r, q, rows, _ in _Pipeline(s.world, post, self.prefetch))
+        return _Pipeline(s.world, post, self.prefetch)
 
     def return_grads(self, grad_local: torch.Tensor, layer: int) -> "_GradReturn":
         return _GradReturn(self, grad_local, layer)
@@ -205,6 +205,7 @@ class _SARLinear(torch.autograd.Function):
         out = s.adj[s.rank].matrix(norm)[0] @ h
         for _, q, rows in pipeline:
             out += s.adj[q].matrix(norm)[0] @ rows
+            del rows  # before the next round is posted
         ctx.agg, ctx.norm, ctx.layer = agg, norm, layer
         return out
 
@@ -219,15 +220,16 @@ class _SARLinear(torch.autograd.Function):
 
 
 def _online_softmax_step(adj: LocalAdjacency, zq, er, att_src, negative_slope, state):
-    """Fold one shard into the running (max m, sum l, weighted sum acc) of every destination."""
+    """Fold one shard into the running (max m, sum l, weighted sum acc) of every destination,
+    in place (no second n x H x C buffer)."""
     m, l, acc = state
     e = adj.logits(zq, er, att_src, negative_slope)
     m_new = torch.maximum(m, adj.segment(e, "max"))
     safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with no edge yet
     scale = torch.exp(m - safe)  # exp(-inf) = 0 where nothing was accumulated
     p = torch.exp(e - safe.index_select(0, adj.dst))
-    l = scale * l + adj.segment(p, "sum")
-    acc = scale.unsqueeze(-1) * acc + EdgeSpMM.apply(p, zq, adj)
+    l.mul_(scale).add_(adj.segment(p, "sum"))
+    acc.mul_(scale.unsqueeze(-1)).add_(EdgeSpMM.apply(p, zq, adj))
     return m_new, l, acc
 
 
@@ -244,9 +246,10 @@ class _SARAttention(torch.autograd.Function):
         state = _online_softmax_step(s.adj[s.rank], z, er, att_src, negative_slope, state)
         for _, q, rows in pipeline:
             state = _online_softmax_step(s.adj[q], rows, er, att_src, negative_slope, state)
+            del rows
         m, l, acc = state
-        out = acc / l.unsqueeze(-1)
-        lse = m + torch.log(l)  # every node has a self-loop, so l > 0
+        out = acc.div_(l.unsqueeze(-1))  # every node has a self-loop, so l > 0
+        lse = m + torch.log(l)
         ctx.save_for_backward(z, att_src, att_dst, out, lse)
         ctx.agg, ctx.layer, ctx.negative_slope = agg, layer, negative_slope
         return out
@@ -255,34 +258,37 @@ class _SARAttention(torch.autograd.Function):
     def backward(ctx, grad):
         z, att_src, att_dst, out, lse = ctx.saved_tensors
         agg, s = ctx.agg, ctx.agg.shards
+        # Refetch rounds start now and overlap with the local shard's backward.
+        refetch = agg.fetch(z.detach(), "halo_refetch", ctx.layer)
         delta = (grad * out).sum(-1)  # D_v = g_v . out_v: the softmax's normalisation term
-        grad_z = torch.zeros_like(z)
-        grad_src, grad_dst = torch.zeros_like(att_src), torch.zeros_like(att_dst)
+        er = (z * att_dst).sum(-1).detach().requires_grad_()  # destination term, shared by all shards
+        a_s = att_src.detach().requires_grad_()
+        grads = {"er": torch.zeros_like(er), "att_src": torch.zeros_like(att_src)}
 
         def shard_grads(adj: LocalAdjacency, zq):
-            """Gradients of this shard's contribution, with the softmax normaliser held at its final
-            value: d out_v / d e_uv = alpha_uv (z_u - out_v), hence the -alpha D term."""
-            nonlocal grad_z, grad_src, grad_dst
+            """Gradient of this shard's contribution with the softmax normaliser held at its final
+            value: d out_v / d e_uv = alpha_uv (z_u - out_v), hence the -alpha D term. Returns the
+            gradient of the shard's source rows; accumulates those of er and att_src."""
             with torch.enable_grad():
                 zq = zq.detach().requires_grad_()
-                zd, a_s, a_d = z.detach().requires_grad_(), att_src.detach().requires_grad_(), att_dst.detach().requires_grad_()
-                e = adj.logits(zq, (zd * a_d).sum(-1), a_s, ctx.negative_slope)
-                alpha = torch.exp(e - lse.index_select(0, adj.dst))
-                contribution = EdgeSpMM.apply(alpha, zq, adj)
-                surrogate = (grad * contribution).sum() - (adj.segment(alpha, "sum") * delta).sum()
-                g_zq, g_zd, g_s, g_d = torch.autograd.grad(surrogate, (zq, zd, a_s, a_d))
-            grad_z += g_zd
-            grad_src += g_s
-            grad_dst += g_d
+                alpha = torch.exp(adj.logits(zq, er, a_s, ctx.negative_slope) - lse.index_select(0, adj.dst))
+                surrogate = ((grad * EdgeSpMM.apply(alpha, zq, adj)).sum()
+                             - (adj.segment(alpha, "sum") * delta).sum())
+                g_zq, g_er, g_src = torch.autograd.grad(surrogate, (zq, er, a_s))
+            grads["er"] += g_er
+            grads["att_src"] += g_src
             return g_zq
 
-        grad_z += shard_grads(s.adj[s.rank], z)
-        # Rematerialise: refetch each remote shard, recompute it, send its gradient home.
-        returns = agg.return_grads(grad_z, ctx.layer)
-        for r, q, rows in agg.fetch(z.detach(), "halo_refetch", ctx.layer):
+        returns = agg.return_grads(shard_grads(s.adj[s.rank], z), ctx.layer)
+        for r, q, rows in refetch:  # rematerialise each remote shard, send its gradient home
             returns.send(r, shard_grads(s.adj[q], rows))
             del rows
-        return returns.finish(), grad_src, grad_dst, None, None, None
+        grad_z = returns.finish()
+        # er = (z * att_dst).sum(-1), backpropagated once for all shards.
+        g_er = grads["er"].unsqueeze(-1)
+        grad_z.add_(g_er * att_dst)
+        grad_dst = (g_er * z).sum(0, keepdim=True)
+        return grad_z, grads["att_src"], grad_dst, None, None, None
 
 
 class Method(FullGraphMethod):
@@ -292,7 +298,7 @@ class Method(FullGraphMethod):
         cfg = self.ctx.method_cfg
         mode = choose("sar.mode", cfg.get("mode", "sar"), MODES)
         prefetch = cfg.get("prefetch", 1)
-        if not isinstance(prefetch, int) or prefetch < 0:
+        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
             raise UserError(f"method.prefetch must be a non-negative integer (got {prefetch!r})")
         if mode == "one_shot":
             return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm)

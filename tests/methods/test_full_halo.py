@@ -26,6 +26,6 @@ def test_batch_norm_statistics_span_all_ranks(make_cfg, data_root):
     cfg = make_cfg("method=full_halo", "workers=3", *common, "probe_grads=true")
     path, record = run_ok(cfg)
     assert_matches(record, path, single, single_grads, "batch norm, 3 workers")
-    # Two layers of statistics (sums, squares, count) and their gradients, every epoch, every rank.
+    # Two layers of float64 statistics (sums, squares, count) and their gradients, every epoch, rank.
     hidden = cfg["hidden"]
-    assert record["comm"]["bytes_by_category"]["norm"] == cfg["epochs"] * 3 * 2 * 2 * (2 * hidden + 1) * 4
+    assert record["comm"]["bytes_by_category"]["norm"] == cfg["epochs"] * 3 * 2 * 2 * (2 * hidden + 1) * 8
