@@ -48,6 +48,10 @@ class Method:
     #: True for methods that run the whole graph in one process whatever `workers` says.
     single_process = False
 
+    @classmethod
+    def check_config(cls, method_cfg: dict) -> None:
+        """Raise UserError for bad method options; called before anything is launched."""
+
     def __init__(self, ctx: RankContext):
         self.ctx = ctx
 

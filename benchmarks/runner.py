@@ -156,6 +156,7 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
     any failure after preparation produces a `failed` record."""
     validate(cfg)
     method_cls = method_class(cfg["method"]["name"])
+    method_cls.check_config(cfg["method"])
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return _run_torchrun(cfg, method_cls, log)
     world = 1 if method_cls.single_process else cfg["workers"]

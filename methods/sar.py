@@ -294,12 +294,15 @@ class _SARAttention(torch.autograd.Function):
 class Method(FullGraphMethod):
     """The full-graph step of every exact method, with SAR's aggregator."""
 
-    def make_aggregator(self):
-        cfg = self.ctx.method_cfg
-        mode = choose("sar.mode", cfg.get("mode", "sar"), MODES)
-        prefetch = cfg.get("prefetch", 1)
+    @classmethod
+    def check_config(cls, method_cfg: dict) -> None:
+        choose("method.mode", method_cfg.get("mode", "sar"), MODES)
+        prefetch = method_cfg.get("prefetch", 1)
         if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
             raise UserError(f"method.prefetch must be a non-negative integer (got {prefetch!r})")
-        if mode == "one_shot":
+
+    def make_aggregator(self):
+        cfg = self.ctx.method_cfg
+        if cfg.get("mode", "sar") == "one_shot":
             return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm)
-        return SARAggregator(self.ctx, mode, prefetch)
+        return SARAggregator(self.ctx, cfg.get("mode", "sar"), cfg.get("prefetch", 1))
