@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m benchmarks -m method=single,full_halo model=gcn,sage workers=2 epochs=50 results_dir=$(RESULTS)
+	$(BIN)/python -m benchmarks -m method=single,full_halo,sar model=gcn,sage,gat workers=2 epochs=50 results_dir=$(RESULTS)
 	$(BIN)/python -m benchmarks.table $(RESULTS)
 
 test: $(STAMP)

@@ -4,6 +4,7 @@ graph (a ~200k-node synthetic graph of average degree 20, 128 features; 3 layers
 GAT 4 x 64), then the largest graph that fits a per-rank budget under `full_halo` and `sar`.
 
     python -m benchmarks.bench_sar [--models sage gat] [--workers 1 2 4 8] [--budget-gib 2] [--skip-fit]
+    python -m benchmarks.bench_sar --anchor-only   # against IntelLabs/SAR's numbers on this machine
 
 Every run is its own process and writes its record under --results; the ratios printed at the
 end are measured in this invocation.
@@ -77,6 +78,29 @@ def _ws(record: dict) -> float:
     return record["summary"]["train_mem_delta_bytes_max"] / GIB if record["status"] == "ok" else float("nan")
 
 
+# IntelLabs/SAR (DGL 2.1, gloo) measured on this machine's kind (2 cores): 100k nodes, 2M edges,
+# 128 features, SAGE 3x256; seconds per iteration and per-rank peak RSS (GB) at 1 / 2 / 4 workers.
+SAR_PUBLIC_ANCHOR = {1: (1.54, 1.79), 2: (1.82, 1.39), 4: (1.68, 1.38)}
+
+
+def anchor(results: Path) -> list[dict]:
+    """Our `sar` on the anchor's graph and model, beside the public implementation's numbers."""
+    rows = []
+    for workers, (their_s, their_gb) in SAR_PUBLIC_ANCHOR.items():
+        r = run_cli(["experiment=sar_memory", "model=sage", "method=sar", f"workers={workers}", "dataset.nodes=100000",
+                     "epochs=6", "eval_every=6", "log_every=0", f"results_dir={results / 'anchor'}"])
+        s = r["summary"]
+        rows.append({"workers": workers, "epoch_s": s["epoch_time_s_median"], "peak_rss_GB": s["peak_rss_bytes_max"] / 1e9,
+                     "train_ws_GB": s["train_mem_delta_bytes_max"] / 1e9, "edges": r["graph"]["edges"],
+                     "sar_public_s": their_s, "sar_public_peak_rss_GB": their_gb})
+    print(f"\nanchor (100k nodes, ~2M edges, SAGE 3x256): {'workers':>7} {'ours s':>7} {'public s':>8} "
+          f"{'ours peak GB':>12} {'public peak GB':>14} {'ours train WS GB':>16}")
+    for r in rows:
+        print(f"{'':44}{r['workers']:>7} {r['epoch_s']:>7.2f} {r['sar_public_s']:>8.2f} {r['peak_rss_GB']:>12.2f} "
+              f"{r['sar_public_peak_rss_GB']:>14.2f} {r['train_ws_GB']:>16.3f}")
+    return rows
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=["sage", "gat"])
@@ -86,9 +110,14 @@ def main(argv=None) -> None:
     p.add_argument("--budget-gib", type=float, default=2.0)
     p.add_argument("--fit-tolerance", type=float, default=0.1, help="stop bisecting within this relative gap")
     p.add_argument("--skip-fit", action="store_true", help="skip the largest-graph bisection")
+    p.add_argument("--anchor-only", action="store_true", help="only the comparison with SAR's public code")
     p.add_argument("--results", default="results/sar_memory")
     args = p.parse_args(argv)
     results = Path(args.results)
+    if args.anchor_only:
+        (results / "anchor").mkdir(parents=True, exist_ok=True)
+        (results / "anchor" / "summary.json").write_text(json.dumps(anchor(results), indent=1))
+        return
 
     rows = [row(r) for r in sweep(args, results)]
     print(f"\n{'model':<5} {'method':<14} {'workers':>7} {'epoch s':>8} {'train WS GiB':>12} {'peak RSS GiB':>12} "
