@@ -61,7 +61,7 @@ def synthetic(nodes: int, avg_degree: float, classes: int, features: int, homoph
     shift = torch.randint(1, classes, (m,), generator=g)
     cv = torch.where(same, y[u], (y[u] + shift) % classes)
     v = draw(lo[cv], hi[cv])
-    del theta, cum, same, shift, cv
+    del theta, same, shift, cv
 
     centroids = torch.randn(classes, features, generator=g)
     x = centroids[y] + feature_noise * torch.randn(nodes, features, generator=g)
