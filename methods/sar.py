@@ -94,17 +94,18 @@ class SARAggregator(Aggregator):
         self.shards = Shards(ctx)
 
     # ---------------------------------------------------------------- ring transfers
+    def post_round(self, h: torch.Tensor, r: int, category: str, layer: int):
+        """Start round r of a forward ring: send the rows (rank + r) needs, receive those I need from
+        (rank - r). Returns (works, send buffer, (r, owner, receive buffer))."""
+        s = self.shards
+        to, frm = s.ring(r)
+        send = h.index_select(0, s.send_rows[to])
+        recv = h.new_empty((s.recv_counts[frm], *h.shape[1:]))
+        return self.comm.exchange(send, to, recv, frm, category, layer), send, (r, frm, recv)
+
     def fetch(self, h: torch.Tensor, category: str, layer: int):
         """Remote shards' source rows, round by round: yields (round r, owner q, rows of q I need)."""
-        s = self.shards
-
-        def post(r):
-            to, frm = s.ring(r)
-            send = h.index_select(0, s.send_rows[to])
-            recv = h.new_empty((s.recv_counts[frm], *h.shape[1:]))
-            return self.comm.exchange(send, to, recv, frm, category, layer), send, (r, frm, recv)
-
-        return _Pipeline(s.world, post, self.prefetch)
+        return _Pipeline(self.shards.world, lambda r: self.post_round(h, r, category, layer), self.prefetch)
 
     def return_grads(self, grad_local: torch.Tensor, layer: int) -> "_GradReturn":
         return _GradReturn(self, grad_local, layer)
@@ -173,25 +174,17 @@ class _Fetch(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, agg: SARAggregator, r: int, layer: int):
-        s = agg.shards
-        to, frm = s.ring(r)
-        recv = h.new_empty((s.recv_counts[frm], *h.shape[1:]))
-        send = h.index_select(0, s.send_rows[to])
-        for w in agg.comm.exchange(send, to, recv, frm, "halo_fwd", layer):
+        works, _, (_, _, recv) = agg.post_round(h, r, "halo_fwd", layer)
+        for w in works:
             w.wait()
         ctx.agg, ctx.r, ctx.layer, ctx.rows = agg, r, layer, h.shape[0]
         return recv
 
     @staticmethod
     def backward(ctx, grad):
-        s = ctx.agg.shards
-        to, frm = s.ring(ctx.r)  # my rows went to `to`; the rows I received came from `frm`
-        back = grad.new_empty((s.send_rows[to].numel(), *grad.shape[1:]))
-        for w in ctx.agg.comm.exchange(grad.contiguous(), frm, back, to, "halo_bwd", ctx.layer):
-            w.wait()
-        out = grad.new_zeros((ctx.rows, *grad.shape[1:]))
-        out.index_add_(0, s.send_rows[to], back)
-        return out, None, None, None
+        returns = ctx.agg.return_grads(grad.new_zeros((ctx.rows, *grad.shape[1:])), ctx.layer)
+        returns.send(ctx.r, grad)
+        return returns.finish(), None, None, None
 
 
 class _SARLinear(torch.autograd.Function):
