@@ -5,6 +5,10 @@ A model asks its aggregator for two things:
     weights (`gcn`: 1/sqrt(deg_u deg_v); `mean`: 1/deg_v), for GCN and SAGE;
   - `attention(z, att_src, att_dst, layer)`: GAT's multi-head attention, softmax over each node's
     in-edges.
+Layers that project before aggregating call `propagate_linear(h, W, ...)` / `attention_linear`,
+which default to projecting and then calling the two above; a method that keeps halo rows of the
+layer *input* (DIGEST's stale representations) overrides them to project those rows with the
+current weights.
 A method decides where the source rows come from; `HaloAggregator` (used by `single`, `full_halo`
 and the shared evaluation) fetches all halo rows in one all-to-all per layer.
 
@@ -143,18 +147,24 @@ class _HaloExchange(torch.autograd.Function):
     the halo gradients, added into the rows they came from."""
 
     @staticmethod
-    def forward(ctx, h, plan: HaloPlan, comm: Comm, category: str, layer):
+    def forward(ctx, h, plan: HaloPlan, comm: Comm, categories: tuple[str, str], layer):
         ctx.plan, ctx.comm, ctx.layer, ctx.num_rows = plan, comm, layer, h.shape[0]
-        return comm.all_to_all(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts,
-                               category, layer)
+        ctx.backward_category = categories[1]
+        return exchange_rows(h, plan, comm, categories[0], layer)
 
     @staticmethod
     def backward(ctx, grad):
         plan = ctx.plan
-        back = ctx.comm.all_to_all(grad.contiguous(), plan.recv_counts, plan.send_counts, "halo_bwd", ctx.layer)
+        back = ctx.comm.all_to_all(grad.contiguous(), plan.recv_counts, plan.send_counts, ctx.backward_category,
+                                   ctx.layer)
         out = grad.new_zeros((ctx.num_rows, *grad.shape[1:]))
         out.index_add_(0, plan.send_idx, back)
         return out, None, None, None, None
+
+
+def exchange_rows(h: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, layer) -> torch.Tensor:
+    """The halo rows of `h` (rows peers need sent, my halo rows received, in halo order); no autograd."""
+    return comm.all_to_all(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts, category, layer)
 
 
 class _AllReduceSum(torch.autograd.Function):
@@ -182,6 +192,16 @@ class Aggregator:
     def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2) -> torch.Tensor:
         raise NotImplementedError
 
+    def propagate_linear(self, h: torch.Tensor, weight: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
+        """propagate(h W^T): projecting first narrows the rows that travel."""
+        return self.propagate(F.linear(h, weight), norm, layer)
+
+    def attention_linear(self, h: torch.Tensor, weight: torch.Tensor, heads: int, att_src, att_dst, layer: int,
+                         negative_slope: float = 0.2) -> torch.Tensor:
+        """attention(z) with z = h W^T viewed as [N, heads, C]."""
+        z = F.linear(h, weight).view(h.shape[0], heads, -1)
+        return self.attention(z, att_src, att_dst, layer, negative_slope)
+
     def node_sum(self, t: torch.Tensor) -> torch.Tensor:
         """Sum of per-rank partial sums, differentiable (backward all-reduces the gradient)."""
         if self.comm.world == 1:
@@ -192,16 +212,18 @@ class Aggregator:
 class HaloAggregator(Aggregator):
     """Exact propagation-based aggregation: one all-to-all of every halo row per layer (forward),
     its reverse in backward. With one rank the halo is empty and this is the whole-graph oracle.
-    `category='eval'` counts the shared evaluation's traffic apart from training."""
+    `categories` name the forward and backward traffic: `("eval", "eval")` keeps the shared
+    evaluation apart from training, LLCG's correction steps use their own."""
 
-    def __init__(self, adj: LocalAdjacency, plan: HaloPlan, comm: Comm, category: str = "halo_fwd"):
-        self.adj, self.plan, self.comm, self.category = adj, plan, comm, category
+    def __init__(self, adj: LocalAdjacency, plan: HaloPlan, comm: Comm,
+                 categories: tuple[str, str] = ("halo_fwd", "halo_bwd")):
+        self.adj, self.plan, self.comm, self.categories = adj, plan, comm, categories
 
     def sources(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         """[local rows | halo rows], the column space of the local adjacency."""
         if self.comm.world == 1:
             return h
-        return torch.cat([h, _HaloExchange.apply(h, self.plan, self.comm, self.category, layer)])
+        return torch.cat([h, _HaloExchange.apply(h, self.plan, self.comm, self.categories, layer)])
 
     def propagate(self, h: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         return self.adj.spmm(norm, self.sources(h, layer))

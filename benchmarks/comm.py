@@ -21,7 +21,8 @@ class Comm:
         self.rank, self.world = rank, world
         self.sent = defaultdict(int)  # (category, layer or None) -> bytes this rank sent
 
-    def _count(self, category: str, layer, nbytes: int) -> None:
+    def count(self, category: str, layer, nbytes: int) -> None:
+        """Also for transfers that do not go through torch.distributed (a shared-memory store)."""
         if self.world > 1 and nbytes:
             self.sent[(category, layer)] += int(nbytes)
 
@@ -34,7 +35,7 @@ class Comm:
         if self.world == 1:
             return out
         dist.all_to_all_single(out, send.contiguous(), recv_counts, send_counts)
-        self._count(category, layer, send.numel() * send.element_size())
+        self.count(category, layer, send.numel() * send.element_size())
         return out
 
     def exchange(self, send: torch.Tensor, to: int, recv: torch.Tensor, frm: int, category: str, layer=None) -> list:
@@ -44,7 +45,7 @@ class Comm:
         ops = []
         if send.numel():
             ops.append(dist.P2POp(dist.isend, send, to))
-            self._count(category, layer, send.numel() * send.element_size())
+            self.count(category, layer, send.numel() * send.element_size())
         if recv.numel():
             ops.append(dist.P2POp(dist.irecv, recv, frm))
         return dist.batch_isend_irecv(ops) if ops else []
@@ -53,15 +54,19 @@ class Comm:
         """In place; returns the tensor for chaining."""
         if self.world > 1:
             dist.all_reduce(tensor, op=op)
-            self._count(category, layer, tensor.numel() * tensor.element_size())
+            self.count(category, layer, tensor.numel() * tensor.element_size())
         return tensor
 
     def broadcast(self, tensor: torch.Tensor, src: int, category: str) -> torch.Tensor:
         if self.world > 1:
             dist.broadcast(tensor, src)
             if self.rank == src:
-                self._count(category, None, tensor.numel() * tensor.element_size())
+                self.count(category, None, tensor.numel() * tensor.element_size())
         return tensor
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
 
     def all_gather_object(self, obj) -> list:
         """Small Python objects (probe results); not counted."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import time
 from dataclasses import dataclass
 
 import torch
@@ -47,6 +48,9 @@ class Method:
 
     #: True for methods that run the whole graph in one process whatever `workers` says.
     single_process = False
+    #: False for methods whose ranks step without waiting for each other (DIGEST-A): the runtime
+    #: then reduces its per-epoch probes only at evaluation points, the only barriers left.
+    synchronous = True
 
     @classmethod
     def check_config(cls, method_cfg: dict) -> None:
@@ -58,14 +62,30 @@ class Method:
     def train_epoch(self, epoch: int) -> torch.Tensor:
         raise NotImplementedError
 
+    def evaluation_model(self) -> torch.nn.Module:
+        """The model the shared evaluation runs, identical on every rank (methods whose replicas
+        drift apart between averaging rounds return their average)."""
+        return self.ctx.model
 
-def sync_gradients(ctx: RankContext) -> None:
+    def probes(self) -> dict:
+        """Method-specific per-rank measurements for the record (`summary.per_rank[]`)."""
+        return {}
+
+    def straggle(self) -> None:
+        """Injected heterogeneity (`straggler_delay_s`: seconds per step, listed per rank and cycled):
+        call at the start of every training step."""
+        delays = self.ctx.cfg.get("straggler_delay_s") or []
+        if delays and delays[self.ctx.rank % len(delays)] > 0:
+            time.sleep(delays[self.ctx.rank % len(delays)])
+
+
+def sync_gradients(ctx: RankContext, category: str = "grad_allreduce") -> None:
     """Sum every parameter gradient over ranks in one flat all-reduce. Each rank's loss is already
     divided by the global training-node count, so the sum is the full-graph gradient."""
     grads = [p.grad for p in ctx.model.parameters() if p.grad is not None]
     if ctx.world == 1 or not grads:
         return
-    flat = ctx.comm.all_reduce(torch.cat([g.reshape(-1) for g in grads]), "grad_allreduce")
+    flat = ctx.comm.all_reduce(torch.cat([g.reshape(-1) for g in grads]), category)
     offset = 0
     for g in grads:
         g.copy_(flat[offset:offset + g.numel()].view_as(g))
@@ -92,6 +112,7 @@ class FullGraphMethod(Method):
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
         ctx = self.ctx
+        self.straggle()
         ctx.model.train()
         ctx.optimizer.zero_grad(set_to_none=True)
         loss = local_loss(ctx, ctx.model(ctx.part.x, self.aggregator))

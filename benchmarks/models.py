@@ -33,7 +33,7 @@ class GCNLayer(nn.Module):
         return True
 
     def forward(self, h, agg, layer: int):
-        out = agg.propagate(F.linear(h, self.weight), "gcn", layer)
+        out = agg.propagate_linear(h, self.weight, "gcn", layer)
         return out + self.bias if self.bias is not None else out
 
 
@@ -53,7 +53,7 @@ class SAGELayer(nn.Module):
 
     def forward(self, h, agg, layer: int):
         if self.project_first:
-            neigh = agg.propagate(F.linear(h, self.lin_l.weight), "mean", layer)
+            neigh = agg.propagate_linear(h, self.lin_l.weight, "mean", layer)
             neigh = neigh + self.lin_l.bias if self.lin_l.bias is not None else neigh
         else:
             neigh = self.lin_l(agg.propagate(h, "mean", layer))
@@ -79,8 +79,7 @@ class GATLayer(nn.Module):
         return True
 
     def forward(self, h, agg, layer: int):
-        z = F.linear(h, self.weight).view(-1, self.heads, self.out_per_head)
-        out = agg.attention(z, self.att_src, self.att_dst, layer, self.negative_slope)
+        out = agg.attention_linear(h, self.weight, self.heads, self.att_src, self.att_dst, layer, self.negative_slope)
         out = out.reshape(out.shape[0], -1) if self.concat else out.mean(1)
         return out + self.bias if self.bias is not None else out
 

@@ -54,6 +54,9 @@ def validate(cfg: dict) -> None:
                         "(or backend=auto)")
     if not 0 <= cfg["dropout"] < 1:
         raise UserError(f"dropout must be in [0, 1) (got {cfg['dropout']})")
+    delays = cfg.get("straggler_delay_s") or []
+    if not isinstance(delays, list) or not all(isinstance(d, (int, float)) and d >= 0 for d in delays):
+        raise UserError(f"straggler_delay_s must be a list of seconds >= 0, one per rank (got {delays!r})")
 
 
 def backend_of(cfg: dict) -> str:

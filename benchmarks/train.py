@@ -37,10 +37,10 @@ def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.dev
 
 
 @torch.no_grad()
-def evaluate(ctx: RankContext, agg) -> dict[str, float]:
+def evaluate(ctx: RankContext, agg, model: torch.nn.Module) -> dict[str, float]:
     """Exact full-graph inference (halo exchange, no gradient); accuracy over the global splits."""
-    ctx.model.eval()
-    pred = ctx.model(ctx.part.x, agg).argmax(-1)
+    model.eval()
+    pred = model(ctx.part.x, agg).argmax(-1)
     correct = pred == ctx.part.y
     masks = (ctx.part.train_mask, ctx.part.val_mask, ctx.part.test_mask)
     counts = torch.stack([v for m in masks for v in ((correct & m).sum(), m.sum())]).double()
@@ -55,9 +55,9 @@ def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
     torch.manual_seed(cfg["seed"] * 1000 + rank)  # dropout masks: reproducible, different per rank
     ctx = make_context(cfg, rank, world, part, device)
     method = method_class(cfg["method"]["name"])(ctx)
-    eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, category="eval")
+    eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, categories=("eval", "eval"))
     epochs, eval_every = cfg["epochs"], max(1, cfg["eval_every"])
-    history, grads = [], None
+    history, window, grads = [], [], None
 
     memory.start_training()
     for epoch in range(epochs):
@@ -66,28 +66,47 @@ def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
             loss = method.train_epoch(epoch)
         if epoch == 0 and cfg.get("probe_grads"):
             grads = {n: p.grad.detach().cpu().clone() for n, p in ctx.model.named_parameters() if p.grad is not None}
-        memory.pause()
-        # Probe reductions (outside the timed region): max epoch time, summed loss and bytes.
-        t = ctx.comm.all_reduce(torch.tensor([timer.seconds], dtype=torch.float64, device=device), "probe",
-                                op=torch.distributed.ReduceOp.MAX)
-        sums = ctx.comm.all_reduce(torch.tensor([float(loss), float(ctx.comm.training_bytes() - before)],
-                                                dtype=torch.float64, device=device), "probe")
-        entry = {"epoch": epoch, "train_loss": sums[0].item(), "val_acc": None, "test_acc": None,
-                 "train_acc": None, "epoch_time_s": t.item(), "comm_bytes": int(sums[1].item())}
-        if (epoch + 1) % eval_every == 0 or epoch == epochs - 1:
-            entry.update(evaluate(ctx, eval_agg))
-        history.append(entry)
-        if on_epoch is not None:
-            on_epoch(entry)
-        memory.resume()
+        window.append((timer.seconds, float(loss), float(ctx.comm.training_bytes() - before)))
+        evaluate_now = (epoch + 1) % eval_every == 0 or epoch == epochs - 1
+        # Synchronous methods reduce their probes every epoch; asynchronous ones only where the
+        # evaluation makes every rank meet anyway, so the probes add no barrier.
+        if method.synchronous or evaluate_now:
+            memory.pause()
+            entries = reduce_window(ctx, window, epoch, per_epoch_max=method.synchronous)
+            window = []
+            if evaluate_now:
+                entries[-1].update(evaluate(ctx, eval_agg, method.evaluation_model()))
+            for entry in entries:
+                history.append(entry)
+                if on_epoch is not None:
+                    on_epoch(entry)
+            memory.resume()
     memory.pause()
 
     per_rank = {"rank": rank, **memory.result(), "comm_bytes_by_category": ctx.comm.by_category(),
                 "comm_bytes_by_layer": ctx.comm.by_layer(), "nodes": part.num_local, "halo_nodes": part.num_halo,
-                "threads": torch.get_num_threads()}
+                "threads": torch.get_num_threads(), **method.probes()}
     gathered = ctx.comm.all_gather_object(per_rank)
     return {"history": history, "per_rank": gathered, "grads": grads,
             "summary": summarize(history, gathered, cfg["warmup_epochs"])}
+
+
+def reduce_window(ctx: RankContext, window: list[tuple[float, float, float]], last_epoch: int,
+                  per_epoch_max: bool) -> list[dict]:
+    """History entries for the epochs in `window` (this rank's seconds, loss share, bytes sent).
+    Loss and bytes are summed over ranks. Time is the slowest rank's epoch time; for asynchronous
+    methods, whose ranks do not finish an epoch together, the slowest rank's time for the whole
+    window is spread evenly over its epochs."""
+    device, f64 = ctx.device, torch.float64
+    seconds = torch.tensor([w[0] for w in window], dtype=f64, device=device)
+    if not per_epoch_max:
+        seconds = seconds.sum().expand(len(window)) / len(window)
+    seconds = ctx.comm.all_reduce(seconds.contiguous(), "probe", op=torch.distributed.ReduceOp.MAX)
+    sums = ctx.comm.all_reduce(torch.tensor([w[1:] for w in window], dtype=f64, device=device), "probe")
+    first = last_epoch - len(window) + 1
+    return [{"epoch": first + i, "train_loss": sums[i, 0].item(), "val_acc": None, "test_acc": None,
+             "train_acc": None, "epoch_time_s": seconds[i].item(), "comm_bytes": int(sums[i, 1].item())}
+            for i in range(len(window))]
 
 
 def summarize(history: list[dict], per_rank: list[dict], warmup_epochs: int) -> dict:
