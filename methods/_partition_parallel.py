@@ -51,14 +51,19 @@ class LocalAggregator(Aggregator):
     def propagate(self, h, norm: str, layer: int):
         return self.adj.spmm(norm, self.sources(h, layer))
 
+    def projected_sources(self, h: torch.Tensor, weight: torch.Tensor, layer: int) -> torch.Tensor:
+        """[h W^T | halo W^T], projecting the two blocks apart (no copy of the wider input rows)."""
+        local = F.linear(h, weight)
+        return local if self.halo is None else torch.cat([local, F.linear(self.halo(h.detach(), layer), weight)])
+
     def propagate_linear(self, h, weight, norm: str, layer: int):
-        return self.adj.spmm(norm, F.linear(self.sources(h, layer), weight))
+        return self.adj.spmm(norm, self.projected_sources(h, weight, layer))
 
     def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
         raise NotImplementedError("GAT layers call attention_linear")
 
     def attention_linear(self, h, weight, heads: int, att_src, att_dst, layer: int, negative_slope: float = 0.2):
-        z_src = F.linear(self.sources(h, layer), weight).view(-1, heads, weight.shape[0] // heads)
+        z_src = self.projected_sources(h, weight, layer).view(-1, heads, weight.shape[0] // heads)
         return self.adj.attention(z_src, z_src[:h.shape[0]], att_src, att_dst, negative_slope)
 
     def node_sum(self, t: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,8 @@ arXiv 2206.00057), and DIGEST-A (`asynchronous: true`).
 Each rank trains on its own part (one full-partition step per epoch) with the full row panel of
 the adjacency (global degrees). In-edges inside the part use fresh rows; in-edges from other parts
 read a table of halo rows, detached (no gradient reaches other ranks, no backward halo traffic):
-  - layer 0: the halo input features, exact (they never change), fetched once at the first step;
+  - layer 0: the halo input features, exact (they never change), fetched once at the first step
+    (category `halo_inputs`: a one-time cost, like loading the partition);
   - deeper layers: halo rows of the layer input, refreshed every `sync_every` steps by one exact
     exchange of the rows this step's forward computed (category `stale_sync`), which that step
     uses; the first step is always a refresh, so the table starts filled (DIGEST's cold start).
@@ -42,7 +43,7 @@ class StaleHalo:
     def __call__(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         if layer == 0:
             if 0 not in self.tables:
-                self.tables[0] = self.exchange(self.ctx.part.x, 0)
+                self.tables[0] = exchange_rows(self.ctx.part.x, self.ctx.plan, self.ctx.comm, "halo_inputs", 0)
         elif self.refresh or layer not in self.tables:
             self.tables[layer] = self.fetch(h, layer)
         return self.tables[layer]

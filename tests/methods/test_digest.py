@@ -90,7 +90,8 @@ def test_digest_bytes_are_the_stale_sync_volume_and_nothing_between_syncs(make_c
     syncs = 3  # steps 0, 4, 8
     inputs = halo * record["graph"]["features"] * 4  # layer 0, once
     hidden = halo * cfg["hidden"] * 4 * (cfg["layers"] - 1)  # deeper layers, every sync
-    assert training_categories(record) == {"stale_sync": inputs + syncs * hidden, "grad_allreduce": 9 * grads}
+    assert training_categories(record) == {"halo_inputs": inputs, "stale_sync": syncs * hidden,
+                                           "grad_allreduce": 9 * grads}
     per_epoch = [h["comm_bytes"] for h in record["history"]]
     assert per_epoch == [grads + inputs + hidden, grads, grads, grads, grads + hidden, grads, grads, grads,
                          grads + hidden]
@@ -147,7 +148,7 @@ def test_digest_a_with_stragglers_completes_and_records_staleness(make_cfg):
         assert all(0 <= v["mean"] <= v["max"] for v in st["halo_rows_by_layer"].values())
     assert max(r["staleness"]["model_max"] for r in ranks) > 0  # others updated while a rank computed
     got = training_categories(record)
-    assert {"stale_push", "stale_pull", "param_push", "param_pull", "stale_sync"} <= set(got)
+    assert {"halo_inputs", "stale_push", "stale_pull", "param_push", "param_pull", "stale_sync"} <= set(got)
     assert "grad_allreduce" not in got
 
 
