@@ -38,17 +38,24 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
         axes.pop(o.key_or_group, None)
         if o.is_sweep_override():
             axes[o.key_or_group] = [str(v) for v in o.sweep_string_iterator()]
-    available = set(group_options("method"))
     from benchmarks.method import method_names
 
-    available &= set(method_names())
-    runs, missing = [], []
+    available = set(group_options("method")) & set(method_names())
+    from benchmarks.method import method_class
+
+    runs, missing, seen = [], [], set()
     for values in itertools.product(*axes.values()):
         job = dict(zip(axes, values))
-        if job.get("method", cfg.method.name) not in available:
-            missing.append(job.get("method"))
+        method = job.get("method", cfg.method.name)
+        if method not in available:
+            missing.append(method)
             continue
-        runs.append(fixed + [f"{k}={v}" for k, v in job.items()])
+        if method_class(method).single_process:  # it ignores `workers`: one run, not one per count
+            job.pop("workers", None)
+        overrides = fixed + [f"{k}={v}" for k, v in job.items()]
+        if tuple(overrides) not in seen:
+            seen.add(tuple(overrides))
+            runs.append(overrides)
     return runs, sorted(set(missing))
 
 
