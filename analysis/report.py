@@ -35,6 +35,23 @@ def _status(row) -> str:
     return "ok" + (f", {row['n_failed']} failed" if row["n_failed"] else "")
 
 
+def runs_table(agg: pd.DataFrame, show_setting: bool = False) -> str:
+    """One line per configuration (the aggregate with speedups), failed ones marked."""
+    header = ["dataset", "model", *(["setting"] if show_setting else []), "method", "workers", "runs", "status",
+              "epoch (s)", "vs single", "vs 1 worker", "peak RSS/rank (MiB)", "train WS/rank (MiB)", "comm (MB/epoch)",
+              "best val", "test"]
+    rows = []
+    for _, r in agg.iterrows():
+        rows.append([r["dataset"], r["model"], *([r["setting"]] if show_setting else []), r["variant"], r["workers"],
+                     r["n_ok"] + r["n_failed"], _status(r), fmt(r["epoch_time_s"], 4, r["epoch_time_s_std"]),
+                     fmt(r["speedup_vs_single"], 2, suffix="x"), fmt(r["speedup_vs_1"], 2, suffix="x"),
+                     fmt(r["peak_rss_bytes"], 0, r["peak_rss_bytes_std"], MIB),
+                     fmt(r["train_mem_bytes"], 1, r["train_mem_bytes_std"], MIB),
+                     fmt(r["comm_bytes_per_epoch"], 2, scale=1e6), fmt(r["best_val_acc"], 4, r["best_val_acc_std"]),
+                     fmt(r["test_acc"], 4, r["test_acc_std"])])
+    return md_table(header, rows)
+
+
 def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
     """Write `<out_dir>/report.md` and `<out_dir>/figures/*.png|pdf`; returns the report's path."""
     results_dir = Path(results_dir)
@@ -67,19 +84,7 @@ def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
               "Mean ± standard deviation over seeds. Epoch time: median over epochs after warm-up, slowest "
               "rank. Memory: the largest rank. Communication: training bytes sent per epoch, all ranks. "
               "Speedups divide epoch times.", ""]
-    header = ["dataset", "model", *(["setting"] if show_setting else []), "method", "workers", "runs", "status",
-              "epoch (s)", "vs single", "vs 1 worker", "peak RSS/rank (MiB)", "train WS/rank (MiB)", "comm (MB/epoch)",
-              "best val", "test"]
-    rows = []
-    for _, r in agg.iterrows():
-        rows.append([r["dataset"], r["model"], *([r["setting"]] if show_setting else []), r["variant"], r["workers"],
-                     r["n_ok"] + r["n_failed"], _status(r), fmt(r["epoch_time_s"], 4, r["epoch_time_s_std"]),
-                     fmt(r["speedup_vs_single"], 2, suffix="x"), fmt(r["speedup_vs_1"], 2, suffix="x"),
-                     fmt(r["peak_rss_bytes"], 0, r["peak_rss_bytes_std"], MIB),
-                     fmt(r["train_mem_bytes"], 1, r["train_mem_bytes_std"], MIB),
-                     fmt(r["comm_bytes_per_epoch"], 2, scale=1e6), fmt(r["best_val_acc"], 4, r["best_val_acc_std"]),
-                     fmt(r["test_acc"], 4, r["test_acc_std"])])
-    parts += [md_table(header, rows), ""]
+    parts += [runs_table(agg, show_setting), ""]
     failed = runs[runs["status"] != "ok"]
     if len(failed):
         parts += ["### Failed runs", "", md_table(["run", "error"], [[f"`{r['run']}`", r["error"] or ""]
