@@ -121,7 +121,7 @@ def _measure(r, g: pd.DataFrame, cands: pd.DataFrame, cfg: dict) -> dict | None:
     def at(variant: str, w: int | None, column: str) -> tuple[float, int | None, str | None]:
         mine = g[g["variant"] == variant]
         if w is not None:
-            w = _pair(all_paper_ws, sorted(mine[mine["status"] == "ok"]["workers"]), w)
+            w = _pair(all_paper_ws, sorted(mine["workers"]), w)
             mine = mine[mine["workers"] == w]
         if not len(mine):
             return math.nan, w, None
