@@ -24,9 +24,20 @@ MIB, GIB = 2 ** 20, 2 ** 30
 FAILED = dict(marker="x", color="red", s=60, zorder=5, clip_on=False)
 
 
+MARKERS = "osD^vP*Xph"
+
+
 def colours(variants) -> dict:
     cmap = plt.get_cmap("tab10")
     return {v: cmap(i % 10) for i, v in enumerate(sorted(set(variants)))}
+
+
+def style(variants) -> dict:
+    """Colour and a hollow marker of its own per variant: exact methods give identical points and
+    curves, and hollow markers of different shapes keep both visible where they coincide."""
+    col = colours(variants)
+    return {v: dict(color=c, marker=MARKERS[i % len(MARKERS)], markerfacecolor="none", markersize=7)
+            for i, (v, c) in enumerate(col.items())}
 
 
 def save(fig, out_dir, name: str) -> list[Path]:
@@ -94,14 +105,14 @@ def speedup_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
     """Epoch-time speedup over `single` (or, without one, over the same variant at 1 worker)."""
     df = rec.speedup(agg)
     df.attrs = agg.attrs
-    col = colours(df["variant"])
+    sty = style(df["variant"])
     groups = list(_groups(df))
     fig, axes = _grid(len(groups))
     for ax, (title, g) in zip(axes.flat, groups):
         use_single = g["speedup_vs_single"].notna().any()
         ycol = "speedup_vs_single" if use_single else "speedup_vs_1"
         for variant, v in g[g["status"] == "ok"].sort_values("workers").groupby("variant", sort=True):
-            ax.plot(v["workers"], v[ycol], marker="o", color=col[variant], label=variant)
+            ax.plot(v["workers"], v[ycol], label=variant, **sty[variant])
         ws = sorted(g["workers"].unique())
         ax.plot(ws, ws, linestyle="--", color="grey", linewidth=1, label="ideal (speedup = workers)")
         _mark_failed(ax, g[g["status"] != "ok"])
@@ -121,7 +132,7 @@ def _mem_unit(values) -> tuple[float, str]:
 
 def memory_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
     """Per-rank peak RSS and training working set (largest rank) against workers, with the ideal 1/P line."""
-    col = colours(agg["variant"])
+    sty = style(agg["variant"])
     groups = list(_groups(agg))
     fig, axes = _grid(len(groups), per_group=2)
     for row_axes, (title, g) in zip(axes, groups):
@@ -130,7 +141,7 @@ def memory_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
             scale, unit = _mem_unit(g[metric])
             ok = g[g["status"] == "ok"]
             for variant, v in ok.sort_values("workers").groupby("variant", sort=True):
-                ax.plot(v["workers"], v[metric] / scale, marker="o", color=col[variant], label=variant)
+                ax.plot(v["workers"], v[metric] / scale, label=variant, **sty[variant])
             ideal = rec.memory_scaling(g, metric)
             ref = ideal[ideal["method"] == "single"] if (ideal["method"] == "single").any() else ideal
             ref = ref[ref["ideal"].notna()].sort_values("workers").head(1)
@@ -152,7 +163,7 @@ def memory_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
 def accuracy_vs_time(hist: pd.DataFrame, runs_df: pd.DataFrame, out_dir, metric: str = "val_acc") -> list[Path]:
     """Validation accuracy against epoch and against training wall time, one line per run; a run
     that failed ends in a red x."""
-    col = colours(runs_df["variant"])
+    sty = style(runs_df["variant"])
     hist = hist[hist[metric].notna()]
     hist.attrs = runs_df.attrs
     groups = list(_groups(runs_df))
@@ -163,8 +174,9 @@ def accuracy_vs_time(hist: pd.DataFrame, runs_df: pd.DataFrame, out_dir, metric:
                 h = hist[hist["run"] == run["run"]]
                 name = f"{run['variant']} P={run['workers']}"
                 if len(h):
-                    ax.plot(h[x] + (1 if x == "epoch" else 0), h[metric], color=col[run["variant"]], linewidth=1.2,
-                            label=name, linestyle="-" if run["workers"] == g["workers"].max() else "--")
+                    ax.plot(h[x] + (1 if x == "epoch" else 0), h[metric], linewidth=1.2, label=name,
+                            linestyle="-" if run["workers"] == g["workers"].max() else "--",
+                            markevery=max(1, len(h) // 8), **sty[run["variant"]])
                 if run["status"] != "ok":
                     if len(h):
                         ax.scatter([h[x].iloc[-1] + (1 if x == "epoch" else 0)], [h[metric].iloc[-1]], **FAILED)
@@ -182,7 +194,7 @@ def accuracy_vs_time(hist: pd.DataFrame, runs_df: pd.DataFrame, out_dir, metric:
 
 def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path]:
     """Training bytes per epoch (all ranks) against workers, and their split by category."""
-    col = colours(agg["variant"])
+    sty = style(agg["variant"])
     groups = list(_groups(agg))
     fig, axes = _grid(len(groups), per_group=2)
     for row_axes, (title, g) in zip(axes, groups):
@@ -191,7 +203,7 @@ def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path
         silent = [f"{r['variant']} P={r['workers']}" for _, r in ok[ok["comm_bytes_per_epoch"] == 0].iterrows()]
         sends = ok[ok["comm_bytes_per_epoch"] > 0]
         for variant, v in sends.sort_values("workers").groupby("variant", sort=True):
-            ax.plot(v["workers"], v["comm_bytes_per_epoch"] / 1e6, marker="o", color=col[variant], label=variant)
+            ax.plot(v["workers"], v["comm_bytes_per_epoch"] / 1e6, label=variant, **sty[variant])
         _mark_failed(ax, g[g["status"] != "ok"])
         _workers_axis(ax, g["workers"])
         _log_if_wide(ax, list(sends["comm_bytes_per_epoch"] / 1e6))
@@ -208,7 +220,7 @@ def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path
             table.index = [f"{v} P={w}" for v, w in table.index]
             table.plot.barh(stacked=True, ax=ax, colormap="Set2", width=0.7)
             ax.invert_yaxis()
-            ax.legend(title="category", fontsize=7, loc="lower right")
+            ax.legend(title="category", fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         else:
             ax.text(0.5, 0.5, "no training traffic", transform=ax.transAxes, ha="center")
         ax.set_xlabel("training traffic per epoch (MB, all ranks)")
@@ -221,14 +233,14 @@ def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path
 def memory_time_scatter(agg: pd.DataFrame, out_dir) -> list[Path]:
     """Each configuration as one point: median epoch time against the largest rank's training
     working set, labelled with its worker count (lower left is better on both)."""
-    col = colours(agg["variant"])
+    sty = style(agg["variant"])
     groups = list(_groups(agg))
     fig, axes = _grid(len(groups))
     for ax, (title, g) in zip(axes.flat, groups):
         ok = g[g["status"] == "ok"]
         scale, unit = _mem_unit(ok["train_mem_bytes"])
         for variant, v in ok.groupby("variant", sort=True):
-            ax.scatter(v["epoch_time_s"], v["train_mem_bytes"] / scale, color=col[variant], label=variant, s=40)
+            ax.plot(v["epoch_time_s"], v["train_mem_bytes"] / scale, linestyle="none", label=variant, **sty[variant])
             for _, row in v.iterrows():
                 ax.annotate(f"P={row['workers']}", (row["epoch_time_s"], row["train_mem_bytes"] / scale),
                             xytext=(4, 3), textcoords="offset points", fontsize=7)
