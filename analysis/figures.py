@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from analysis import records as rec  # noqa: E402
 
@@ -78,7 +78,11 @@ def _log_if_wide(ax, values, axis="y") -> None:
     v = [x for x in values if x == x and x > 0]
     if v and max(v) / min(v) >= 10:
         (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
-        (ax.yaxis if axis == "y" else ax.xaxis).set_minor_formatter(NullFormatter())  # decades only: legible
+        # plain numbers at 1, 2, 5 x 10^k: readable in print, unlike bare decade labels
+        a = ax.yaxis if axis == "y" else ax.xaxis
+        a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        a.set_minor_formatter(NullFormatter())
 
 
 def _mark_failed(ax, failed: pd.DataFrame, x: str = "workers") -> None:
@@ -149,7 +153,7 @@ def memory_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
             if len(ref):
                 base = float(ref["memory"].iloc[0]) * int(ref["workers"].iloc[0]) / scale
                 ax.plot(ws, [base / w for w in ws], linestyle="--", color="grey", linewidth=1,
-                        label="ideal 1/P (from the fewest workers)")
+                        label=f"ideal 1/P (from {ref['variant'].iloc[0]} at P={int(ref['workers'].iloc[0])})")
             _mark_failed(ax, g[g["status"] != "ok"])
             _workers_axis(ax, ws)
             _log_if_wide(ax, list(ok[metric] / scale) + [base / w for w in ws] if len(ref) else list(ok[metric]))
