@@ -24,5 +24,6 @@ def quickstart(tmp_path_factory) -> Path:
     """The records of a fresh `experiment=quickstart` sweep (every registered method)."""
     results = tmp_path_factory.mktemp("quickstart") / "results"
     out = sweep(results)
-    assert out.returncode == 0, out.stdout + out.stderr
+    # a method that fails here still leaves a failed record (and exit status 1); the report shows it
+    assert out.returncode in (0, 1) and out.stdout.splitlines()[-1].startswith("sweep: "), out.stdout + out.stderr
     return results
