@@ -24,20 +24,27 @@ from benchmarks.cli import CONF, check_overrides, group_options
 from benchmarks.errors import UserError
 
 
+def _values(override) -> list[str]:
+    """A sweep's values (`a,b,c`), or the one value of a plain `key=value`."""
+    if override.is_sweep_override():
+        return [str(v) for v in override.sweep_string_iterator()]
+    return [override.input_line.split("=", 1)[1]]
+
+
 def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
     """The runs (override lists) of a sweep, and the methods it names that do not exist here."""
     parsed = OverridesParser.create().parse_overrides(argv)
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=fixed, return_hydra_config=True)
-    params = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=True) or {}
-    axes = {key: [str(v) for v in o.sweep_string_iterator()]
-            for key, o in ((o.key_or_group, o) for o in OverridesParser.create().parse_overrides(
-                [f"{k}={v}" for k, v in params.items()]))}
+    params = cfg.hydra.sweeper.params
+    params = OmegaConf.to_container(params, resolve=True) if params is not None else {}
+    axes = {o.key_or_group: _values(o) for o in OverridesParser.create().parse_overrides(
+        [f"{k}={v}" for k, v in params.items()])}
     for o in parsed:  # the command line wins over the preset
         axes.pop(o.key_or_group, None)
         if o.is_sweep_override():
-            axes[o.key_or_group] = [str(v) for v in o.sweep_string_iterator()]
+            axes[o.key_or_group] = _values(o)
     from benchmarks.method import method_names
 
     available = set(group_options("method")) & set(method_names())
