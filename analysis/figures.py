@@ -101,6 +101,8 @@ def _legend(fig, axes, extra_failed: bool) -> None:
             handles.setdefault(lab, h)
     if extra_failed:
         handles.setdefault("failed run", plt.Line2D([], [], marker="x", color="red", linestyle=""))
+    if not handles:  # e.g. only `single` runs: nothing sends, nothing to name
+        return
     fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(len(handles), 4),
                frameon=False)
 

@@ -149,8 +149,8 @@ def _paper_section(agg: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
               "*scaled-down*: what differs (worker counts are paired by rank). Certainty is the reference's: "
               "`figure-estimate` values are read off a plot.", ""]
     rows = [[r["table"] or "–", r["paper_dataset"], r["paper_model"], r["paper_method"], r["paper_workers"] or "–",
-             r["metric"], f"{fmt(r['paper'], 2)} {r['unit']}" if r["paper"] == r["paper"] else "– (no value: OOM)",
-             (f"{fmt(r['measured'], 2)} {r['unit']}" if r["status"] == "ok" else "**failed**"),
+             r["metric"], f"{r['paper']:.3g} {r['unit']}" if r["paper"] == r["paper"] else "– (no value: OOM)",
+             (f"{r['measured']:.3g} {r['unit']}" if r["status"] == "ok" else "**failed**"),
              f"{r['variant']} P={r['workers']} on {r['dataset']}", r["measured_as"], r["certainty"], r["reproduction"]]
             for _, r in cmp.iterrows()]
     return parts + [md_table(["table", "dataset", "model", "method", "workers", "metric", "paper", "measured",

@@ -51,3 +51,8 @@ def test_same_dataset_model_and_workers_is_a_full_reproduction_and_failures_show
     citeseer = cmp[cmp["dataset"] == "citeseer"]
     assert len(citeseer) and (citeseer["status"] == "failed").all()
     assert not (cmp["dataset"] == "synthetic").any()
+
+
+def test_a_paper_preset_on_one_of_its_own_datasets_is_compared_with_that_dataset_only():
+    cmp = compare([record("single", 1, dataset="cora", model="gcn", reproduces="planetoid_baselines")])
+    assert len(cmp) and set(cmp["paper_dataset"]) == {"Cora"}
