@@ -40,15 +40,16 @@ def summary_line(record: dict) -> str:
             f"comm {s['comm_bytes_per_epoch'] / 1e6:.2f} MB/epoch")
 
 
-def _all_methods() -> str:
-    from benchmarks.method import method_names  # imports torch: only when a preset asks
+def registered_methods() -> list[str]:
+    """Methods that can run: a plugin in methods/ with its conf/method YAML."""
+    from benchmarks.method import method_names  # imports torch: only when asked
 
-    return ",".join(method_names())
+    return sorted(set(method_names()) & set(group_options("method")))
 
 
 # `${all_methods:}` in a preset's `hydra.sweeper.params` sweeps every registered method, including
 # plugins added later (conf/experiment/quickstart.yaml).
-OmegaConf.register_new_resolver("all_methods", _all_methods, replace=True)
+OmegaConf.register_new_resolver("all_methods", lambda: ",".join(registered_methods()), replace=True)
 
 _failures = []  # exit statuses of the jobs of a multirun that did not succeed
 

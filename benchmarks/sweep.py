@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from benchmarks.cli import CONF, check_overrides, group_options
+from benchmarks.cli import CONF, check_overrides, registered_methods
 from benchmarks.errors import UserError
 
 
@@ -45,10 +45,9 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
         axes.pop(o.key_or_group, None)
         if o.is_sweep_override():
             axes[o.key_or_group] = _values(o)
-    from benchmarks.method import method_names
-
-    available = set(group_options("method")) & set(method_names())
     from benchmarks.method import method_class
+
+    available = registered_methods()
 
     runs, missing, seen = [], [], set()
     for values in itertools.product(*axes.values()):
@@ -88,7 +87,7 @@ def main(argv=None) -> None:
         sys.exit(f"error: {e}")
     for name in missing:
         print(f"skip: method '{name}' is not available in this checkout (methods: "
-              f"{', '.join(group_options('method'))})", flush=True)
+              f"{', '.join(registered_methods())})", flush=True)
     counts = {"ok": 0, "kept": 0, "failed": 0}
     for i, overrides in enumerate(runs, 1):
         head = f"[{i}/{len(runs)}] {' '.join(overrides)}"
