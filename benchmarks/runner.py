@@ -193,6 +193,7 @@ def _runs_root(cfg: dict) -> Path:
 def _run_in_process(cfg, part, record, path, run_dir):
     try:
         fix_mmap_threshold(cfg["malloc_mmap_threshold"])
+        torch.set_num_threads(threads_per_rank(cfg, 1))  # `threads_per_rank` holds in process too
         device = device_of(cfg, 0)
         result = run_rank(cfg, 0, 1, part, device, on_epoch=progress_writer(cfg, run_dir))
         _save_grads(result, path)
