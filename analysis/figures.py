@@ -95,7 +95,7 @@ def _mark_failed(ax, failed: pd.DataFrame, x: str = "workers") -> None:
 
 
 def _legend(fig, axes, extra_failed: bool) -> None:
-    handles, labels = {}, {}
+    handles = {}
     for ax in axes.flat:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)

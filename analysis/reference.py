@@ -119,7 +119,6 @@ def _float(text: str) -> float:
 
 
 def _measure(r, g: pd.DataFrame, cands: pd.DataFrame, cfg: dict) -> dict | None:
-    ok = g[g["status"] == "ok"]
     metric, paper_ws = r["metric"], _workers(r["workers"])
     same = cands[(cands["source"] == r["source"]) & (cands["model"] == r["model"])]
     all_paper_ws = sorted({w for text in same["workers"] for w in _workers(text)})
