@@ -1,4 +1,4 @@
-# Two commands: `make run` (the default comparison on the synthetic graph) and `make test`.
+# Two commands: `make run` (the quickstart comparison on the synthetic graph, then its report) and `make test`.
 # Both create .venv and install the project the first time. torch==2.13.0 (CPU) is installed
 # unless the venv already has a torch (GPU users: create .venv and install your torch first).
 PYTHON ?= python3
@@ -20,8 +20,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m benchmarks -m method=single,full_halo,sar model=gcn,sage,gat workers=2 epochs=50 results_dir=$(RESULTS)
-	$(BIN)/python -m benchmarks.table $(RESULTS)
+	@# every registered method (conf/experiment/quickstart.yaml); the report is written even if a run failed
+	$(BIN)/python -m benchmarks.sweep experiment=quickstart results_dir=$(RESULTS); status=$$?; \
+	$(BIN)/python -m analysis report $(RESULTS) && exit $$status
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

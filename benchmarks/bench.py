@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import yaml
+
 from benchmarks.datasets import PROJECT_ROOT
 
 
@@ -22,7 +24,18 @@ def run_cli(overrides: list[str], check: bool = True) -> dict:
     return record
 
 
+def method_defaults(name: str) -> dict:
+    """The options a method has when none is given on the command line (its conf/method YAML)."""
+    path = PROJECT_ROOT / "conf" / "method" / f"{name}.yaml"
+    if not path.exists():
+        return {}
+    return {k: v for k, v in (yaml.safe_load(path.read_text()) or {}).items() if k != "name"}
+
+
 def label(record: dict) -> str:
-    """method, plus its mode where it has one (sar/sa/one_shot)."""
-    mode = record["config"]["method"].get("mode") if "config" in record else None
-    return f"{record['method']}:{mode}" if mode else record["method"]
+    """The method, plus the options that differ from its defaults, which tell variants apart
+    (`sar`, `sar mode=sa`, `digest sync_every=4`); new methods and options need no change here."""
+    options = {k: v for k, v in record.get("config", {}).get("method", {}).items() if k != "name"}
+    defaults = method_defaults(record["method"])
+    extra = [f"{k}={v}" for k, v in sorted(options.items()) if k not in defaults or defaults[k] != v]
+    return " ".join([record["method"], *extra])

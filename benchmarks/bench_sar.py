@@ -131,7 +131,7 @@ def main(argv=None) -> None:
 
     ratios = {}
     for model in args.models:
-        single, halo, sar = pick(model, "single", 1), pick(model, "full_halo", 4), pick(model, "sar:sar", 4)
+        single, halo, sar = pick(model, "single", 1), pick(model, "full_halo", 4), pick(model, "sar", 4)
         if single and halo and sar:
             ratios[model] = {"sar_ws_over_single": sar["train_ws_max_GiB"] / single["train_ws_max_GiB"],
                              "sar_ws_over_full_halo": sar["train_ws_max_GiB"] / halo["train_ws_max_GiB"],
@@ -144,7 +144,7 @@ def main(argv=None) -> None:
     fit = []
     if not args.skip_fit and "gat" in args.models:
         print(f"\nlargest GAT graph within {args.budget_gib} GiB per rank, 4 workers:", flush=True)
-        for method, name in ((["method=full_halo"], "full_halo"), (["method=sar", "method.mode=sar"], "sar:sar")):
+        for method, name in ((["method=full_halo"], "full_halo"), (["method=sar", "method.mode=sar"], "sar")):
             r = pick("gat", name, 4)
             # Working set per node of the whole graph, measured at 4 workers in the sweep above.
             per_node = r["train_ws_max_GiB"] * GIB / args.nodes if r else 1e4

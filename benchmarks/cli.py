@@ -40,20 +40,44 @@ def summary_line(record: dict) -> str:
             f"comm {s['comm_bytes_per_epoch'] / 1e6:.2f} MB/epoch")
 
 
+def registered_methods() -> list[str]:
+    """Methods that can run: a plugin in methods/ with its conf/method YAML."""
+    from benchmarks.method import method_names  # imports torch: only when asked
+
+    return sorted(set(method_names()) & set(group_options("method")))
+
+
+# `${all_methods:}` in a preset's `hydra.sweeper.params` sweeps every registered method, including
+# plugins added later (conf/experiment/quickstart.yaml).
+OmegaConf.register_new_resolver("all_methods", lambda: ",".join(registered_methods()), replace=True)
+
+_failures = []  # exit statuses of the jobs of a multirun that did not succeed
+
+
 @hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
     from benchmarks.runner import run
 
+    # In a sweep (-m) a failed job is recorded and the sweep goes on; main() exits non-zero at the end.
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         path, record = run(OmegaConf.to_container(cfg, resolve=True), log=lambda m: print(m, file=sys.stderr))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        if not multirun:
+            sys.exit(2)
+        _failures.append(2)
+        return
     if record:  # torchrun ranks other than 0 have nothing to report
         print(f"record: {path}")
         print(summary_line(record), flush=True)
         if record["status"] != "ok":
-            sys.exit(1)
+            if not multirun:
+                sys.exit(1)
+            _failures.append(1)
 
 
 def main() -> None:
@@ -63,3 +87,6 @@ def main() -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     _hydra_main()
+    if _failures:
+        print(f"{len(_failures)} job(s) of the sweep failed (see their records)", file=sys.stderr)
+        sys.exit(max(_failures))

@@ -17,7 +17,7 @@ import torch
 from benchmarks.datasets import PROJECT_ROOT
 
 # Keys that say where things are or how chatty a run is, not what is measured.
-NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s")
+NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "reproduces")
 
 
 def config_hash(cfg: dict) -> str:
@@ -30,6 +30,15 @@ def record_path(cfg: dict, workers: int) -> Path:
     name = (f"{cfg['dataset']['name']}-{cfg['model']['name']}-{cfg['method']['name']}-w{workers}"
             f"-s{cfg['seed']}-{config_hash(cfg)}.json")
     return Path(cfg["results_dir"]) / name
+
+
+def ok_record(path: Path) -> dict | None:
+    """The record at `path` if it exists and its run succeeded (what a resumed sweep skips)."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if record.get("status") == "ok" else None
 
 
 def write_atomic(path: Path, obj: dict) -> None:

@@ -32,7 +32,7 @@ from benchmarks.method import method_class
 from benchmarks.models import MODELS
 from benchmarks.probes import fix_mmap_threshold
 from benchmarks.partition import PARTITIONERS, build_parts, load_manifest, load_part, partition_stats, prepare_parts
-from benchmarks.record import environment, new_record, record_path, write_atomic
+from benchmarks.record import environment, new_record, ok_record, record_path, write_atomic
 from benchmarks.train import run_rank
 
 
@@ -156,7 +156,9 @@ def _save_grads(result: dict, path: Path) -> None:
 # --------------------------------------------------------------------------- launch
 def run(cfg: dict, log=print) -> tuple[Path, dict]:
     """Run one configuration; return (record path, record). Bad input raises UserError (no record);
-    any failure after preparation produces a `failed` record."""
+    any failure after preparation produces a `failed` record. With `resume` (the default) a
+    configuration whose record exists with status ok is not run again; under torchrun it always
+    runs (ranks on other machines may not see the same results folder, and all must agree)."""
     validate(cfg)
     method_cls = method_class(cfg["method"]["name"])
     method_cls.check_config(cfg["method"])
@@ -164,6 +166,10 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
         return _run_torchrun(cfg, method_cls, log)
     world = 1 if method_cls.single_process else cfg["workers"]
     path = record_path(cfg, world)
+    done = ok_record(path) if cfg.get("resume", True) else None
+    if done is not None:  # a resumed sweep runs only what is missing (failed records are rerun)
+        log(f"skipped: {path} already holds an ok record (resume=false runs it again)")
+        return path, done
     info, source = prepare(cfg, world, log)
     record = {**new_record(cfg, world), **info,
               "env": environment(backend_of(cfg), cfg["device"], threads_per_rank(cfg, world))}
@@ -190,6 +196,7 @@ def _runs_root(cfg: dict) -> Path:
 def _run_in_process(cfg, part, record, path, run_dir):
     try:
         fix_mmap_threshold(cfg["malloc_mmap_threshold"])
+        torch.set_num_threads(threads_per_rank(cfg, 1))  # `threads_per_rank` holds in process too
         device = device_of(cfg, 0)
         result = run_rank(cfg, 0, 1, part, device, on_epoch=progress_writer(cfg, run_dir))
         _save_grads(result, path)

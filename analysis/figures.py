@@ -1,0 +1,285 @@
+"""Figures from the tables of `analysis.records`, saved as PNG (for screens and the README) and
+PDF (for print). One panel per (dataset, model, setting); one colour per variant, the same in every
+figure; failed configurations are marked with a red x and the word "failed", never left out.
+
+Each function takes the tables it needs and an output folder and returns the files it wrote.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+
+from analysis import records as rec  # noqa: E402
+
+plt.rcParams.update({"font.size": 10, "axes.titlesize": 10, "legend.fontsize": 8, "figure.dpi": 100,
+                     "axes.grid": True, "grid.alpha": 0.3})
+MIB, GIB = 2 ** 20, 2 ** 30
+FAILED = dict(marker="x", color="red", s=60, zorder=5, clip_on=False)
+
+
+MARKERS = "osD^vP*Xph"
+
+
+def colours(variants) -> dict:
+    cmap = plt.get_cmap("tab10")
+    return {v: cmap(i % 10) for i, v in enumerate(sorted(set(variants)))}
+
+
+def style(variants) -> dict:
+    """Colour and a hollow marker of its own per variant: exact methods give identical points and
+    curves, and hollow markers of different shapes keep both visible where they coincide."""
+    col = colours(variants)
+    return {v: dict(color=c, marker=MARKERS[i % len(MARKERS)], markerfacecolor="none", markersize=7)
+            for i, (v, c) in enumerate(col.items())}
+
+
+def save(fig, out_dir, name: str) -> list[Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
+    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def _groups(df: pd.DataFrame):
+    """(title, rows) for each (dataset, model, setting); the setting is named only when a folder has several."""
+    names = df.attrs.get("settings", {})
+    for (dataset, model, setting), g in df.groupby(["dataset", "model", "setting"], sort=True):
+        extra = names.get(setting, "")
+        yield f"{dataset} · {model}" + (f"\n{extra}" if extra else ""), g
+
+
+def _grid(n: int, per_group: int = 1, size=(5.2, 3.8)):
+    cols = per_group if per_group > 1 else min(n, 3)
+    rows = n if per_group > 1 else math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(size[0] * cols, size[1] * rows), squeeze=False,
+                             layout="constrained")  # titles, labels and the legend never overlap
+    return fig, axes
+
+
+def _workers_axis(ax, workers) -> None:
+    ws = sorted(set(int(w) for w in workers))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ws, [str(w) for w in ws])
+    ax.minorticks_off()
+    ax.set_xlabel("workers (ranks)")
+
+
+def _log_if_wide(ax, values, axis="y") -> None:
+    v = [x for x in values if x == x and x > 0]
+    if v and max(v) / min(v) >= 10:
+        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+        # plain numbers at 1, 2, 5 x 10^k: readable in print, unlike bare decade labels
+        a = ax.yaxis if axis == "y" else ax.xaxis
+        a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        a.set_minor_formatter(NullFormatter())
+
+
+def _mark_failed(ax, failed: pd.DataFrame, x: str = "workers") -> None:
+    """A red x on the bottom edge at each failed configuration's x, labelled `failed`."""
+    for _, row in failed.iterrows():
+        ax.scatter([row[x]], [0], transform=ax.get_xaxis_transform(), **FAILED)
+        ax.annotate(f"{row['variant']}: failed", (row[x], 0), xycoords=("data", "axes fraction"),
+                    xytext=(4, 6), textcoords="offset points", color="red", fontsize=7, rotation=90,
+                    va="bottom")
+
+
+def _legend(fig, axes, extra_failed: bool) -> None:
+    handles = {}
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    if extra_failed:
+        handles.setdefault("failed run", plt.Line2D([], [], marker="x", color="red", linestyle=""))
+    if not handles:  # e.g. only `single` runs: nothing sends, nothing to name
+        return
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(len(handles), 4),
+               frameon=False)
+
+
+def speedup_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
+    """Epoch-time speedup over `single` (or, without one, over the same variant at 1 worker)."""
+    df = rec.speedup(agg)
+    df.attrs = agg.attrs
+    sty = style(df["variant"])
+    groups = list(_groups(df))
+    fig, axes = _grid(len(groups))
+    for ax, (title, g) in zip(axes.flat, groups):
+        use_single = g["speedup_vs_single"].notna().any()
+        ycol = "speedup_vs_single" if use_single else "speedup_vs_1"
+        for variant, v in g[g["status"] == "ok"].sort_values("workers").groupby("variant", sort=True):
+            ax.plot(v["workers"], v[ycol], label=variant, **sty[variant])
+        ws = sorted(g["workers"].unique())
+        ax.plot(ws, ws, linestyle="--", color="grey", linewidth=1, label="ideal (speedup = workers)")
+        _mark_failed(ax, g[g["status"] != "ok"])
+        _workers_axis(ax, ws)
+        ax.set_ylabel("speedup over " + ("single (×)" if use_single else "1 worker (×)"))
+        ax.set_title(title)
+    _hide_unused(axes, len(groups))
+    fig.suptitle("Speedup of the median epoch time")
+    _legend(fig, axes, (agg["status"] != "ok").any())
+    return save(fig, out_dir, "speedup_vs_workers")
+
+
+def _mem_unit(values) -> tuple[float, str]:
+    v = [x for x in values if x == x]
+    return (GIB, "GiB") if v and max(v) >= GIB else (MIB, "MiB")
+
+
+def memory_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
+    """Per-rank peak RSS and training working set (largest rank) against workers, with the ideal 1/P line."""
+    sty = style(agg["variant"])
+    groups = list(_groups(agg))
+    fig, axes = _grid(len(groups), per_group=2)
+    for row_axes, (title, g) in zip(axes, groups):
+        for ax, metric, name in ((row_axes[0], "peak_rss_bytes", "peak RSS per rank"),
+                                 (row_axes[1], "train_mem_bytes", "training working set per rank")):
+            scale, unit = _mem_unit(g[metric])
+            ok = g[g["status"] == "ok"]
+            for variant, v in ok.sort_values("workers").groupby("variant", sort=True):
+                ax.plot(v["workers"], v[metric] / scale, label=variant, **sty[variant])
+            ideal = rec.memory_scaling(g, metric)
+            ref = ideal[ideal["method"] == "single"] if (ideal["method"] == "single").any() else ideal
+            ref = ref[ref["ideal"].notna()].sort_values("workers").head(1)
+            ws = sorted(g["workers"].unique())
+            if len(ref):
+                base = float(ref["memory"].iloc[0]) * int(ref["workers"].iloc[0]) / scale
+                ax.plot(ws, [base / w for w in ws], linestyle="--", color="grey", linewidth=1,
+                        label=f"ideal 1/P (from {ref['variant'].iloc[0]} at P={int(ref['workers'].iloc[0])})")
+            _mark_failed(ax, g[g["status"] != "ok"])
+            _workers_axis(ax, ws)
+            _log_if_wide(ax, list(ok[metric] / scale) + [base / w for w in ws] if len(ref) else list(ok[metric]))
+            ax.set_ylabel(f"{name} ({unit})")
+            ax.set_title(title)
+    fig.suptitle("Memory per rank (largest rank)")
+    _legend(fig, axes, (agg["status"] != "ok").any())
+    return save(fig, out_dir, "memory_vs_workers")
+
+
+def accuracy_vs_time(hist: pd.DataFrame, runs_df: pd.DataFrame, out_dir, metric: str = "val_acc") -> list[Path]:
+    """Validation accuracy against epoch and against training wall time, one line per run; a run
+    that failed ends in a red x."""
+    sty = style(runs_df["variant"])
+    hist = hist[hist[metric].notna()]
+    hist.attrs = runs_df.attrs
+    groups = list(_groups(runs_df))
+    fig, axes = _grid(len(groups), per_group=2)
+    for row_axes, (title, g) in zip(axes, groups):
+        for ax, x, xlabel in ((row_axes[0], "epoch", "epoch"), (row_axes[1], "wall_time_s", "training time (s)")):
+            for _, run in g.sort_values(["variant", "workers", "seed"]).iterrows():
+                h = hist[hist["run"] == run["run"]]
+                name = f"{run['variant']} P={run['workers']}"
+                if len(h):
+                    ax.plot(h[x] + (1 if x == "epoch" else 0), h[metric], linewidth=1.2, label=name,
+                            linestyle="-" if run["workers"] == g["workers"].max() else "--",
+                            markevery=max(1, len(h) // 8), **sty[run["variant"]])
+                if run["status"] != "ok":
+                    if len(h):
+                        ax.scatter([h[x].iloc[-1] + (1 if x == "epoch" else 0)], [h[metric].iloc[-1]], **FAILED)
+                    ax.annotate(f"{name}: failed" + ("" if len(h) else " before the first evaluation"),
+                                (0.02, 0.04), xycoords="axes fraction", color="red", fontsize=7)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("validation accuracy" if metric == "val_acc" else metric)
+            ax.set_title(title)
+            if x == "wall_time_s":
+                _log_if_wide(ax, list(hist["wall_time_s"]), axis="x")
+    fig.suptitle("Accuracy during training (evaluation excluded from the time)")
+    _legend(fig, axes, (runs_df["status"] != "ok").any())
+    return save(fig, out_dir, "accuracy_vs_time")
+
+
+def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path]:
+    """Training bytes per epoch (all ranks) against workers, and their split by category."""
+    sty = style(agg["variant"])
+    groups = list(_groups(agg))
+    fig, axes = _grid(len(groups), per_group=2)
+    for row_axes, (title, g) in zip(axes, groups):
+        ax = row_axes[0]
+        ok = g[g["status"] == "ok"]
+        silent = [f"{r['variant']} P={r['workers']}" for _, r in ok[ok["comm_bytes_per_epoch"] == 0].iterrows()]
+        sends = ok[ok["comm_bytes_per_epoch"] > 0]
+        for variant, v in sends.sort_values("workers").groupby("variant", sort=True):
+            ax.plot(v["workers"], v["comm_bytes_per_epoch"] / 1e6, label=variant, **sty[variant])
+        _mark_failed(ax, g[g["status"] != "ok"])
+        _workers_axis(ax, g["workers"])
+        _log_if_wide(ax, list(sends["comm_bytes_per_epoch"] / 1e6))
+        ax.set_ylabel("training traffic per epoch (MB, all ranks)")
+        ax.set_title(title)
+        if silent:
+            ax.text(0.02, 0.96, "no traffic: " + ", ".join(silent), transform=ax.transAxes, va="top", fontsize=7)
+        ax = row_axes[1]
+        c = comm[(comm["dataset"] == g["dataset"].iloc[0]) & (comm["model"] == g["model"].iloc[0])
+                 & (comm["setting"] == g["setting"].iloc[0]) & (comm["bytes_per_epoch"] > 0)]
+        if len(c):
+            table = c.pivot_table(index=["variant", "workers"], columns="category", values="bytes_per_epoch",
+                                  aggfunc="sum", fill_value=0) / 1e6
+            table.index = [f"{v} P={w}" for v, w in table.index]
+            table.plot.barh(stacked=True, ax=ax, colormap="Set2", width=0.7)
+            ax.invert_yaxis()
+            ax.legend(title="category", fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        else:
+            ax.text(0.5, 0.5, "no training traffic", transform=ax.transAxes, ha="center")
+        ax.set_xlabel("training traffic per epoch (MB, all ranks)")
+        ax.set_title("by category")
+    fig.suptitle("Communication")
+    _legend(fig, axes[:, :1], (agg["status"] != "ok").any())
+    return save(fig, out_dir, "comm_vs_workers")
+
+
+def memory_time_scatter(agg: pd.DataFrame, out_dir) -> list[Path]:
+    """Each configuration as one point: median epoch time against the largest rank's training
+    working set, labelled with its worker count (lower left is better on both)."""
+    sty = style(agg["variant"])
+    groups = list(_groups(agg))
+    fig, axes = _grid(len(groups))
+    for ax, (title, g) in zip(axes.flat, groups):
+        ok = g[g["status"] == "ok"]
+        scale, unit = _mem_unit(ok["train_mem_bytes"])
+        for variant, v in ok.groupby("variant", sort=True):
+            ax.plot(v["epoch_time_s"], v["train_mem_bytes"] / scale, linestyle="none", label=variant, **sty[variant])
+            for _, row in v.iterrows():
+                ax.annotate(f"P={row['workers']}", (row["epoch_time_s"], row["train_mem_bytes"] / scale),
+                            xytext=(4, 3), textcoords="offset points", fontsize=7)
+        failed = g[g["status"] != "ok"]
+        if len(failed):
+            ax.text(0.02, 0.02, "failed: " + ", ".join(f"{r['variant']} P={r['workers']}" for _, r in failed.iterrows()),
+                    transform=ax.transAxes, color="red", fontsize=7)
+        _log_if_wide(ax, list(ok["epoch_time_s"]), axis="x")
+        _log_if_wide(ax, list(ok["train_mem_bytes"] / scale))
+        ax.set_xlabel("median epoch time (s)")
+        ax.set_ylabel(f"training working set per rank ({unit})")
+        ax.set_title(title)
+    _hide_unused(axes, len(groups))
+    fig.suptitle("Memory against time, per method")
+    _legend(fig, axes, (agg["status"] != "ok").any())
+    return save(fig, out_dir, "memory_time_scatter")
+
+
+def _hide_unused(axes, n: int) -> None:
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+
+
+def all_figures(records: list[dict], out_dir) -> dict[str, list[Path]]:
+    runs_df = rec.runs(records)
+    runs_df.attrs["settings"] = rec.settings_described(runs_df)
+    agg = rec.aggregate(runs_df)
+    agg.attrs = runs_df.attrs
+    comm = rec.comm_by_category(runs_df)
+    return {
+        "speedup_vs_workers": speedup_vs_workers(agg, out_dir),
+        "memory_vs_workers": memory_vs_workers(agg, out_dir),
+        "accuracy_vs_time": accuracy_vs_time(rec.history(records), runs_df, out_dir),
+        "comm_vs_workers": comm_vs_workers(agg, comm, out_dir),
+        "memory_time_scatter": memory_time_scatter(agg, out_dir),
+    }

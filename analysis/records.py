@@ -1,0 +1,223 @@
+"""A folder of run records as pandas tables, and the arithmetic the report and figures share.
+
+- `load(folder)`: the records (JSON, one per run); `runs(records)`: one row per run;
+  `history(records)`: one row per run and epoch (the long table).
+- `aggregate(runs)`: mean and standard deviation over seeds for each configuration.
+- `speedup`, `memory_scaling`, `time_to_accuracy`, `comm_by_category`: the answers.
+
+Failed runs stay in every table with `status == "failed"` and their error; their metrics are NaN
+and never enter a mean, so a configuration whose every seed failed shows as failed, not missing.
+Only records are read: nothing here imports the runtime's training code.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.bench import label
+from benchmarks.record import NON_SEMANTIC
+
+# One configuration = these columns; seeds are averaged within one.
+KEYS = ["dataset", "model", "variant", "workers", "setting"]
+METRICS = ["epoch_time_s", "peak_rss_bytes", "train_mem_bytes", "comm_bytes_per_epoch", "best_val_acc", "test_acc",
+           "train_time_s"]
+# Communication categories that are not part of a training epoch.
+NOT_TRAINING = ("eval", "setup", "probe")
+
+
+class NoRecords(ValueError):
+    pass
+
+
+def load(folder) -> list[dict]:
+    """Every run record in `folder` (not its subfolders); other JSON files there are ignored."""
+    folder = Path(folder)
+    records = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            print(f"skipping unreadable record {path}", file=sys.stderr)
+            continue
+        if isinstance(record, dict) and {"status", "method", "config"} <= record.keys():
+            records.append({**record, "_path": str(path)})
+    if not records:
+        raise NoRecords(f"no records in {folder}; run `python -m benchmarks.sweep experiment=quickstart "
+                        f"results_dir={folder}` (or any `python -m benchmarks results_dir={folder}`) first")
+    return records
+
+
+def setting(record: dict) -> str:
+    """What a run shares with the runs it is compared to: its configuration less the method, the
+    worker count, the seed and where things are (the axes a comparison runs along)."""
+    cfg = {k: v for k, v in record["config"].items() if k not in ("method", "workers", "seed", *NON_SEMANTIC)}
+    return hashlib.sha1(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:6]
+
+
+def _epochs_run(record: dict) -> int:
+    return len(record.get("history") or [])
+
+
+def runs(records: list[dict]) -> pd.DataFrame:
+    rows = []
+    for r in records:
+        s = r.get("summary") if r["status"] == "ok" else None
+        hist = r.get("history") or []
+        n = _epochs_run(r)
+        by_cat = (r.get("comm") or {}).get("bytes_by_category", {})
+        rows.append({
+            "run": Path(r["_path"]).stem if "_path" in r else None,
+            "status": r["status"], "error": r.get("error"),
+            "method": r["method"], "variant": label(r), "dataset": r["dataset"], "model": r["model"],
+            "workers": int(r["workers"]), "seed": r["seed"], "setting": setting(r),
+            "reproduces": r["config"].get("reproduces"), "epochs_run": n,
+            "epoch_time_s": s["epoch_time_s_median"] if s else math.nan,
+            "peak_rss_bytes": s["peak_rss_bytes_max"] if s else math.nan,
+            "train_mem_bytes": s["train_mem_delta_bytes_max"] if s else math.nan,
+            "comm_bytes_per_epoch": s["comm_bytes_per_epoch"] if s else math.nan,
+            "best_val_acc": _num(s and s.get("best_val_acc")),
+            "test_acc": _num(s and s.get("test_acc_at_best_val")),
+            "train_time_s": sum(h["epoch_time_s"] for h in hist) if s else math.nan,
+            "comm_by_category": {c: b / n for c, b in by_cat.items() if c not in NOT_TRAINING} if s and n else {},
+            "config": r["config"],
+        })
+    return pd.DataFrame(rows)
+
+
+def _num(x) -> float:
+    return math.nan if x is None or x is False else float(x)
+
+
+def history(records: list[dict]) -> pd.DataFrame:
+    """One row per run and epoch; `wall_time_s` is the training time up to the end of that epoch
+    (evaluation excluded, as in every time the suite reports). Failed runs keep the epochs reached."""
+    rows = []
+    for r in records:
+        wall = 0.0
+        head = {"run": Path(r["_path"]).stem if "_path" in r else None, "status": r["status"],
+                "method": r["method"], "variant": label(r), "dataset": r["dataset"], "model": r["model"],
+                "workers": int(r["workers"]), "seed": r["seed"], "setting": setting(r)}
+        for h in r.get("history") or []:
+            wall += h["epoch_time_s"]
+            rows.append({**head, "epoch": h["epoch"], "train_loss": h.get("train_loss"),
+                         "train_acc": _num(h.get("train_acc")), "val_acc": _num(h.get("val_acc")),
+                         "test_acc": _num(h.get("test_acc")), "epoch_time_s": h["epoch_time_s"],
+                         "wall_time_s": wall, "comm_bytes": h.get("comm_bytes")})
+    columns = ["run", "status", "method", "variant", "dataset", "model", "workers", "seed", "setting", "epoch",
+               "train_loss", "train_acc", "val_acc", "test_acc", "epoch_time_s", "wall_time_s", "comm_bytes"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def aggregate(runs_df: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: each metric's mean and `<metric>_std` over its ok seeds (std is
+    NaN with one seed), `n_ok`, `n_failed`, `status` (`failed` when no seed succeeded) and the
+    first failure's error."""
+    rows = []
+    for key, g in runs_df.groupby(KEYS, sort=True):
+        ok = g[g["status"] == "ok"]
+        failed = g[g["status"] != "ok"]
+        row = {**dict(zip(KEYS, key)), "method": g["method"].iloc[0], "n_ok": len(ok), "n_failed": len(failed),
+               "status": "ok" if len(ok) else "failed",
+               "error": failed["error"].iloc[0] if len(failed) else None}
+        for m in METRICS:
+            row[m] = ok[m].mean() if len(ok) else math.nan
+            row[f"{m}_std"] = ok[m].std(ddof=1) if len(ok) > 1 else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _lookup(agg: pd.DataFrame, where, column: str) -> float:
+    hit = agg[where & (agg["status"] == "ok")]
+    return float(hit[column].iloc[0]) if len(hit) else math.nan
+
+
+def speedup(agg: pd.DataFrame) -> pd.DataFrame:
+    """Adds `speedup_vs_1` (epoch time of the same variant with 1 worker over this one's) and
+    `speedup_vs_single` (epoch time of `single` on the same dataset, model and setting over this
+    one's); NaN where the baseline is missing or failed. Means over seeds are divided."""
+    out = agg.copy()
+    vs1, vss = [], []
+    for _, row in agg.iterrows():
+        same = (agg["dataset"] == row["dataset"]) & (agg["model"] == row["model"]) & (agg["setting"] == row["setting"])
+        t1 = _lookup(agg, same & (agg["variant"] == row["variant"]) & (agg["workers"] == 1), "epoch_time_s")
+        ts = _lookup(agg, same & (agg["method"] == "single"), "epoch_time_s")
+        vs1.append(t1 / row["epoch_time_s"])
+        vss.append(ts / row["epoch_time_s"])
+    out["speedup_vs_1"], out["speedup_vs_single"] = vs1, vss
+    return out
+
+
+def memory_scaling(agg: pd.DataFrame, metric: str = "peak_rss_bytes") -> pd.DataFrame:
+    """Per-rank memory against the ideal 1/P line. The line starts at the same variant with 1
+    worker, else at `single`, else at the variant's fewest workers: `ideal = ref * ref_workers / P`;
+    `vs_ideal` = measured / ideal (1 is perfect scaling)."""
+    out = agg.copy()
+    refs, ref_w = [], []
+    for _, row in agg.iterrows():
+        same = (agg["dataset"] == row["dataset"]) & (agg["model"] == row["model"]) & (agg["setting"] == row["setting"])
+        mine = agg[same & (agg["variant"] == row["variant"]) & (agg["status"] == "ok")].sort_values("workers")
+        single = agg[same & (agg["method"] == "single") & (agg["status"] == "ok")]
+        ref = mine[mine["workers"] == 1]
+        ref = ref if len(ref) else single if len(single) else mine.head(1)
+        refs.append(float(ref[metric].iloc[0]) if len(ref) else math.nan)
+        ref_w.append(int(ref["workers"].iloc[0]) if len(ref) else 1)
+    out["memory"] = agg[metric]
+    out["ref_workers"] = ref_w
+    out["ideal"] = [r * w / p for r, w, p in zip(refs, ref_w, agg["workers"])]
+    out["vs_ideal"] = out["memory"] / out["ideal"]
+    return out
+
+
+def targets(runs_df: pd.DataFrame, target: float | None = None, metric: str = "best_val_acc") -> dict:
+    """The accuracy each (dataset, model, setting) is timed to: `target` if given, else 95 % of the
+    best accuracy any run reached there (a bar every method can be held to)."""
+    out = {}
+    for key, g in runs_df.groupby(["dataset", "model", "setting"]):
+        best = g[metric].max()
+        out[key] = target if target is not None else (0.95 * best if best == best else math.nan)
+    return out
+
+
+def time_to_accuracy(hist: pd.DataFrame, runs_df: pd.DataFrame, target: float | None = None,
+                     metric: str = "val_acc") -> pd.DataFrame:
+    """Per run: the training time (s) and epoch at which `metric` first reached the target (NaN if
+    it never did), with the target used."""
+    goal = targets(runs_df, target)
+    rows = []
+    for _, run in runs_df.iterrows():
+        t = goal[(run["dataset"], run["model"], run["setting"])]
+        h = hist[(hist["run"] == run["run"])]
+        hit = h[h[metric] >= t] if t == t else h.iloc[0:0]
+        rows.append({**{k: run[k] for k in ("run", "status", "method", *KEYS, "seed")}, "target": t,
+                     "time_to_target_s": float(hit["wall_time_s"].iloc[0]) if len(hit) else math.nan,
+                     "epoch_to_target": int(hit["epoch"].iloc[0]) + 1 if len(hit) else math.nan})
+    return pd.DataFrame(rows)
+
+
+def comm_by_category(runs_df: pd.DataFrame) -> pd.DataFrame:
+    """Training bytes per epoch (all ranks) by category, mean over a configuration's ok seeds: one
+    row per configuration and category."""
+    rows = [{**{k: r[k] for k in KEYS}, "method": r["method"], "seed": r["seed"], "category": c, "bytes_per_epoch": b}
+            for _, r in runs_df[runs_df["status"] == "ok"].iterrows() for c, b in r["comm_by_category"].items()]
+    if not rows:
+        return pd.DataFrame(columns=[*KEYS, "method", "category", "bytes_per_epoch"])
+    df = pd.DataFrame(rows)
+    return df.groupby([*KEYS, "method", "category"], as_index=False)["bytes_per_epoch"].mean()
+
+
+def settings_described(runs_df: pd.DataFrame) -> dict[str, str]:
+    """A short name for each setting: the configuration keys whose values differ between the
+    settings of the folder (empty when there is one setting)."""
+    flat = {}
+    for _, r in runs_df.drop_duplicates("setting").iterrows():
+        cfg = {k: v for k, v in r["config"].items() if k not in ("method", "workers", "seed", *NON_SEMANTIC)}
+        flat[r["setting"]] = pd.json_normalize(cfg, sep=".").iloc[0].to_dict()
+    keys = sorted({k for f in flat.values() for k in f})
+    keys = [k for k in keys if k not in ("dataset.name", "model.name")]  # shown beside the setting anyway
+    varying = [k for k in keys if len({json.dumps(f.get(k), default=str) for f in flat.values()}) > 1]
+    return {s: " ".join(f"{k}={f.get(k)}" for k in varying) for s, f in flat.items()}

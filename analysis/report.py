@@ -1,0 +1,157 @@
+"""`report.md` for a folder of records: every table, every figure, and published numbers beside
+the measured ones where a record matches one."""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import figures, reference
+from analysis import records as rec
+
+MIB = 2 ** 20
+
+
+def md_table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def fmt(x, digits: int = 3, std=None, scale: float = 1.0, suffix: str = "") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    text = f"{x / scale:.{digits}f}{suffix}"
+    if std is not None and std == std:
+        text += f" ± {std / scale:.{digits}f}"
+    return text
+
+
+def _status(row) -> str:
+    if row["status"] != "ok":
+        return f"**failed** ({row['n_failed']}): {(row['error'] or '').splitlines()[0] if row['error'] else ''}"
+    return "ok" + (f", {row['n_failed']} failed" if row["n_failed"] else "")
+
+
+def runs_table(agg: pd.DataFrame, show_setting: bool = False) -> str:
+    """One line per configuration (the aggregate with speedups), failed ones marked."""
+    header = ["dataset", "model", *(["setting"] if show_setting else []), "method", "workers", "runs", "status",
+              "epoch (s)", "vs single", "vs 1 worker", "peak RSS/rank (MiB)", "train WS/rank (MiB)", "comm (MB/epoch)",
+              "best val", "test"]
+    rows = []
+    for _, r in agg.iterrows():
+        rows.append([r["dataset"], r["model"], *([r["setting"]] if show_setting else []), r["variant"], r["workers"],
+                     r["n_ok"] + r["n_failed"], _status(r), fmt(r["epoch_time_s"], 4, r["epoch_time_s_std"]),
+                     fmt(r["speedup_vs_single"], 2, suffix="x"), fmt(r["speedup_vs_1"], 2, suffix="x"),
+                     fmt(r["peak_rss_bytes"], 0, r["peak_rss_bytes_std"], MIB),
+                     fmt(r["train_mem_bytes"], 1, r["train_mem_bytes_std"], MIB),
+                     fmt(r["comm_bytes_per_epoch"], 2, scale=1e6), fmt(r["best_val_acc"], 4, r["best_val_acc_std"]),
+                     fmt(r["test_acc"], 4, r["test_acc_std"])])
+    return md_table(header, rows)
+
+
+def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
+    """Write `<out_dir>/report.md` and `<out_dir>/figures/*.png|pdf`; returns the report's path."""
+    results_dir = Path(results_dir)
+    out_dir = Path(out_dir) if out_dir else results_dir
+    records = rec.load(results_dir)
+    runs = rec.runs(records)
+    settings = rec.settings_described(runs)
+    runs.attrs["settings"] = settings
+    agg = rec.speedup(rec.aggregate(runs))
+    agg.attrs["settings"] = settings
+    hist = rec.history(records)
+    tta = rec.time_to_accuracy(hist, runs, target_acc)
+    tta_agg = tta.groupby(rec.KEYS)["time_to_target_s"].agg(["mean", "std", "count"])
+    comm = rec.comm_by_category(runs)
+    figs = figures.all_figures(records, out_dir / "figures")
+
+    n_failed = int((runs["status"] != "ok").sum())
+    env = records[0].get("env") or {}
+    parts = [f"# Report: `{results_dir}`", "",
+             f"{len(runs)} runs ({len(runs) - n_failed} ok, {n_failed} failed) in {len(agg)} configurations; "
+             f"{env.get('cores', '?')} cores, torch {env.get('torch', '?')}, {env.get('device', '?')}; "
+             f"written {time.strftime('%Y-%m-%d %H:%M')} by `python -m analysis report`.", ""]
+    # Settings are named only where one dataset and model were run in more than one way.
+    show_setting = bool(len(runs)) and runs.groupby(["dataset", "model"])["setting"].nunique().max() > 1
+    if show_setting:
+        parts += ["Settings (configuration keys that differ between groups of runs):", "",
+                  md_table(["setting", "differs in"], [[s, d] for s, d in settings.items()]), ""]
+
+    parts += ["## Runs", "",
+              "Mean ± standard deviation over seeds. Epoch time: median over epochs after warm-up, slowest "
+              "rank. Memory: the largest rank. Communication: training bytes sent per epoch, all ranks. "
+              "Speedups divide epoch times.", ""]
+    parts += [runs_table(agg, show_setting), ""]
+    failed = runs[runs["status"] != "ok"]
+    if len(failed):
+        parts += ["### Failed runs", "", md_table(["run", "error"], [[f"`{r['run']}`", r["error"] or ""]
+                                                                     for _, r in failed.iterrows()]), ""]
+
+    parts += ["## Speedup", "", "Epoch-time speedup over `single` (the whole graph in one process) and over the same "
+              "method with one worker; the dashed line is linear speedup.", "", _img(figs, "speedup_vs_workers"), ""]
+
+    mem = rec.memory_scaling(agg, "train_mem_bytes")
+    parts += ["## Memory per rank", "",
+              "Peak RSS includes the interpreter and torch; the training working set (peak during training minus "
+              "the resident memory at its start) is what a method changes. Ideal: the reference (same method at "
+              "1 worker, else `single`, else fewest workers) divided by P.", "",
+              md_table(["dataset", "model", "method", "workers", "train WS/rank (MiB)", "ideal 1/P (MiB)", "vs ideal"],
+                       [[r["dataset"], r["model"], r["variant"], r["workers"], fmt(r["memory"], 1, scale=MIB),
+                         fmt(r["ideal"], 1, scale=MIB), fmt(r["vs_ideal"], 2, suffix="x")]
+                        for _, r in mem.iterrows()]), "", _img(figs, "memory_vs_workers"), ""]
+
+    parts += ["## Accuracy against time", "",
+              f"Training time (evaluation excluded) until the validation accuracy first reaches the target "
+              f"({'given: ' + str(target_acc) if target_acc is not None else '95 % of the best any run reached on that dataset and model'}); "
+              "– where it never did.", "",
+              md_table(["dataset", "model", "method", "workers", "target", "time to target (s)", "epochs", "reached"],
+                       [[k[0], k[1], k[2], k[3], fmt(t["target"].iloc[0], 3),
+                         fmt(tta_agg.loc[k, "mean"], 3, tta_agg.loc[k, "std"]),
+                         fmt(t["epoch_to_target"].mean(), 0), f"{int(tta_agg.loc[k, 'count'])}/{len(t)}"]
+                        for k, t in tta.groupby(rec.KEYS)]), "", _img(figs, "accuracy_vs_time"), ""]
+
+    parts += ["## Communication", "", "Training bytes per epoch (all ranks) by category; evaluation and setup "
+              "traffic are not counted.", ""]
+    if len(comm):
+        pivot = comm.pivot_table(index=["dataset", "model", "variant", "workers"], columns="category",
+                                 values="bytes_per_epoch", aggfunc="sum", fill_value=0)
+        parts += [md_table(["dataset", "model", "method", "workers", *[f"{c} (MB)" for c in pivot.columns]],
+                           [[*k, *[fmt(v, 3, scale=1e6) for v in vals]] for k, vals in zip(pivot.index, pivot.values)]),
+                  ""]
+    else:
+        parts += ["No run sent training traffic.", ""]
+    parts += [_img(figs, "comm_vs_workers"), "", "## Memory against time", "",
+              "One point per configuration: lower left is faster and smaller.", "", _img(figs, "memory_time_scatter"), ""]
+
+    parts += _paper_section(agg, runs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "report.md"
+    path.write_text("\n".join(parts))
+    return path
+
+
+def _img(figs: dict, name: str) -> str:
+    png = figs[name][0]
+    return f"![{name.replace('_', ' ')}](figures/{png.name}) ([PDF](figures/{png.stem}.pdf))"
+
+
+def _paper_section(agg: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    cmp = reference.compare(agg, runs)
+    parts = ["## Published numbers", ""]
+    if not len(cmp):
+        return parts + ["No record here matches a published figure (`results/reference/papers.csv`): the runs' "
+                        "datasets are not in it and no preset named a paper table (`reproduces`). The paper presets "
+                        "(`experiment=*_full`, `*_mini`) produce records that do.", ""]
+    parts += ["Paper beside measured. *full*: the dataset, model shape and worker count of the paper; "
+              "*scaled-down*: what differs (worker counts are paired by rank). Certainty is the reference's: "
+              "`figure-estimate` values are read off a plot.", ""]
+    rows = [[r["table"] or "–", r["paper_dataset"], r["paper_model"], r["paper_method"], r["paper_workers"] or "–",
+             r["metric"], f"{r['paper']:.3g} {r['unit']}" if r["paper"] == r["paper"] else "– (no value: OOM)",
+             (f"{r['measured']:.3g} {r['unit']}" if r["status"] == "ok" else "**failed**"),
+             f"{r['variant']} P={r['workers']} on {r['dataset']}", r["measured_as"], r["certainty"], r["reproduction"]]
+            for _, r in cmp.iterrows()]
+    return parts + [md_table(["table", "dataset", "model", "method", "workers", "metric", "paper", "measured",
+                              "measured run", "measured as", "certainty", "reproduction"], rows), ""]

@@ -1,0 +1,29 @@
+"""A real quickstart sweep on a tiny graph, run once and shared by the report, resume and notebook tests."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.datasets import PROJECT_ROOT
+from tests.conftest import SMALL_SYNTHETIC
+
+TINY = [*SMALL_SYNTHETIC, "epochs=4", "hidden=16", "warmup_epochs=1"]
+
+
+def sweep(results: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "benchmarks.sweep", "experiment=quickstart", *TINY,
+                           f"results_dir={results}", f"cache_dir={results.parent / 'cache'}", *extra],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def quickstart(tmp_path_factory) -> Path:
+    """The records of a fresh `experiment=quickstart` sweep (every registered method)."""
+    results = tmp_path_factory.mktemp("quickstart") / "results"
+    out = sweep(results)
+    # a method that fails here still leaves a failed record (and exit status 1); the report shows it
+    assert out.returncode in (0, 1) and out.stdout.splitlines()[-1].startswith("sweep: "), out.stdout + out.stderr
+    return results

@@ -1,0 +1,36 @@
+"""Hand-made run records with known answers (the shape benchmarks.runner writes, only the fields
+the analysis reads)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def record(method="full_halo", workers=2, seed=0, epoch_time=1.0, peak=1000, train_mem=100, comm=0,
+           val=(0.5, 0.7, 0.9), status="ok", dataset="synthetic", model="sage", options=None, reproduces=None,
+           hidden=128, layers=3, batch_norm=False, by_cat=None, error=None, epochs=3) -> dict:
+    history = [{"epoch": e, "train_loss": 1.0 / (e + 1), "train_acc": v, "val_acc": v, "test_acc": v - 0.01,
+                "epoch_time_s": epoch_time, "comm_bytes": comm} for e, v in enumerate(val)]
+    config = {"method": {"name": method, **(options or {})}, "dataset": {"name": dataset}, "model": {"name": model},
+              "workers": workers, "seed": seed, "epochs": epochs, "hidden": hidden, "layers": layers,
+              "batch_norm": batch_norm, "reproduces": reproduces, "results_dir": "r"}
+    r = {"status": status, "error": error, "method": method, "dataset": dataset, "model": model, "workers": workers,
+         "seed": seed, "config": config, "history": history, "env": {"cores": 2, "torch": "x", "device": "cpu"}}
+    if status == "ok":
+        best = max(range(len(val)), key=lambda i: val[i])
+        r["summary"] = {"epoch_time_s_median": epoch_time, "peak_rss_bytes_max": peak,
+                        "train_mem_delta_bytes_max": train_mem, "comm_bytes_per_epoch": comm,
+                        "best_val_acc": val[best], "test_acc_at_best_val": val[best] - 0.01}
+        r["comm"] = {"bytes_by_category": by_cat if by_cat is not None else
+                     ({"halo_fwd": comm * len(val) * 3 // 4, "grad_allreduce": comm * len(val) // 4,
+                       "eval": 12345, "setup": 99} if comm else {"eval": 0})}
+    else:
+        r["error"] = error or "RuntimeError: boom"
+    return r
+
+
+def write(folder: Path, records: list[dict]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, r in enumerate(records):
+        (folder / f"{r['method']}-w{r['workers']}-s{r['seed']}-{i}.json").write_text(json.dumps(r))
+    return folder

@@ -1,0 +1,38 @@
+"""`python -m analysis report` on a fresh sweep: every table and every figure."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.cli import registered_methods
+from tests.analysis.test_figures import FIGURES
+
+
+def analysis_cli(*args):
+    return subprocess.run([sys.executable, "-m", "analysis", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_report_on_a_fresh_sweep_has_every_table_and_figure(quickstart, tmp_path):
+    out = analysis_cli("report", str(quickstart), "--out", str(tmp_path / "rep"), "--target-acc", "0.3")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"report: {tmp_path / 'rep' / 'report.md'}"
+    text = (tmp_path / "rep" / "report.md").read_text()
+    for section in ("## Runs", "## Speedup", "## Memory per rank", "## Accuracy against time", "## Communication",
+                    "## Memory against time", "## Published numbers"):
+        assert section in text
+    for name in FIGURES:
+        assert f"(figures/{name}.png)" in text
+        assert (tmp_path / "rep" / "figures" / f"{name}.png").exists()
+        assert (tmp_path / "rep" / "figures" / f"{name}.pdf").exists()
+    runs = [line for line in text.split("## Speedup")[0].splitlines() if line.startswith("| synthetic |")]
+    assert sorted(line.split(" | ")[2] for line in runs) == registered_methods()  # every registered method
+
+
+def test_table_prints_the_runs_and_an_empty_folder_gets_one_line(quickstart, tmp_path):
+    out = analysis_cli("table", str(quickstart))
+    assert out.returncode == 0 and out.stdout.startswith("| dataset | model | method |")
+    out = analysis_cli("report", str(tmp_path / "nothing"))
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"error: no records in {tmp_path / 'nothing'}; run ") and out.stderr.count("\n") == 1

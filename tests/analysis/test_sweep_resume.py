@@ -1,0 +1,58 @@
+"""Sweeps resume: a run whose ok record exists is skipped, a failed or missing one is run again, and
+a failed run does not stop the sweep."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.cli import registered_methods
+from benchmarks.runner import run
+from tests.analysis.conftest import sweep
+from tests.conftest import SMALL_SYNTHETIC
+
+
+def test_a_resumed_sweep_runs_only_what_is_missing_or_failed(quickstart, tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(quickstart, results)
+    records = {json.loads(p.read_text())["method"]: p for p in results.glob("*.json")}
+    assert sorted(records) == registered_methods()
+    records["full_halo"].unlink()                                   # missing
+    failed = json.loads(records["single"].read_text())              # failed
+    records["single"].write_text(json.dumps({**failed, "status": "failed", "error": "RuntimeError: boom"}))
+    ok = {m: p.stat().st_mtime_ns for m, p in records.items()
+          if p.exists() and json.loads(p.read_text())["status"] == "ok"}
+
+    out = sweep(results)
+    lines = out.stdout.splitlines()
+    kept = [line for line in lines if line.endswith(": kept (ok record exists)")]
+    assert len(kept) == len(ok), out.stdout + out.stderr
+    n = len(registered_methods())
+    assert lines[-1].startswith(f"sweep: {n} runs: ") and f", {len(ok)} kept, " in lines[-1]
+    assert json.loads(records["single"].read_text())["status"] == "ok" and records["full_halo"].exists()
+    for method, mtime in ok.items():
+        assert records[method].stat().st_mtime_ns == mtime  # not rewritten
+
+
+def test_runner_skips_a_run_whose_ok_record_exists(make_cfg):
+    cfg = make_cfg("method=single", *SMALL_SYNTHETIC)
+    path, first = run(cfg, log=lambda m: None)
+    logged = []
+    path2, again = run(cfg, log=logged.append)
+    assert path2 == path and again == first and logged[0].startswith(f"skipped: {path} already holds an ok record")
+    logged.clear()
+    _, rerun = run({**cfg, "resume": False}, log=logged.append)
+    assert rerun["status"] == "ok" and not any(m.startswith("skipped") for m in logged)
+
+
+def test_hydra_multirun_goes_on_past_a_failed_job(tmp_path):
+    # full_halo with 40 workers on a 30-node graph is refused; single runs anyway; the exit status says so
+    out = subprocess.run([sys.executable, "-m", "benchmarks", "-m", "method=full_halo,single", "workers=40",
+                          "dataset.nodes=30", "dataset.classes=3", "epochs=2", "hidden=8", "log_every=0",
+                          f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"],
+                         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "error: workers=40 exceeds the 30 nodes" in out.stderr
+    assert [json.loads(p.read_text())["method"] for p in (tmp_path / "r").glob("*.json")] == ["single"]
