@@ -217,7 +217,12 @@ def settings_described(runs_df: pd.DataFrame) -> dict[str, str]:
     for _, r in runs_df.drop_duplicates("setting").iterrows():
         cfg = {k: v for k, v in r["config"].items() if k not in ("method", "workers", "seed", *NON_SEMANTIC)}
         flat[r["setting"]] = pd.json_normalize(cfg, sep=".").iloc[0].to_dict()
-    keys = sorted({k for f in flat.values() for k in f})
-    keys = [k for k in keys if k not in ("dataset.name", "model.name")]  # shown beside the setting anyway
-    varying = [k for k in keys if len({json.dumps(f.get(k), default=str) for f in flat.values()}) > 1]
-    return {s: " ".join(f"{k}={f.get(k)}" for k in varying) for s, f in flat.items()}
+    # Compared within a dataset: another dataset's own keys (Planetoid has no `dataset.nodes`) and
+    # the names shown beside the setting anyway say nothing.
+    out = {}
+    for name in {f.get("dataset.name") for f in flat.values()}:
+        group = {s: f for s, f in flat.items() if f.get("dataset.name") == name}
+        keys = sorted({k for f in group.values() for k in f} - {"dataset.name", "model.name"})
+        varying = [k for k in keys if len({json.dumps(f.get(k), default=str) for f in group.values()}) > 1]
+        out.update({s: " ".join(f"{k}={f.get(k)}" for k in varying) for s, f in group.items()})
+    return out

@@ -11,7 +11,8 @@ the synthetic graph, each partitioned by METIS and randomly, for GCN and SAGE
                                       [--set key=value ...]
 
 Every run is its own process and writes its record under --results; the table, the ratios and the
-goals printed at the end are computed from the records of this invocation.
+goals printed at the end are computed from the records of this invocation, and the accuracy curves
+(against epoch and against training time) go to <results>/figures/<dataset>/.
 """
 from __future__ import annotations
 
@@ -144,6 +145,26 @@ def markdown(table: list[dict]) -> str:
         f"| {fmt(r['epochs_to_target'], '.0f')} | {fmt(r['s_to_target'], '.1f')} |\n" for r in table)
 
 
+# Curves for the variants the thesis is about (labels as the analysis library names them: options
+# that differ from conf/method/*.yaml, so `digest` is sync_every=10).
+CURVES = ("full_halo", "digest", "digest asynchronous=True", "psgd_pa", "llcg")
+
+
+def curves(runs_dir: Path, out: Path) -> list[Path]:
+    """Validation accuracy against epoch and against training time, one figure per dataset."""
+    from analysis import figures, records
+
+    recs = records.load(runs_dir)
+    runs_df, hist = records.runs(recs), records.history(recs)
+    runs_df.attrs["settings"] = records.settings_described(runs_df)  # titles name the partitioner
+    paths = []
+    for dataset in sorted(runs_df["dataset"].unique()):
+        sub = runs_df[(runs_df["dataset"] == dataset) & runs_df["variant"].isin(CURVES)]
+        sub.attrs = runs_df.attrs
+        paths += figures.accuracy_vs_time(hist[hist["run"].isin(sub["run"])], sub, out / dataset)
+    return paths
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", nargs="+", default=["citeseer", "cora", "synthetic"])
@@ -165,6 +186,7 @@ def main() -> None:
         for r in out["stragglers"]:
             print(f"  {r['variant']}: test {100 * r['test_acc']:.1f} %, training {r['train_s_total']:.1f} s, "
                   f"to target {r['s_to_target']} s, steps per rank {r['steps_per_rank']}")
+    out["figures"] = [str(p) for p in curves(results / "runs", results / "figures")]
     (results / "summary.json").write_text(json.dumps(out, indent=1))
     (results / "summary.md").write_text(markdown(table))
     print(f"\nsummary: {results / 'summary.json'}")
