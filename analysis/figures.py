@@ -224,7 +224,7 @@ def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path
             table = c.pivot_table(index=["variant", "workers"], columns="category", values="bytes_per_epoch",
                                   aggfunc="sum", fill_value=0) / 1e6
             table.index = [f"{v} P={w}" for v, w in table.index]
-            table.plot.barh(stacked=True, ax=ax, colormap="Set2", width=0.7)
+            table.plot.barh(stacked=True, ax=ax, colormap="tab20" if table.shape[1] > 8 else "Set2", width=0.7)  # Set2 has 8 colours
             ax.invert_yaxis()
             ax.legend(title="category", fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         else:
