@@ -12,7 +12,8 @@ the synthetic graph, each partitioned by METIS and randomly, for GCN and SAGE
 
 Every run is its own process and writes its record under --results; the table, the ratios and the
 goals printed at the end are computed from the records of this invocation, and the accuracy curves
-(against epoch and against training time) go to <results>/figures/<dataset>/.
+(against epoch and against training time) go to <results>/figures/<dataset>/. Runs resume: one
+whose `ok` record exists is not run again (add `--set resume=false` to rerun everything).
 """
 from __future__ import annotations
 
