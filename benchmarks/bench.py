@@ -2,6 +2,7 @@
 each run's memory is its own) and read back its record."""
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -24,6 +25,7 @@ def run_cli(overrides: list[str], check: bool = True) -> dict:
     return record
 
 
+@functools.lru_cache(maxsize=None)  # read once per method, not once per record
 def method_defaults(name: str) -> dict:
     """The options a method has when none is given on the command line (its conf/method YAML)."""
     path = PROJECT_ROOT / "conf" / "method" / f"{name}.yaml"

@@ -154,6 +154,11 @@ def _save_grads(result: dict, path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- launch
+def ranks(cfg: dict) -> int:
+    """The ranks a run really uses: 1 for single-process methods, whatever `workers` says."""
+    return 1 if method_class(cfg["method"]["name"]).single_process else cfg["workers"]
+
+
 def run(cfg: dict, log=print) -> tuple[Path, dict]:
     """Run one configuration; return (record path, record). Bad input raises UserError (no record);
     any failure after preparation produces a `failed` record. With `resume` (the default) a
@@ -164,7 +169,7 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
     method_cls.check_config(cfg["method"])
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return _run_torchrun(cfg, method_cls, log)
-    world = 1 if method_cls.single_process else cfg["workers"]
+    world = ranks(cfg)
     path = record_path(cfg, world)
     done = ok_record(path) if cfg.get("resume", True) else None
     if done is not None:  # a resumed sweep runs only what is missing (failed records are rerun)

@@ -67,13 +67,12 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
 
 def existing(overrides: list[str]) -> bool:
     """Whether this run's `ok` record exists already (and resume is on)."""
-    from benchmarks.method import method_class
     from benchmarks.record import ok_record, record_path
+    from benchmarks.runner import ranks
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
-    world = 1 if method_class(cfg["method"]["name"]).single_process else cfg["workers"]
-    return bool(cfg["resume"]) and ok_record(record_path(cfg, world)) is not None
+    return bool(cfg["resume"]) and ok_record(record_path(cfg, ranks(cfg))) is not None
 
 
 def main(argv=None) -> None:
