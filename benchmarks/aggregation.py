@@ -76,9 +76,12 @@ class EdgeSpMM(torch.autograd.Function):
 
 class LocalAdjacency:
     """A rank's in-edges as CSR over columns [local nodes | halo nodes], the transposed structure,
-    and the normalised matrices built on first use. Shared by every aggregator on the rank."""
+    and the normalised matrices built on first use. Shared by every aggregator on the rank.
+    Sampled blocks and subgraphs pass `edge_scale`, a per-edge factor on the normalised weights (the
+    estimator's correction: deg_v / sampled_v for neighbour sampling, GraphSAINT's 1 / alpha_uv)."""
 
-    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, row_deg: torch.Tensor, col_deg: torch.Tensor):
+    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, row_deg: torch.Tensor, col_deg: torch.Tensor,
+                 edge_scale: torch.Tensor | None = None):
         self.num_rows, self.num_cols = indptr.numel() - 1, col_deg.numel()
         self.nnz = indices.numel()
         self.indptr = indptr.long()  # int64 offsets, for segment reductions
@@ -87,6 +90,7 @@ class LocalAdjacency:
         self.dst = torch.repeat_interleave(torch.arange(self.num_rows, device=indptr.device), indptr[1:] - indptr[:-1])
         # Global degrees (self-loop included) of destinations and of source columns.
         self.row_deg, self.col_deg = row_deg.to(torch.float32), col_deg.to(torch.float32)
+        self.edge_scale = edge_scale
         self.t_perm = torch.argsort(self.src, stable=True)  # CSR order of A^T
         counts = torch.bincount(self.src, minlength=self.num_cols)
         self.t_indptr32 = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]).int()
@@ -101,10 +105,12 @@ class LocalAdjacency:
     def edge_weights(self, norm: str) -> torch.Tensor:
         deg_dst = self.row_deg[self.dst]
         if norm == "gcn":
-            return (deg_dst * self.col_deg[self.src]).rsqrt()
-        if norm == "mean":
-            return deg_dst.clamp(min=1).reciprocal()
-        raise ValueError(f"unknown normalisation '{norm}'; choose one of: gcn, mean")
+            w = (deg_dst * self.col_deg[self.src]).rsqrt()
+        elif norm == "mean":
+            w = deg_dst.clamp(min=1).reciprocal()
+        else:
+            raise ValueError(f"unknown normalisation '{norm}'; choose one of: gcn, mean")
+        return w if self.edge_scale is None else w * self.edge_scale
 
     def matrix(self, norm: str):
         """(A, A^T) with the given edge normalisation, built once."""
@@ -191,6 +197,11 @@ class Aggregator:
 
     def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2) -> torch.Tensor:
         raise NotImplementedError
+
+    def targets(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        """The rows of `h` whose outputs this layer computes (SAGE's root term): every row in
+        full-graph aggregation; in a sampled block, its destinations (the first rows of its sources)."""
+        return h
 
     def propagate_linear(self, h: torch.Tensor, weight: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         """propagate(h W^T): projecting first narrows the rows that travel."""

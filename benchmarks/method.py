@@ -11,6 +11,7 @@ import os
 import pkgutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +36,9 @@ class RankContext:
     plan: HaloPlan
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
+    #: The partition cache folder every rank's part was loaded from (None for one in-process rank,
+    #: whose part is the whole graph): methods that read other parts (a replicated graph) find them here.
+    partition_folder: Path | None = None
 
     @property
     def method_cfg(self) -> dict:

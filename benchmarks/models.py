@@ -57,7 +57,7 @@ class SAGELayer(nn.Module):
             neigh = neigh + self.lin_l.bias if self.lin_l.bias is not None else neigh
         else:
             neigh = self.lin_l(agg.propagate(h, "mean", layer))
-        return neigh + self.lin_r(h)
+        return neigh + self.lin_r(agg.targets(h, layer))
 
 
 class GATLayer(nn.Module):
@@ -97,7 +97,7 @@ class MLPLayer(nn.Module):
         return False
 
     def forward(self, h, agg, layer: int):
-        return self.lin(h)
+        return self.lin(agg.targets(h, layer))
 
 
 def dropout(h: torch.Tensor, p: float, training: bool) -> torch.Tensor:

@@ -221,7 +221,7 @@ def _train_distributed(cfg, rank, world, local_rank, folder, record, path: Path,
                             timeout=datetime.timedelta(seconds=cfg["dist_timeout_s"]))
     part = load_part(folder, rank)
     on_epoch = progress_writer(cfg, run_dir) if rank == 0 else None
-    result = run_rank(cfg, rank, world, part, device, on_epoch=on_epoch)
+    result = run_rank(cfg, rank, world, part, device, on_epoch=on_epoch, partition_folder=Path(folder))
     if rank == 0:
         _save_grads(result, path)
         write_atomic(path, finish_record(record, result))

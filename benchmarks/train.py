@@ -7,6 +7,7 @@ from the median. Evaluation is the same exact full-graph inference for every met
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import torch
 
@@ -18,7 +19,8 @@ from benchmarks.partition import Part
 from benchmarks.probes import MemoryProbe, Timer
 
 
-def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.device) -> RankContext:
+def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
+                 partition_folder: Path | None = None) -> RankContext:
     for name, value in vars(part).items():
         if isinstance(value, torch.Tensor) and name not in ("recv_counts", "send_counts", "offsets"):
             setattr(part, name, value.to(device))
@@ -33,7 +35,7 @@ def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.dev
     for t in [*model.parameters(), *model.buffers()]:
         comm.broadcast(t.data, 0, "setup")
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-    return RankContext(cfg, rank, world, device, comm, part, adj, plan, model, optimizer)
+    return RankContext(cfg, rank, world, device, comm, part, adj, plan, model, optimizer, partition_folder)
 
 
 @torch.no_grad()
@@ -49,11 +51,12 @@ def evaluate(ctx: RankContext, agg, model: torch.nn.Module) -> dict[str, float]:
     return dict(zip(("train_acc", "val_acc", "test_acc"), accs))
 
 
-def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device, on_epoch=None) -> dict:
+def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device, on_epoch=None,
+             partition_folder: Path | None = None) -> dict:
     """Train and evaluate; every rank returns the gathered result (identical on all ranks)."""
     memory = MemoryProbe(device)
     torch.manual_seed(cfg["seed"] * 1000 + rank)  # dropout masks: reproducible, different per rank
-    ctx = make_context(cfg, rank, world, part, device)
+    ctx = make_context(cfg, rank, world, part, device, partition_folder)
     method = method_class(cfg["method"]["name"])(ctx)
     eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, categories=("eval", "eval"))
     epochs, eval_every = cfg["epochs"], max(1, cfg["eval_every"])
