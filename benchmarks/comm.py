@@ -38,6 +38,22 @@ class Comm:
         self.count(category, layer, send.numel() * send.element_size())
         return out
 
+    def all_to_all_v(self, per_peer: list[torch.Tensor], category: str, layer=None) -> list[torch.Tensor]:
+        """Variable-size all-to-all: send per_peer[q] to rank q, return what each rank sent me (my own
+        entry passed through locally, not counted). Sizes are not known in advance, so one small
+        all-to-all of row counts (counted too) precedes the rows. Rows share their trailing shape."""
+        if self.world == 1:
+            return list(per_peer)
+        mine = per_peer[self.rank]
+        send_counts = [0 if q == self.rank else t.shape[0] for q, t in enumerate(per_peer)]
+        sizes = self.all_to_all(torch.tensor(send_counts, device=mine.device), [1] * self.world, [1] * self.world,
+                                category, layer).tolist()
+        sizes[self.rank] = 0
+        send = torch.cat([t for q, t in enumerate(per_peer) if q != self.rank])
+        received = list(self.all_to_all(send, send_counts, sizes, category, layer).split(sizes))
+        received[self.rank] = mine
+        return received
+
     def exchange(self, send: torch.Tensor, to: int, recv: torch.Tensor, frm: int, category: str, layer=None) -> list:
         """Post a send of `send` to rank `to` and a receive into `recv` from rank `frm`; return the
         works to wait on. Both ends of every transfer know its size, so empty transfers are skipped

@@ -60,6 +60,12 @@ class Method:
     def check_config(cls, method_cfg: dict) -> None:
         """Raise UserError for bad method options; called before anything is launched."""
 
+    @classmethod
+    def check_run(cls, cfg: dict) -> None:
+        """What the runner calls before launching: `check_config`, plus checks that need the whole
+        run config (neighbour sampling: one fan-out per layer)."""
+        cls.check_config(cfg["method"])
+
     def __init__(self, ctx: RankContext):
         self.ctx = ctx
 

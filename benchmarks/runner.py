@@ -166,7 +166,7 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
     runs (ranks on other machines may not see the same results folder, and all must agree)."""
     validate(cfg)
     method_cls = method_class(cfg["method"]["name"])
-    method_cls.check_config(cfg["method"])
+    method_cls.check_run(cfg)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return _run_torchrun(cfg, method_cls, log)
     world = ranks(cfg)

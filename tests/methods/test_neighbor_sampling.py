@@ -1,0 +1,188 @@
+"""Neighbour sampling held to its definition: the sampler draws uniformly without replacement from
+real neighbours only, both graph stores give the same blocks in distribution, and with every
+neighbour and every training node in one batch it is exactly full-graph training."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from benchmarks.errors import UserError
+from benchmarks.runner import run
+from methods._sampling import sample_neighbors
+from methods.neighbor_sampling import relabel
+from tests.conftest import SMALL_SYNTHETIC
+from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok
+
+
+def star_csr(degrees: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """A CSR whose node i has in-neighbours 1000*i + 0..deg_i-1 (ids tell owner and position)."""
+    indptr = torch.tensor([0, *itertools.accumulate(degrees)])
+    indices = torch.cat([1000 * i + torch.arange(d) for i, d in enumerate(degrees)])
+    return indptr, indices
+
+
+# Degrees covering the sampler's three regimes for fan-out 5: all (<= 5), top-k keys (6..10),
+# redraw duplicates (> 10).
+DEGREES = [1, 5, 6, 9, 10, 11, 40, 300]
+
+
+def test_sampler_respects_fanout_draws_without_replacement_and_only_neighbours():
+    indptr, indices = star_csr(DEGREES)
+    nodes = torch.arange(len(DEGREES)).repeat(50)
+    gen = torch.Generator().manual_seed(0)
+    for fanout in (1, 5, -1):
+        counts, positions = sample_neighbors(indptr, nodes, fanout, gen)
+        deg = torch.tensor(DEGREES)[nodes]
+        assert torch.equal(counts, deg if fanout < 0 else deg.clamp(max=fanout))
+        drawn = indices[positions].split(counts.tolist())
+        for node, got in zip(nodes.tolist(), drawn):
+            assert got.unique().numel() == got.numel()  # without replacement
+            assert ((got // 1000 == node) & (got % 1000 < DEGREES[node])).all()  # real in-neighbours of `node`
+
+
+@pytest.mark.parametrize("degree", [7, 40])  # both sampling regimes for fan-out 5
+def test_sampler_frequencies_are_uniform(degree):
+    """Each neighbour is drawn with probability k/d: chi-square over the d neighbours, and for a small
+    case every k-subset equally likely."""
+    k, trials = 5, 20000
+    indptr, indices = star_csr([degree])
+    counts, positions = sample_neighbors(indptr, torch.zeros(trials, dtype=torch.int64), k,
+                                         torch.Generator().manual_seed(1))
+    freq = torch.bincount(indices[positions], minlength=degree).double()
+    expected = trials * k / degree
+    chi2 = (((freq - expected) ** 2) / expected).sum().item()
+    # chi-square with d-1 degrees of freedom: mean d-1, sd sqrt(2(d-1)); 5 sd is far in the tail.
+    assert chi2 < degree - 1 + 5 * math.sqrt(2 * (degree - 1)), chi2
+
+
+def test_sampler_draws_every_subset_equally_often():
+    k, degree, trials = 2, 5, 30000  # 10 subsets; regime k < d <= 2k is top-k, d > 2k redraws
+    for d in (4, degree):
+        indptr, indices = star_csr([d])
+        _, positions = sample_neighbors(indptr, torch.zeros(trials, dtype=torch.int64), k,
+                                        torch.Generator().manual_seed(2))
+        pairs = indices[positions].view(trials, k).sort(1).values
+        subsets = torch.unique(pairs, dim=0, return_counts=True)[1].double()
+        n = math.comb(d, k)
+        assert subsets.numel() == n
+        expected = trials / n
+        chi2 = (((subsets - expected) ** 2) / expected).sum().item()
+        assert chi2 < n - 1 + 5 * math.sqrt(2 * (n - 1)), (d, chi2)
+
+
+def test_relabel_puts_destinations_first():
+    dst = torch.tensor([7, 3, 9])
+    neighbors = torch.tensor([3, 12, 7, 5, 12, 9])
+    columns, sources = relabel(dst, neighbors)
+    assert sources[:3].tolist() == [7, 3, 9]
+    assert sorted(sources[3:].tolist()) == [5, 12] and sources.unique().numel() == sources.numel()
+    assert torch.equal(sources[columns], neighbors)
+
+
+# A neighbour-sampling run that, before training, samples the same seed set many times through both
+# stores (real process group, ranks asking each other) and records how often each global edge was
+# drawn at each hop; with every neighbour it checks the two stores give identical blocks and inputs.
+STORES_PLUGIN = """
+from collections import Counter
+import torch
+from methods import neighbor_sampling as ns
+
+
+class Method(ns.Method):
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        stores = {"replicated": ns.replicated_store(ctx), "partitioned": ns.PartitionedStore(ctx)}
+        seeds = self.lo + torch.arange(0, ctx.part.num_local, 5)
+        full = {name: ns.sample_blocks(s, seeds, [-1] * len(self.fanouts), self.generator) for name, s in stores.items()}
+        (rb, ri, _), (pb, pi, _) = full["replicated"], full["partitioned"]
+        self.identical = (torch.equal(ri, pi) and torch.equal(stores["replicated"].features(ri, 0), stores["partitioned"].features(pi, 0))
+                          and all(torch.equal(a.indptr, b.indptr) and torch.equal(a.src, b.src)
+                                  and torch.equal(a.col_deg, b.col_deg) for a, b in zip(rb, pb)))
+        self.freq = {}
+        for name, store in stores.items():
+            counts = Counter()
+            for _ in range(150):
+                blocks, inputs, _ = ns.sample_blocks(store, seeds, self.fanouts, self.generator)
+                ids = [inputs] + [inputs[:b.num_rows] for b in blocks]
+                for layer, b in enumerate(blocks):
+                    src, dst = ids[layer][b.src].tolist(), ids[layer + 1][b.dst].tolist()
+                    counts.update((layer, s, d) for s, d in zip(src, dst))
+            self.freq[name] = {str(k): v for k, v in counts.items()}
+
+    def probes(self):
+        return {**super().probes(), "identical": self.identical, "freq": self.freq}
+"""
+
+
+@pytest.fixture
+def stores_plugin(tmp_path, monkeypatch):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "ns_stores.py").write_text(STORES_PLUGIN)
+    monkeypatch.setenv("GNNBENCH_METHODS_PATH", str(folder))
+
+
+def test_partitioned_and_replicated_stores_draw_the_same_blocks(make_cfg, stores_plugin):
+    cfg = make_cfg("method=neighbor_sampling", "layers=2", "method.fanouts=[4,2]", "workers=3", "epochs=1",
+                   *DATASETS["synthetic"])
+    cfg["method"]["name"] = "ns_stores"
+    _, record = run_ok(cfg)
+    worst, edges = 0.0, 0
+    for rank in record["summary"]["per_rank"]:
+        assert rank["identical"]
+        rep, par = rank["freq"]["replicated"], rank["freq"]["partitioned"]
+        # Two samples of the same distribution: per edge, (a - b) / sqrt(a + b) is ~N(0, 1).
+        for key in set(rep) | set(par):
+            a, b = rep.get(key, 0), par.get(key, 0)
+            worst = max(worst, abs(a - b) / math.sqrt(a + b))
+            edges += 1
+    assert edges > 1000
+    assert worst < 5.5, worst  # max of |N(0,1)| over a few thousand edges stays near 4
+
+
+@pytest.mark.parametrize("dataset,models,workers,store", [
+    ("citeseer", ["gcn", "sage", "gat"], 1, "replicated"),
+    ("synthetic", ["sage", "gat"], 3, "partitioned"),
+    ("synthetic", ["gcn"], 3, "replicated"),
+])
+def test_every_neighbour_and_every_training_node_is_single(make_cfg, data_root, dataset, models, workers, store):
+    for model in models:
+        common = [*DATASETS[dataset], f"model={model}", f"data_root={data_root}"]
+        single, single_grads = oracle(make_cfg, common)
+        path, record = run_ok(make_cfg("method=neighbor_sampling", "method.fanouts=[-1,-1,-1]",
+                                       "method.batch_size=100000", f"method.store={store}", f"workers={workers}",
+                                       *common, "probe_grads=true"))
+        assert_matches(record, path, single, single_grads, f"{dataset} {model} {workers} workers {store}")
+
+
+def test_traffic_steps_and_phases(make_cfg):
+    """Partitioned: sampling and feature traffic counted; replicated: only the gradients move. Every
+    rank takes the same number of steps (ranks hold different numbers of training nodes)."""
+    common = ["method=neighbor_sampling", "method.fanouts=[5,5,5]", "method.batch_size=64", "workers=3",
+              "epochs=2", *DATASETS["synthetic"]]
+    for store in ("partitioned", "replicated"):
+        _, record = run_ok(make_cfg(*common, f"method.store={store}"))
+        moved = {c for c, b in record["comm"]["bytes_by_category"].items() if b and c not in ("setup", "eval", "probe")}
+        want = {"grad_allreduce"} | ({"sample_request", "sample_response", "feature_request", "feature_fetch"}
+                                     if store == "partitioned" else set())
+        assert moved == want, store
+        ranks = record["summary"]["per_rank"]
+        train = record["graph"]["train_nodes"]
+        assert len({r["steps"] for r in ranks}) == 1 and ranks[0]["steps"] >= 2 * math.ceil(train / 3 / 64)
+        for r in ranks:
+            assert set(r["phase_time_s"]) == {"sampling", "feature_fetch", "compute", "communication"}
+            assert r["sampled_edges"] > 0
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["method.fanouts=[10,10]"], "has 2 entries but layers=3"),
+    (["method.fanouts=[10,0,5]"], "must be a list of positive integers"),
+    (["method.batch_size=0"], "method.batch_size=0 must be a positive integer"),
+    (["method.store=shared"], "unknown method.store 'shared'; choose one of: partitioned, replicated"),
+])
+def test_bad_options_are_one_line_errors(make_cfg, overrides, message):
+    with pytest.raises(UserError, match=message.replace("[", r"\[")):
+        run(make_cfg("method=neighbor_sampling", *overrides, *SMALL_SYNTHETIC))
