@@ -24,27 +24,40 @@ from benchmarks.probes import Timer
 PHASES = ("sampling", "feature_fetch", "compute", "communication")
 
 
-def pyg_lib_sampler():
+def _pyg_lib_neighbor_sample():
     """pyg-lib's compiled neighbour sampler, or None when pyg-lib is not installed."""
     try:
-        import pyg_lib  # noqa: F401
-        return torch.ops.pyg.neighbor_sample
-    except (ImportError, AttributeError, RuntimeError):
+        from pyg_lib.sampler import neighbor_sample
+        return neighbor_sample
+    except ImportError:
         return None
 
 
+#: Which implementation `sample_neighbors` uses by default: pyg-lib's when it is installed.
+SAMPLER = "pyg-lib" if _pyg_lib_neighbor_sample() is not None else "torch"
+
+
 # --------------------------------------------------------------------------- the sampler
-def sample_neighbors(indptr: torch.Tensor, nodes: torch.Tensor, fanout: int,
-                     generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor, fanout: int,
+                     generator: torch.Generator, sampler: str = SAMPLER) -> tuple[torch.Tensor, torch.Tensor]:
     """For each node of `nodes`, min(fanout, degree) of its in-edges drawn uniformly without
     replacement (all of them when fanout < 0). Returns (counts per node, positions of the drawn
-    edges in the CSR's `indices`, grouped by node in the order of `nodes`). Vectorised: no Python
-    loop over nodes. Three regimes, each uniform over the size-k subsets of a node's edges:
+    edges in the CSR's `indices`, grouped by node in the order of `nodes`).
+
+    `torch` is vectorised (no Python loop over nodes), in three regimes, each uniform over the
+    size-k subsets of a node's edges:
       - degree <= k: every edge;
       - k < degree <= 2k: k smallest of `degree` random keys (top-k over a padded [n, 2k] matrix);
       - degree > 2k: k draws with replacement, duplicates redrawn until none is left. Redrawing
         treats every value alike, so the resulting set is uniform; with degree > 2k a redraw round
-        rarely finds more than a few duplicates."""
+        rarely finds more than a few duplicates.
+    `pyg-lib` calls pyg-lib's compiled sampler one hop at a time (same distribution; its random
+    stream is its own, seeded from torch's global generator, not `generator`)."""
+    if sampler == "pyg-lib" and fanout >= 0:
+        row, _, _, edge_id, *_ = _pyg_lib_neighbor_sample()(indptr, indices, nodes, [fanout], replace=False,
+                                                             directed=True, return_edge_id=True)
+        order = torch.argsort(row, stable=True)
+        return torch.bincount(row, minlength=nodes.numel()), edge_id[order]
     start = indptr[nodes]
     deg = indptr[nodes + 1] - start
     counts = deg if fanout < 0 else deg.clamp(max=fanout)
@@ -181,4 +194,5 @@ class MiniBatchMethod(Method):
         return loss.item()
 
     def probes(self) -> dict:
-        return {"phase_time_s": dict(self.phase_time), "steps": self.steps_done, "sampled_edges": self.sampled_edges}
+        return {"phase_time_s": dict(self.phase_time), "steps": self.steps_done, "sampled_edges": self.sampled_edges,
+                "sampler": SAMPLER}

@@ -62,7 +62,7 @@ class ReplicatedStore:
 
     def hop(self, nodes, fanout: int, generator, layer: int):
         """(sampled per node, neighbour ids, neighbour degrees, degrees of `nodes`)."""
-        counts, positions = sample_neighbors(self.indptr, nodes, fanout, generator)
+        counts, positions = sample_neighbors(self.indptr, self.indices, nodes, fanout, generator)
         neighbors = self.indices[positions]
         return counts, neighbors, self.deg[neighbors], self.deg[nodes]
 
@@ -130,7 +130,7 @@ class PartitionedStore:
         requests = self.comm.all_to_all_v(asked, "sample_request", layer)
         # Serve every requester (myself included) with one sampler call over my own in-edges.
         local = torch.cat(requests) - self.lo
-        counts, positions = sample_neighbors(part.indptr, local, fanout, generator)
+        counts, positions = sample_neighbors(part.indptr, part.indices, local, fanout, generator)
         cols = part.indices[positions]
         meta = torch.stack([counts, part.deg[local]], 1)
         edges = torch.stack([self.global_of_col[cols], part.deg[cols]], 1)

@@ -11,7 +11,7 @@ import torch
 
 from benchmarks.errors import UserError
 from benchmarks.runner import run
-from methods._sampling import sample_neighbors
+from methods._sampling import SAMPLER, sample_neighbors
 from methods.neighbor_sampling import relabel
 from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok
@@ -27,14 +27,17 @@ def star_csr(degrees: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
 # Degrees covering the sampler's three regimes for fan-out 5: all (<= 5), top-k keys (6..10),
 # redraw duplicates (> 10).
 DEGREES = [1, 5, 6, 9, 10, 11, 40, 300]
+# The vectorised torch sampler always; pyg-lib's too where it is installed (it is used then).
+SAMPLERS = sorted({"torch", SAMPLER})
 
 
-def test_sampler_respects_fanout_draws_without_replacement_and_only_neighbours():
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_sampler_respects_fanout_draws_without_replacement_and_only_neighbours(sampler):
     indptr, indices = star_csr(DEGREES)
     nodes = torch.arange(len(DEGREES)).repeat(50)
     gen = torch.Generator().manual_seed(0)
     for fanout in (1, 5, -1):
-        counts, positions = sample_neighbors(indptr, nodes, fanout, gen)
+        counts, positions = sample_neighbors(indptr, indices, nodes, fanout, gen, sampler)
         deg = torch.tensor(DEGREES)[nodes]
         assert torch.equal(counts, deg if fanout < 0 else deg.clamp(max=fanout))
         drawn = indices[positions].split(counts.tolist())
@@ -43,14 +46,15 @@ def test_sampler_respects_fanout_draws_without_replacement_and_only_neighbours()
             assert ((got // 1000 == node) & (got % 1000 < DEGREES[node])).all()  # real in-neighbours of `node`
 
 
+@pytest.mark.parametrize("sampler", SAMPLERS)
 @pytest.mark.parametrize("degree", [7, 40])  # both sampling regimes for fan-out 5
-def test_sampler_frequencies_are_uniform(degree):
+def test_sampler_frequencies_are_uniform(degree, sampler):
     """Each neighbour is drawn with probability k/d: chi-square over the d neighbours, and for a small
     case every k-subset equally likely."""
     k, trials = 5, 20000
     indptr, indices = star_csr([degree])
-    counts, positions = sample_neighbors(indptr, torch.zeros(trials, dtype=torch.int64), k,
-                                         torch.Generator().manual_seed(1))
+    counts, positions = sample_neighbors(indptr, indices, torch.zeros(trials, dtype=torch.int64), k,
+                                         torch.Generator().manual_seed(1), sampler)
     freq = torch.bincount(indices[positions], minlength=degree).double()
     expected = trials * k / degree
     chi2 = (((freq - expected) ** 2) / expected).sum().item()
@@ -58,12 +62,13 @@ def test_sampler_frequencies_are_uniform(degree):
     assert chi2 < degree - 1 + 5 * math.sqrt(2 * (degree - 1)), chi2
 
 
-def test_sampler_draws_every_subset_equally_often():
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_sampler_draws_every_subset_equally_often(sampler):
     k, degree, trials = 2, 5, 30000  # 10 subsets; regime k < d <= 2k is top-k, d > 2k redraws
     for d in (4, degree):
         indptr, indices = star_csr([d])
-        _, positions = sample_neighbors(indptr, torch.zeros(trials, dtype=torch.int64), k,
-                                        torch.Generator().manual_seed(2))
+        _, positions = sample_neighbors(indptr, indices, torch.zeros(trials, dtype=torch.int64), k,
+                                        torch.Generator().manual_seed(2), sampler)
         pairs = indices[positions].view(trials, k).sort(1).values
         subsets = torch.unique(pairs, dim=0, return_counts=True)[1].double()
         n = math.comb(d, k)
