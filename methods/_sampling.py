@@ -190,7 +190,7 @@ def concat_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """cat([arange(s, s + l) for s, l in zip(starts, lengths)]), without a Python loop."""
     total = int(lengths.sum())
     shift = torch.repeat_interleave(starts - (torch.cumsum(lengths, 0) - lengths), lengths, output_size=total)
-    return shift + torch.arange(total, device=starts.device)
+    return shift.add_(torch.arange(total, device=starts.device))
 
 
 def own_edges(part) -> tuple[torch.Tensor, torch.Tensor]:
@@ -215,15 +215,16 @@ def induced_subgraph(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
     nodes = nodes.long()
     relabel = torch.full((num_cols,), -1, dtype=torch.int64, device=device)
     relabel[nodes] = torch.arange(nodes.numel(), device=device)
-    start = indptr[nodes]
-    deg = indptr[nodes + 1] - start
-    positions = concat_ranges(start, deg)
-    rows = torch.repeat_interleave(torch.arange(nodes.numel(), device=device), deg, output_size=positions.numel())
-    cols = relabel[indices[positions]]
-    keep = cols >= 0
-    positions, cols, rows = positions[keep], cols[keep], rows[keep]
-    counts = torch.bincount(rows, minlength=nodes.numel())
-    return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]), cols, positions
+    start = indptr.index_select(0, nodes)
+    deg = indptr.index_select(0, nodes + 1) - start
+    positions = concat_ranges(start, deg)  # every in-edge of the chosen nodes, grouped by node
+    cols = relabel.index_select(0, indices.index_select(0, positions))
+    inside = cols >= 0
+    # Kept edges before each node's first edge: the subgraph's row pointers, without a row per edge.
+    kept_before = torch.cat([inside.new_zeros(1, dtype=torch.int64), torch.cumsum(inside, 0)])
+    sub_indptr = kept_before.index_select(0, torch.cat([deg.new_zeros(1), torch.cumsum(deg, 0)]))
+    keep = inside.nonzero().squeeze(1)
+    return sub_indptr, cols.index_select(0, keep), positions.index_select(0, keep)
 
 
 class Subgraph:
