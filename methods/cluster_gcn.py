@@ -14,8 +14,8 @@ import math
 import numpy as np
 import torch
 
-from benchmarks.errors import UserError
 from benchmarks.aggregation import LocalAdjacency
+from benchmarks.errors import UserError
 from methods._partition_parallel import check_positive_int
 from methods._sampling import Subgraph, SubgraphMethod, concat_ranges, induced_subgraph, own_edges
 
