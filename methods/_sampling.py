@@ -196,3 +196,67 @@ class MiniBatchMethod(Method):
     def probes(self) -> dict:
         return {"phase_time_s": dict(self.phase_time), "steps": self.steps_done, "sampled_edges": self.sampled_edges,
                 "sampler": SAMPLER}
+
+
+# --------------------------------------------------------------------------- subgraph samplers
+# Cluster-GCN and GraphSAINT train a full model on a subgraph of the rank's own part per step.
+def concat_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """cat([arange(s, s + l) for s, l in zip(starts, lengths)]), without a Python loop."""
+    total = int(lengths.sum())
+    shift = torch.repeat_interleave(starts - (torch.cumsum(lengths, 0) - lengths), lengths, output_size=total)
+    return shift.add_(torch.arange(total, device=starts.device))
+
+
+def own_edges(part) -> tuple[torch.Tensor, torch.Tensor]:
+    """The part's own subgraph as a square in-edge CSR (indptr, indices) over its local nodes: edges
+    from halo columns (other parts) dropped, self-loops kept, order within each row unchanged."""
+    keep = part.indices < part.num_local
+    rows = torch.repeat_interleave(torch.arange(part.num_local, device=keep.device), part.indptr[1:] - part.indptr[:-1])
+    counts = torch.bincount(rows[keep], minlength=part.num_local)
+    return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]), part.indices[keep]
+
+
+def induced_subgraph(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor,
+                     num_cols: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The subgraph of an in-edge CSR induced by `nodes` (distinct ids; every column of `indices`
+    below `num_cols`, by default the CSR's row count, i.e. a square CSR). Returns (indptr, indices,
+    positions): row i is node nodes[i], columns are relabelled to positions in `nodes`, and
+    positions[e] is where edge e sits in the original `indices`. Every in-edge of a chosen node
+    whose source is also chosen is kept, in the original order within the row. Vectorised: the
+    work is the in-degree sum of `nodes`, plus one O(num_cols) relabelling table."""
+    device = indptr.device
+    num_cols = indptr.numel() - 1 if num_cols is None else num_cols
+    nodes = nodes.long()
+    relabel = torch.full((num_cols,), -1, dtype=torch.int64, device=device)
+    relabel[nodes] = torch.arange(nodes.numel(), device=device)
+    start = indptr.index_select(0, nodes)
+    deg = indptr.index_select(0, nodes + 1) - start
+    positions = concat_ranges(start, deg)  # every in-edge of the chosen nodes, grouped by node
+    cols = relabel.index_select(0, indices.index_select(0, positions))
+    inside = cols >= 0
+    # Kept edges before each node's first edge: the subgraph's row pointers, without a row per edge.
+    kept_before = torch.cat([inside.new_zeros(1, dtype=torch.int64), torch.cumsum(inside, 0)])
+    sub_indptr = kept_before.index_select(0, torch.cat([deg.new_zeros(1), torch.cumsum(deg, 0)]))
+    keep = inside.nonzero().squeeze(1)
+    return sub_indptr, cols.index_select(0, keep), positions.index_select(0, keep)
+
+
+class Subgraph:
+    """One step's sampled subgraph: its nodes (local ids; row i of the batch is nodes[i]), the
+    adjacency the model runs on, which rows are training nodes and their loss weights."""
+
+    def __init__(self, nodes: torch.Tensor, adj: LocalAdjacency, rows: torch.Tensor, weights: torch.Tensor | float):
+        self.nodes, self.adj, self.rows, self.weights = nodes, adj, rows, weights
+
+
+class SubgraphMethod(MiniBatchMethod):
+    """Mini-batch loop for subgraph samplers: `sample(step)` returns a `Subgraph`; the model runs
+    full-batch on it (`LocalAggregator`: batch-norm statistics of the batch); the rank's own rows
+    are its inputs, so fetching is a local gather and nothing crosses ranks but the gradients."""
+
+    def fetch(self, sub: Subgraph) -> Batch:
+        from methods._partition_parallel import LocalAggregator
+
+        part = self.ctx.part
+        return Batch(LocalAggregator(sub.adj, self.ctx.comm), part.x.index_select(0, sub.nodes), sub.rows,
+                     part.y.index_select(0, sub.nodes.index_select(0, sub.rows)), sub.weights, sub.adj.nnz)

@@ -1,0 +1,103 @@
+"""`cluster_gcn`: Cluster-GCN (Chiang et al., KDD 2019), data-parallel (docs/sampling.md).
+
+At setup each rank cuts its own part's subgraph (edges to other parts dropped) into `num_parts`
+clusters with METIS. Each step it trains the full model on the subgraph induced by `clusters_per_batch`
+(q) clusters drawn without replacement (a fresh permutation of its clusters per epoch, consumed q
+at a time), between-cluster edges among the chosen ones restored, normalised on the degrees within
+that subgraph, with the optional diagonal enhancement `diag_lambda`. Gradients are all-reduced
+every step; nothing else crosses ranks.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from benchmarks.aggregation import LocalAdjacency
+from benchmarks.errors import UserError
+from methods._partition_parallel import check_positive_int
+from methods._sampling import Subgraph, SubgraphMethod, concat_ranges, induced_subgraph, own_edges
+
+
+def metis_clusters(indptr: torch.Tensor, indices: torch.Tensor, num_parts: int, seed: int) -> torch.Tensor:
+    """Cluster id of every node of a square in-edge CSR (symmetric; self-loops ignored), by METIS
+    balanced on nodes. Clusters METIS leaves empty get one node each from the largest clusters, so
+    every cluster has a node (num_parts <= nodes)."""
+    n = indptr.numel() - 1
+    if num_parts == 1:
+        return torch.zeros(n, dtype=torch.int64)
+    import pymetis
+
+    indptr, indices = indptr.cpu(), indices.cpu()
+    dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
+    keep = indices != dst
+    xadj = np.concatenate([[0], np.cumsum(torch.bincount(dst[keep], minlength=n).numpy())])
+    result = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, indices[keep].numpy()),
+                                options=pymetis.Options(seed=seed))
+    clusters = torch.as_tensor(np.asarray(result.vertex_part), dtype=torch.int64)
+    sizes = torch.bincount(clusters, minlength=num_parts)
+    for empty in (sizes == 0).nonzero().flatten().tolist():  # rare: a handful of clusters at most
+        largest = int(sizes.argmax())
+        node = int((clusters == largest).nonzero()[-1])
+        clusters[node] = empty
+        sizes[largest] -= 1
+        sizes[empty] += 1
+    return clusters
+
+
+class Method(SubgraphMethod):
+    @classmethod
+    def check_config(cls, method_cfg: dict) -> None:
+        c, q = method_cfg.get("num_parts"), method_cfg.get("clusters_per_batch")
+        check_positive_int("num_parts", c, "METIS clusters per rank")
+        check_positive_int("clusters_per_batch", q, "clusters per mini-batch, at most num_parts")
+        if q > c:
+            raise UserError(f"method.clusters_per_batch={q} exceeds method.num_parts={c}; use at most {c}")
+        lam = method_cfg.get("diag_lambda", 0.0)
+        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not lam >= 0:
+            raise UserError(f"method.diag_lambda={lam!r} must be a number >= 0 (0: no diagonal enhancement)")
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        m, part = ctx.method_cfg, ctx.part
+        self.num_parts, self.q = int(m["num_parts"]), int(m["clusters_per_batch"])
+        self.diag_lambda = float(m.get("diag_lambda", 0.0))
+        if self.num_parts > part.num_local:
+            raise UserError(f"method.num_parts={self.num_parts} exceeds the {part.num_local} nodes of rank "
+                            f"{ctx.rank}'s part; use at most {part.num_local}")
+        self.indptr, self.indices = own_edges(part)
+        clusters = metis_clusters(self.indptr, self.indices, self.num_parts, ctx.cfg["seed"]).to(ctx.device)
+        # Nodes grouped by cluster (ascending ids within a cluster); cluster c is
+        # members[start[c]:start[c] + size[c]].
+        self.members = torch.argsort(clusters, stable=True)
+        self.size = torch.bincount(clusters, minlength=self.num_parts)
+        self.start = torch.cumsum(self.size, 0) - self.size
+        self.order = None
+
+    def steps_per_epoch(self) -> int:
+        return math.ceil(self.num_parts / self.q)  # the same on every rank: num_parts is
+
+    def begin_epoch(self, epoch: int) -> None:
+        self.order = torch.randperm(self.num_parts, generator=self.generator, device=self.generator.device)
+
+    def batch_nodes(self, chosen: torch.Tensor) -> torch.Tensor:
+        """The union of the chosen clusters, cluster after cluster."""
+        return self.members[concat_ranges(self.start[chosen], self.size[chosen])]
+
+    def sample(self, step: int) -> Subgraph:
+        part = self.ctx.part
+        chosen = self.order[step * self.q:(step + 1) * self.q].to(self.members.device)
+        nodes = self.batch_nodes(chosen)
+        indptr, indices, _ = induced_subgraph(self.indptr, self.indices, nodes)
+        deg = indptr[1:] - indptr[:-1]  # within the batch subgraph, self-loop included
+        scale = None
+        if self.diag_lambda:
+            dst = torch.repeat_interleave(torch.arange(nodes.numel(), device=deg.device), deg,
+                                          output_size=indices.numel())
+            scale = 1.0 + self.diag_lambda * (indices == dst).float()
+        rows = part.train_mask.index_select(0, nodes).nonzero().flatten()
+        # Each cluster is in a step's batch with probability |chosen| / num_parts, so this weight makes
+        # the sum over ranks an unbiased estimate of the global mean loss (exactly it when q = num_parts).
+        weight = self.num_parts / (chosen.numel() * part.num_train_global)
+        return Subgraph(nodes, LocalAdjacency(indptr, indices, deg, deg, scale), rows, weight)
