@@ -80,7 +80,7 @@ class GATLayer(nn.Module):
 
     def forward(self, h, agg, layer: int):
         out = agg.attention_linear(h, self.weight, self.heads, self.att_src, self.att_dst, layer, self.negative_slope)
-        out = out.reshape(out.shape[0], -1) if self.concat else out.mean(1)
+        out = out.reshape(out.shape[0], self.heads * self.out_per_head) if self.concat else out.mean(1)
         return out + self.bias if self.bias is not None else out
 
 

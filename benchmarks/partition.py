@@ -39,17 +39,26 @@ def assign(graph: Graph, partitioner: str, parts: int, seed: int) -> torch.Tenso
     if partitioner == "random":
         g = torch.Generator().manual_seed(seed)
         return torch.randperm(n, generator=g) % parts
+    # Balanced on nodes and on training nodes (two constraints), so every rank gets a fair share of
+    # the loss.
+    return metis(graph.indptr, graph.indices, parts, seed,
+                 torch.stack([torch.ones(n, dtype=torch.int64), graph.train_mask.long()], 1))
+
+
+def metis(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int,
+          vweights: torch.Tensor | None = None) -> torch.Tensor:
+    """METIS part of every node of a symmetric in-edge CSR (self-loops ignored); `vweights` [n, c]
+    balances c constraints (default: nodes)."""
     import pymetis
 
-    # METIS on the undirected graph without self-loops, balanced on nodes and on training nodes
-    # (two constraints), so every rank gets a fair share of the loss.
-    keep = graph.indices != graph.dst_index()
-    deg = torch.bincount(graph.dst_index()[keep], minlength=n)
-    xadj = np.concatenate([[0], np.cumsum(deg.numpy())])
-    weights = torch.stack([torch.ones(n, dtype=torch.int64), graph.train_mask.long()], 1).reshape(-1)
-    options = pymetis.Options(seed=seed)
-    result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj, graph.indices[keep].numpy()),
-                                vweights=weights.numpy(), options=options)
+    indptr, indices = indptr.cpu(), indices.cpu()
+    n = indptr.numel() - 1
+    dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
+    keep = indices != dst
+    xadj = np.concatenate([[0], np.cumsum(torch.bincount(dst[keep], minlength=n).numpy())])
+    weights = None if vweights is None else vweights.reshape(-1).numpy()
+    result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj, indices[keep].numpy()), vweights=weights,
+                                options=pymetis.Options(seed=seed))
     return torch.as_tensor(np.asarray(result.vertex_part), dtype=torch.int64)
 
 

@@ -26,14 +26,21 @@ from benchmarks.method import Method, RankContext, sync_gradients
 from benchmarks.partition import Part
 
 
+def own_edges(part) -> tuple[torch.Tensor, torch.Tensor]:
+    """The part's own subgraph as a square in-edge CSR (indptr, indices) over its local nodes: edges
+    from halo columns (other parts) dropped, self-loops kept, order within each row unchanged."""
+    keep = part.indices < part.num_local
+    rows = torch.repeat_interleave(torch.arange(part.num_local, device=keep.device), part.indptr[1:] - part.indptr[:-1])
+    counts = torch.bincount(rows[keep], minlength=part.num_local)
+    return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]), part.indices[keep]
+
+
 def local_block(part: Part) -> LocalAdjacency:
     """The part's own subgraph: in-edges from other parts dropped, degrees counted within the part
     (every node keeps its self-loop, so no degree is zero)."""
-    keep = part.indices < part.num_local
-    dst = torch.repeat_interleave(torch.arange(part.num_local, device=keep.device), part.indptr[1:] - part.indptr[:-1])
-    deg = torch.zeros(part.num_local, dtype=torch.long, device=keep.device).index_add_(0, dst, keep.long())
-    indptr = torch.cat([deg.new_zeros(1), torch.cumsum(deg, 0)])
-    return LocalAdjacency(indptr, part.indices[keep], deg, deg)
+    indptr, indices = own_edges(part)
+    deg = indptr[1:] - indptr[:-1]
+    return LocalAdjacency(indptr, indices, deg, deg)
 
 
 class LocalAggregator(Aggregator):

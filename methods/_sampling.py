@@ -20,6 +20,7 @@ from benchmarks.aggregation import Aggregator, LocalAdjacency
 from benchmarks.comm import Comm
 from benchmarks.method import Method, RankContext, sync_gradients
 from benchmarks.probes import Timer
+from methods._partition_parallel import LocalAggregator
 
 PHASES = ("sampling", "feature_fetch", "compute", "communication")
 
@@ -207,15 +208,6 @@ def concat_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return shift.add_(torch.arange(total, device=starts.device))
 
 
-def own_edges(part) -> tuple[torch.Tensor, torch.Tensor]:
-    """The part's own subgraph as a square in-edge CSR (indptr, indices) over its local nodes: edges
-    from halo columns (other parts) dropped, self-loops kept, order within each row unchanged."""
-    keep = part.indices < part.num_local
-    rows = torch.repeat_interleave(torch.arange(part.num_local, device=keep.device), part.indptr[1:] - part.indptr[:-1])
-    counts = torch.bincount(rows[keep], minlength=part.num_local)
-    return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]), part.indices[keep]
-
-
 def induced_subgraph(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor,
                      num_cols: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The subgraph of an in-edge CSR induced by `nodes` (distinct ids; every column of `indices`
@@ -255,8 +247,6 @@ class SubgraphMethod(MiniBatchMethod):
     are its inputs, so fetching is a local gather and nothing crosses ranks but the gradients."""
 
     def fetch(self, sub: Subgraph) -> Batch:
-        from methods._partition_parallel import LocalAggregator
-
         part = self.ctx.part
         return Batch(LocalAggregator(sub.adj, self.ctx.comm), part.x.index_select(0, sub.nodes), sub.rows,
                      part.y.index_select(0, sub.nodes.index_select(0, sub.rows)), sub.weights, sub.adj.nnz)

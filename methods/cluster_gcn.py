@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from benchmarks.aggregation import LocalAdjacency
 from benchmarks.errors import UserError
-from methods._partition_parallel import check_positive_int
-from methods._sampling import Subgraph, SubgraphMethod, concat_ranges, induced_subgraph, own_edges
+from benchmarks.partition import metis
+from methods._partition_parallel import check_positive_int, own_edges
+from methods._sampling import Subgraph, SubgraphMethod, concat_ranges, induced_subgraph
 
 
 def metis_clusters(indptr: torch.Tensor, indices: torch.Tensor, num_parts: int, seed: int) -> torch.Tensor:
@@ -27,15 +27,7 @@ def metis_clusters(indptr: torch.Tensor, indices: torch.Tensor, num_parts: int, 
     n = indptr.numel() - 1
     if num_parts == 1:
         return torch.zeros(n, dtype=torch.int64)
-    import pymetis
-
-    indptr, indices = indptr.cpu(), indices.cpu()
-    dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
-    keep = indices != dst
-    xadj = np.concatenate([[0], np.cumsum(torch.bincount(dst[keep], minlength=n).numpy())])
-    result = pymetis.part_graph(num_parts, pymetis.CSRAdjacency(xadj, indices[keep].numpy()),
-                                options=pymetis.Options(seed=seed))
-    clusters = torch.as_tensor(np.asarray(result.vertex_part), dtype=torch.int64)
+    clusters = metis(indptr, indices, num_parts, seed)
     sizes = torch.bincount(clusters, minlength=num_parts)
     for empty in (sizes == 0).nonzero().flatten().tolist():  # rare: a handful of clusters at most
         largest = int(sizes.argmax())

@@ -20,8 +20,8 @@ import torch
 
 from benchmarks.aggregation import LocalAdjacency
 from benchmarks.errors import UserError
-from methods._partition_parallel import check_positive_int
-from methods._sampling import Subgraph, SubgraphMethod, induced_subgraph, own_edges
+from methods._partition_parallel import check_positive_int, own_edges
+from methods._sampling import Subgraph, SubgraphMethod, induced_subgraph
 
 
 def random_walks(indptr: torch.Tensor, indices: torch.Tensor, roots: torch.Tensor, walk_length: int,

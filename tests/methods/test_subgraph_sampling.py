@@ -17,7 +17,8 @@ from benchmarks.models import build_model
 from benchmarks.partition import build_parts
 from benchmarks.runner import run
 from benchmarks.train import make_context
-from methods._sampling import PHASES, induced_subgraph, own_edges
+from methods._partition_parallel import own_edges
+from methods._sampling import PHASES, induced_subgraph
 from methods.graphsaint import normalisation
 from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok
