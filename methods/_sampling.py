@@ -23,6 +23,7 @@ from benchmarks.probes import Timer
 from methods._partition_parallel import LocalAggregator
 
 PHASES = ("sampling", "feature_fetch", "compute", "communication")
+SAMPLER_SEED = 0x5A3B1E00
 
 
 def _pyg_lib_neighbor_sample():
@@ -141,7 +142,9 @@ class MiniBatchMethod(Method):
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)
-        self.generator = torch.Generator(device=ctx.device).manual_seed(ctx.cfg["seed"] * 7919 + ctx.rank)
+        # The sampler's own stream, never the dropout masks' (torch's global generator, seeded with
+        # seed * 1000 + rank): equal seeds would draw the same numbers for masks and samples.
+        self.generator = torch.Generator(device=ctx.device).manual_seed(SAMPLER_SEED + ctx.cfg["seed"] * 7919 + ctx.rank)
         self.phase_time = dict.fromkeys(PHASES, 0.0)
         self.steps_done = self.sampled_edges = 0
         # Every rank's training-node count (known to all after one small gather at setup).
