@@ -32,6 +32,9 @@ METHODS = {
     "full-batch single machine (DGL)": "single",
     "full-graph single machine": "single",
     "full-batch": "single",
+    "neighbour sampling": "neighbor_sampling",
+    "Cluster-GCN": "cluster_gcn",
+    "GraphSAINT": "graphsaint",
 }
 # Paper "A vs B" ratios -> (numerator variant, denominator variant).
 RATIOS = {"SAR vs vanilla": ("full_halo", "sar")}
