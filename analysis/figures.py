@@ -7,6 +7,7 @@ Each function takes the tables it needs and an output folder and returns the fil
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -203,6 +204,10 @@ def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path
     sty = style(agg["variant"])
     groups = list(_groups(agg))
     fig, axes = _grid(len(groups), per_group=2)
+    # One colour per category across every panel (Set2 has 8 colours, tab20 twenty).
+    categories = sorted(comm.loc[comm["bytes_per_epoch"] > 0, "category"].unique())
+    palette = plt.get_cmap("Set2" if len(categories) <= 8 else "tab20")
+    colour = {c: palette(i % palette.N) for i, c in enumerate(categories)}
     for row_axes, (title, g) in zip(axes, groups):
         ax = row_axes[0]
         ok = g[g["status"] == "ok"]
@@ -216,7 +221,8 @@ def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path
         ax.set_ylabel("training traffic per epoch (MB, all ranks)")
         ax.set_title(title)
         if silent:
-            ax.text(0.02, 0.96, "no traffic: " + ", ".join(silent), transform=ax.transAxes, va="top", fontsize=7)
+            ax.text(0.02, 0.96, textwrap.fill("no traffic: " + ", ".join(silent), 50), transform=ax.transAxes,
+                    va="top", fontsize=7)
         ax = row_axes[1]
         c = comm[(comm["dataset"] == g["dataset"].iloc[0]) & (comm["model"] == g["model"].iloc[0])
                  & (comm["setting"] == g["setting"].iloc[0]) & (comm["bytes_per_epoch"] > 0)]
@@ -224,7 +230,7 @@ def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path
             table = c.pivot_table(index=["variant", "workers"], columns="category", values="bytes_per_epoch",
                                   aggfunc="sum", fill_value=0) / 1e6
             table.index = [f"{v} P={w}" for v, w in table.index]
-            table.plot.barh(stacked=True, ax=ax, colormap="tab20" if table.shape[1] > 8 else "Set2", width=0.7)  # Set2 has 8 colours
+            table.plot.barh(stacked=True, ax=ax, color=[colour[c] for c in table.columns], width=0.7)
             ax.invert_yaxis()
             ax.legend(title="category", fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         else:
