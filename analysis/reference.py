@@ -33,6 +33,7 @@ METHODS = {
     "full-graph single machine": "single",
     "full-batch": "single",
     "neighbour sampling": "neighbor_sampling",
+    "GGS": "ggs",
     "Cluster-GCN": "cluster_gcn",
     "GraphSAINT": "graphsaint",
 }

@@ -92,6 +92,14 @@ def average_model(model: torch.nn.Module, comm: Comm, weight: float, category: s
         offset += t.numel()
 
 
+def averaged_copy(model: torch.nn.Module, comm: Comm, weight: float) -> torch.nn.Module:
+    """The ranks' weighted average of `model` as a new model (evaluation between averaging rounds:
+    what a server holding the averaged model would evaluate; training state untouched)."""
+    model = copy.deepcopy(model)
+    average_model(model, comm, weight, "eval")
+    return model
+
+
 def check_positive_int(key: str, value, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UserError(f"method.{key}={value!r} must be a positive integer ({what})")
@@ -168,6 +176,4 @@ class PartitionParallelMethod(Method):
         holding the averaged model would evaluate), leaving each rank's training state alone."""
         if self.replicas_equal or self.ctx.world == 1:
             return self.ctx.model
-        model = copy.deepcopy(self.ctx.model)
-        average_model(model, self.ctx.comm, self.avg_weight, "eval")
-        return model
+        return averaged_copy(self.ctx.model, self.ctx.comm, self.avg_weight)

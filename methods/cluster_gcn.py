@@ -41,6 +41,7 @@ def metis_clusters(indptr: torch.Tensor, indices: torch.Tensor, num_parts: int, 
 class Method(SubgraphMethod):
     @classmethod
     def check_config(cls, method_cfg: dict) -> None:
+        super().check_config(method_cfg)
         c, q = method_cfg.get("num_parts"), method_cfg.get("clusters_per_batch")
         check_positive_int("num_parts", c, "METIS clusters per rank")
         check_positive_int("clusters_per_batch", q, "clusters per mini-batch, at most num_parts")

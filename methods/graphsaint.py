@@ -42,6 +42,7 @@ def random_walks(indptr: torch.Tensor, indices: torch.Tensor, roots: torch.Tenso
 class Method(SubgraphMethod):
     @classmethod
     def check_config(cls, method_cfg: dict) -> None:
+        super().check_config(method_cfg)
         check_positive_int("roots", method_cfg.get("roots"), "random-walk roots per subgraph")
         walk = method_cfg.get("walk_length")
         if isinstance(walk, bool) or not isinstance(walk, int) or walk < 0:

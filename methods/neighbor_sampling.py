@@ -186,11 +186,13 @@ def sample_blocks(store, seeds: torch.Tensor, fanouts: list[int], generator):
 class Method(MiniBatchMethod):
     @classmethod
     def check_config(cls, method_cfg: dict) -> None:
+        super().check_config(method_cfg)
         fanouts = method_cfg.get("fanouts")
         if not isinstance(fanouts, list) or not fanouts or not all(
                 isinstance(k, int) and not isinstance(k, bool) and (k >= 1 or k == -1) for k in fanouts):
             raise UserError(f"method.fanouts={fanouts!r} must be a list of positive integers (or -1 for every "
-                            "neighbour), one per layer, seeds' hop first, e.g. method.fanouts=[15,10,5]")
+                            "neighbour), one per layer, seeds' hop first, or one for every layer, e.g. "
+                            "method.fanouts=[15,10,5] or method.fanouts=[10]")
         check_positive_int("batch_size", method_cfg.get("batch_size"), "seed nodes per worker and step")
         choose("method.store", method_cfg.get("store"), STORES)
 
@@ -198,14 +200,14 @@ class Method(MiniBatchMethod):
     def check_run(cls, cfg: dict) -> None:
         super().check_run(cfg)
         fanouts = cfg["method"]["fanouts"]
-        if len(fanouts) != cfg["layers"]:
+        if len(fanouts) not in (1, cfg["layers"]):
             raise UserError(f"method.fanouts={fanouts} has {len(fanouts)} entries but layers={cfg['layers']}; "
-                            "give one fan-out per layer")
+                            "give one fan-out per layer, or one for every layer")
 
     def __init__(self, ctx):
         super().__init__(ctx)
         m, part = ctx.method_cfg, ctx.part
-        self.fanouts = list(m["fanouts"])
+        self.fanouts = list(m["fanouts"]) * (ctx.cfg["layers"] if len(m["fanouts"]) == 1 else 1)
         self.store = replicated_store(ctx) if m["store"] == "replicated" else PartitionedStore(ctx)
         self.lo = int(part.offsets[ctx.rank])
         self.train_nodes = part.train_mask.nonzero().squeeze(1)

@@ -78,3 +78,10 @@ def assert_comm(record, cfg, want: dict[str, int], label):
     assert training <= set(want) | {"norm"}, label  # nothing else moved
     norm = got.get("norm", 0) // epochs
     assert [h["comm_bytes"] for h in record["history"]] == [sum(want.values()) + norm] * epochs, label
+
+
+def param_bytes(record, cfg) -> int:
+    g = record["graph"]
+    model = build_model(cfg["model"]["name"], g["features"], cfg["hidden"], g["classes"], cfg["layers"], 0.0,
+                        cfg["seed"], heads=cfg["model"].get("heads", 4))
+    return sum(t.numel() for t in model.parameters()) * 4

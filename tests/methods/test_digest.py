@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.errors import UserError
-from benchmarks.models import build_model
 from benchmarks.runner import run
 from tests.conftest import SMALL_SYNTHETIC
-from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok
+from tests.methods.exactness import DATASETS, assert_matches, oracle, param_bytes, run_ok
 
 # A DIGEST whose every step also checks itself: at a sync step its forward must equal the exact
 # halo forward (same parameters, computed beside it through the shared HaloAggregator); between
@@ -52,13 +51,6 @@ def probe_plugin(tmp_path, monkeypatch):
 
 def training_categories(record) -> dict[str, int]:
     return {c: b for c, b in record["comm"]["bytes_by_category"].items() if c not in ("setup", "eval", "probe")}
-
-
-def param_bytes(record, cfg) -> int:
-    g = record["graph"]
-    model = build_model(cfg["model"]["name"], g["features"], cfg["hidden"], g["classes"], cfg["layers"], 0.0,
-                        cfg["seed"], heads=cfg["model"].get("heads", 4))
-    return sum(t.numel() for t in model.parameters()) * 4
 
 
 def test_digest_with_one_worker_is_single(make_cfg, data_root):

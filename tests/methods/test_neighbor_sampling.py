@@ -14,7 +14,7 @@ from benchmarks.runner import run
 from methods._sampling import SAMPLER, sample_neighbors
 from methods.neighbor_sampling import relabel
 from tests.conftest import SMALL_SYNTHETIC
-from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok
+from tests.methods.exactness import DATASETS, assert_matches, oracle, param_bytes, run_ok
 
 
 def star_csr(degrees: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,8 +182,24 @@ def test_traffic_steps_and_phases(make_cfg):
             assert r["sampled_edges"] > 0
 
 
+def test_ggs_averages_parameters_instead_of_gradients(make_cfg):
+    """GGS (neighbour sampling with `avg_every`): no gradient all-reduce; parameters averaged every
+    `avg_every` steps, P x parameters x 4 bytes a round; one fan-out serves every layer."""
+    cfg = make_cfg("method=ggs", "method.fanouts=[4]", "method.batch_size=64", "method.avg_every=2", "workers=3",
+                   "epochs=2", *DATASETS["synthetic"])
+    _, record = run_ok(cfg)
+    moved = {c: b for c, b in record["comm"]["bytes_by_category"].items() if b and c not in ("setup", "eval", "probe")}
+    assert set(moved) == {"param_avg", "sample_request", "sample_response", "feature_request", "feature_fetch"}
+    steps = record["summary"]["per_rank"][0]["steps"]
+    assert steps >= 4
+    params = param_bytes(record, cfg)
+    assert moved["param_avg"] == (steps // 2) * 3 * params
+    assert record["summary"]["best_val_acc"] > 0.3  # it trains (5 classes)
+
+
 @pytest.mark.parametrize("overrides,message", [
     (["method.fanouts=[10,10]"], "has 2 entries but layers=3"),
+    (["method.avg_every=0"], "method.avg_every=0 must be a positive integer"),
     (["method.fanouts=[10,0,5]"], "must be a list of positive integers"),
     (["method.batch_size=0"], "method.batch_size=0 must be a positive integer"),
     (["method.store=shared"], "unknown method.store 'shared'; choose one of: partitioned, replicated"),
