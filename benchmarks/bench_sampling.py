@@ -134,6 +134,18 @@ def markdown(t: pd.DataFrame) -> str:
         f"| {r['comm_bytes_per_epoch'] / 1e6:.2f} |\n" for r in t.to_dict("records"))
 
 
+def accuracy_summary(t: pd.DataFrame) -> str:
+    """Test accuracy (%) per dataset and model, one column per method variant (at its longest epoch
+    budget there), averaged over worker counts (and seeds): the accuracy story in one small table."""
+    longest = t.groupby(["dataset", "model", "variant"])["epochs"].transform("max")
+    pivot = t[t["epochs"] == longest].pivot_table(index=["dataset", "model"], columns="variant", values="test_acc",
+                                                  aggfunc="mean") * 100
+    cols = list(pivot.columns)
+    head = "| dataset | model | " + " | ".join(cols) + " |\n|---|---|" + "---|" * len(cols) + "\n"
+    return head + "".join(f"| {d} | {m} | " + " | ".join("–" if pd.isna(v) else f"{v:.1f}" for v in row) + " |\n"
+                          for (d, m), row in zip(pivot.index, pivot.values))
+
+
 def sampler_throughput(batches: int = 30, batch_size: int = 512, fanouts=(15, 10, 5)) -> dict:
     """Sampled edges per second on one core: whole mini-batches of blocks (sampling, relabelling,
     block construction) over the replicated store of the benchmark's synthetic graph."""
@@ -186,10 +198,11 @@ def main() -> None:
     main_table = table(results / "runs")
     out["table"] = main_table.astype(object).where(main_table.notna(), None).to_dict("records")
     print("\n" + markdown(main_table))
+    print("\n" + accuracy_summary(main_table))
     print("\n".join(goals(main_table)))
     results.mkdir(parents=True, exist_ok=True)
     (results / "summary.json").write_text(json.dumps(out, indent=1))
-    (results / "summary.md").write_text(markdown(main_table))
+    (results / "summary.md").write_text(markdown(main_table) + "\n" + accuracy_summary(main_table))
     print(f"\nsummary: {results / 'summary.json'}")
 
 
