@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from analysis import records
+from analysis import figures, records
 from benchmarks.bench import run_cli
 from benchmarks.cli import registered_methods
 
@@ -146,6 +146,21 @@ def accuracy_summary(t: pd.DataFrame) -> str:
                           for (d, m), row in zip(pivot.index, pivot.values))
 
 
+def curves(runs_dir: Path, out: Path, workers: int = 4) -> list[Path]:
+    """Validation accuracy against epoch and training time on the synthetic graph, `workers` ranks,
+    every method at its longest epoch budget, one panel per model (their epoch budgets differ, so
+    they are drawn as one setting)."""
+    recs = records.load(runs_dir)
+    runs_df, hist = records.runs(recs), records.history(recs)
+    runs_df["epochs"] = runs_df["config"].map(lambda c: c["epochs"])
+    longest = runs_df.groupby(["dataset", "model", "variant"])["epochs"].transform("max")
+    sub = runs_df[(runs_df["dataset"] == "synthetic") & (runs_df["workers"] == workers)
+                  & (runs_df["epochs"] == longest)].assign(setting="synthetic")
+    if sub.empty:
+        return []
+    return figures.accuracy_vs_time(hist[hist["run"].isin(sub["run"])], sub, out)
+
+
 def sampler_throughput(batches: int = 30, batch_size: int = 512, fanouts=(15, 10, 5)) -> dict:
     """Sampled edges per second on one core: whole mini-batches of blocks (sampling, relabelling,
     block construction) over the replicated store of the benchmark's synthetic graph."""
@@ -203,6 +218,7 @@ def main() -> None:
     results.mkdir(parents=True, exist_ok=True)
     (results / "summary.json").write_text(json.dumps(out, indent=1))
     (results / "summary.md").write_text(markdown(main_table) + "\n" + accuracy_summary(main_table))
+    out["figures"] = [str(p) for p in curves(results / "runs", results / "figures")]
     print(f"\nsummary: {results / 'summary.json'}")
 
 
