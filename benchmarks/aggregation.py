@@ -210,7 +210,7 @@ class Aggregator:
     def attention_linear(self, h: torch.Tensor, weight: torch.Tensor, heads: int, att_src, att_dst, layer: int,
                          negative_slope: float = 0.2) -> torch.Tensor:
         """attention(z) with z = h W^T viewed as [N, heads, C]."""
-        z = F.linear(h, weight).view(h.shape[0], heads, -1)
+        z = F.linear(h, weight).view(h.shape[0], heads, weight.shape[0] // heads)  # also for 0 rows
         return self.attention(z, att_src, att_dst, layer, negative_slope)
 
     def node_sum(self, t: torch.Tensor) -> torch.Tensor:

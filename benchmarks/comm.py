@@ -40,8 +40,9 @@ class Comm:
 
     def all_to_all_v(self, per_peer: list[torch.Tensor], category: str, layer=None) -> list[torch.Tensor]:
         """Variable-size all-to-all: send per_peer[q] to rank q, return what each rank sent me (my own
-        entry passed through locally, not counted). Sizes are not known in advance, so one small
-        all-to-all of row counts (counted too) precedes the rows. Rows share their trailing shape."""
+        entry passed through locally, its rows not counted). Sizes are not known in advance, so one
+        small all-to-all of P row counts (P x 8 bytes, counted) precedes the rows. Rows share their
+        trailing shape."""
         if self.world == 1:
             return list(per_peer)
         mine = per_peer[self.rank]

@@ -40,6 +40,13 @@ SAMPLER = "pyg-lib" if _pyg_lib_neighbor_sample() is not None else "torch"
 
 
 # --------------------------------------------------------------------------- the sampler
+def concat_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """cat([arange(s, s + l) for s, l in zip(starts, lengths)]), without a Python loop."""
+    total = int(lengths.sum())
+    shift = torch.repeat_interleave(starts - (torch.cumsum(lengths, 0) - lengths), lengths, output_size=total)
+    return shift.add_(torch.arange(total, device=starts.device))
+
+
 def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor, fanout: int,
                      generator: torch.Generator, sampler: str = SAMPLER) -> tuple[torch.Tensor, torch.Tensor]:
     """For each node of `nodes`, min(fanout, degree) of its in-edges drawn uniformly without
@@ -55,7 +62,7 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
         rarely finds more than a few duplicates.
     `pyg-lib` calls pyg-lib's compiled sampler one hop at a time (same distribution; its random
     stream is its own, seeded from torch's global generator, not `generator`)."""
-    if sampler == "pyg-lib" and fanout >= 0:
+    if sampler == "pyg-lib" and fanout >= 0 and indptr.device.type == "cpu":  # pyg-lib samples on the CPU
         row, _, _, edge_id, *_ = _pyg_lib_neighbor_sample()(indptr, indices, nodes, [fanout], replace=False,
                                                              directed=True, return_edge_id=True)
         order = torch.argsort(row, stable=True)
@@ -68,9 +75,7 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
     every = deg <= fanout if fanout >= 0 else torch.ones_like(deg, dtype=torch.bool)
     if every.any():
         idx = every.nonzero().squeeze(1)
-        c = counts[idx]
-        within = torch.arange(int(c.sum()), device=indptr.device) - torch.repeat_interleave(torch.cumsum(c, 0) - c, c)
-        positions[torch.repeat_interleave(out_ptr[idx], c) + within] = torch.repeat_interleave(start[idx], c) + within
+        positions[concat_ranges(out_ptr[idx], counts[idx])] = concat_ranges(start[idx], counts[idx])
     if fanout >= 0:
         k = fanout
         cols = torch.arange(k, device=indptr.device)
@@ -230,13 +235,6 @@ class MiniBatchMethod(Method):
 
 # --------------------------------------------------------------------------- subgraph samplers
 # Cluster-GCN and GraphSAINT train a full model on a subgraph of the rank's own part per step.
-def concat_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """cat([arange(s, s + l) for s, l in zip(starts, lengths)]), without a Python loop."""
-    total = int(lengths.sum())
-    shift = torch.repeat_interleave(starts - (torch.cumsum(lengths, 0) - lengths), lengths, output_size=total)
-    return shift.add_(torch.arange(total, device=starts.device))
-
-
 def induced_subgraph(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor,
                      num_cols: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The subgraph of an in-edge CSR induced by `nodes` (distinct ids; every column of `indices`

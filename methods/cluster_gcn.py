@@ -56,9 +56,12 @@ class Method(SubgraphMethod):
         m, part = ctx.method_cfg, ctx.part
         self.num_parts, self.q = int(m["num_parts"]), int(m["clusters_per_batch"])
         self.diag_lambda = float(m.get("diag_lambda", 0.0))
-        if self.num_parts > part.num_local:
-            raise UserError(f"method.num_parts={self.num_parts} exceeds the {part.num_local} nodes of rank "
-                            f"{ctx.rank}'s part; use at most {part.num_local}")
+        # Every rank checks the smallest part (all know the offsets), so all raise together.
+        sizes = (part.offsets[1:] - part.offsets[:-1]).tolist()
+        smallest = min(sizes)
+        if self.num_parts > smallest:
+            raise UserError(f"method.num_parts={self.num_parts} exceeds the {smallest} nodes of rank "
+                            f"{sizes.index(smallest)}'s part; use at most {smallest}")
         self.indptr, self.indices = own_edges(part)
         clusters = metis_clusters(self.indptr, self.indices, self.num_parts, ctx.cfg["seed"]).to(ctx.device)
         # Nodes grouped by cluster (ascending ids within a cluster); cluster c is
@@ -66,7 +69,6 @@ class Method(SubgraphMethod):
         self.members = torch.argsort(clusters, stable=True)
         self.size = torch.bincount(clusters, minlength=self.num_parts)
         self.start = torch.cumsum(self.size, 0) - self.size
-        self.order = None
 
     def steps_per_epoch(self) -> int:
         return math.ceil(self.num_parts / self.q)  # the same on every rank: num_parts is

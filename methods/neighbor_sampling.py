@@ -27,6 +27,7 @@ distribution. Evaluation is the shared exact full-graph inference.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,7 @@ from benchmarks.aggregation import LocalAdjacency
 from benchmarks.errors import UserError, choose
 from benchmarks.partition import load_part
 from methods._partition_parallel import check_positive_int
-from methods._sampling import Batch, BlockAggregator, MiniBatchMethod, sample_neighbors
+from methods._sampling import Batch, BlockAggregator, MiniBatchMethod, concat_ranges, sample_neighbors
 
 STORES = ("replicated", "partitioned")
 
@@ -79,26 +80,28 @@ def replicated_store(ctx) -> ReplicatedStore:
         return ReplicatedStore(part.indptr, part.indices, part.x)
     folder = Path(ctx.partition_folder) / "replicated"
     names = ("indptr", "indices", "x")
-    if ctx.rank == 0 and not folder.is_dir():
-        tmp = folder.with_name(f"replicated.tmp-{os.getpid()}")
+    # Each machine's first rank builds it (under torchrun, machines may not share a file system).
+    if int(os.environ.get("LOCAL_RANK", ctx.rank)) == 0 and not folder.is_dir():
+        tmp = folder.with_name(f"replicated.tmp-{os.uname().nodename}-{os.getpid()}")
         tmp.mkdir(parents=True, exist_ok=True)
-        arrays = {name: [] for name in names}
-        edges = 0
-        for p in range(part.num_parts):
-            q = load_part(ctx.partition_folder, p)
-            lo = int(q.offsets[p])
-            global_of_col = torch.cat([lo + torch.arange(q.num_local), q.halo_ids])
-            arrays["indptr"].append(q.indptr[1:] + edges if p else q.indptr + edges)
-            arrays["indices"].append(global_of_col[q.indices])
-            arrays["x"].append(q.x)
-            edges += q.indices.numel()
-        for name in names:
-            np.save(tmp / f"{name}.npy", torch.cat(arrays[name]).numpy())
-        del arrays
         try:
+            arrays = {name: [] for name in names}
+            edges = 0
+            for p in range(part.num_parts):
+                q = load_part(ctx.partition_folder, p)
+                lo = int(q.offsets[p])
+                global_of_col = torch.cat([lo + torch.arange(q.num_local), q.halo_ids])
+                arrays["indptr"].append(q.indptr[1:] + edges if p else q.indptr + edges)
+                arrays["indices"].append(global_of_col[q.indices])
+                arrays["x"].append(q.x)
+                edges += q.indices.numel()
+            for name in names:
+                np.save(tmp / f"{name}.npy", torch.cat(arrays[name]).numpy())
             os.replace(tmp, folder)
-        except OSError:  # another run built it meanwhile
+        except OSError:  # another machine or run built it meanwhile
             pass
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     ctx.comm.barrier()
     try:
         tensors = [torch.from_numpy(np.load(folder / f"{name}.npy", mmap_mode="c")) for name in names]
@@ -145,11 +148,8 @@ class PartitionedStore:
         counts[order] = metas[:, 0]
         deg = torch.empty_like(counts)
         deg[order] = metas[:, 1]
-        start = torch.cumsum(counts, 0) - counts
-        grouped = metas[:, 0]
-        request = torch.repeat_interleave(torch.arange(grouped.numel(), device=grouped.device), grouped)
-        within = torch.arange(request.numel(), device=grouped.device) - (torch.cumsum(grouped, 0) - grouped)[request]
-        place = start[order[request]] + within
+        # The j-th request's edges (owner order) go where node order[j]'s edges start.
+        place = concat_ranges((torch.cumsum(counts, 0) - counts)[order], metas[:, 0])
         neighbors, neighbor_deg = torch.empty_like(place), torch.empty_like(place)
         neighbors[place], neighbor_deg[place] = edges[:, 0], edges[:, 1]
         return counts, neighbors, neighbor_deg, deg

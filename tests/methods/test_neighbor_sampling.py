@@ -182,6 +182,17 @@ def test_traffic_steps_and_phases(make_cfg):
             assert r["sampled_edges"] > 0
 
 
+def test_ranks_with_empty_batches_keep_step(make_cfg):
+    """A rank with fewer training nodes than steps gets empty batches; it still takes every step
+    (every collective), for GAT too."""
+    _, record = run_ok(make_cfg("method=neighbor_sampling", "model=gat", "layers=2", "method.fanouts=[2]",
+                                "method.batch_size=1", "method.store=replicated", "workers=3", "epochs=1",
+                                *DATASETS["synthetic"]))
+    train = record["partition"]["train_nodes_per_rank"]
+    assert min(train) < max(train)  # so the smaller ranks' batches include empty ones
+    assert [r["steps"] for r in record["summary"]["per_rank"]] == [max(train)] * 3
+
+
 def test_ggs_averages_parameters_instead_of_gradients(make_cfg):
     """GGS (neighbour sampling with `avg_every`): no gradient all-reduce; parameters averaged every
     `avg_every` steps, P x parameters x 4 bytes a round; one fan-out serves every layer."""
