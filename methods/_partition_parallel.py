@@ -105,11 +105,13 @@ def check_positive_int(key: str, value, what: str) -> None:
         raise UserError(f"method.{key}={value!r} must be a positive integer ({what})")
 
 
-class PartitionParallelMethod(Method):
-    """One step per epoch on the rank's part. Subclasses choose the halo (`make_aggregator`), may
-    act before each forward (`before_forward`) and after each averaging round (`after_average`)."""
+class ReplicaAveraging(Method):
+    """How replicas of the model stay in step: a gradient all-reduce every step (`avg_every: null`)
+    or local steps with parameter (and batch-norm statistic) averaging every `avg_every` steps,
+    weighted by training nodes (`avg_weighting: train_count`) or uniformly; evaluation of the
+    average whenever the replicas differ. Shared by the partition-parallel and mini-batch methods."""
 
-    #: False for methods that need periodic averaging (PSGD-PA, LLCG); DIGEST allows either.
+    #: False for methods that need periodic averaging (PSGD-PA, LLCG).
     allows_gradient_allreduce = True
 
     @classmethod
@@ -130,6 +132,30 @@ class PartitionParallelMethod(Method):
         # With a gradient all-reduce the parameters never differ, but local batch-norm statistics do.
         self.stateless = not any(b.is_floating_point() for b in ctx.model.buffers())
         self.replicas_equal = True
+
+    def average_if_due(self, steps_done: int) -> bool:
+        """After an optimizer step: average the replicas if a round ends here; True if it did."""
+        self.replicas_equal = self.avg_every is None and self.stateless
+        if self.avg_every is None or steps_done % self.avg_every:
+            return False
+        average_model(self.ctx.model, self.ctx.comm, self.avg_weight, "param_avg")
+        self.replicas_equal = True
+        return True
+
+    def evaluation_model(self) -> torch.nn.Module:
+        """Between averaging rounds the replicas differ: evaluate their average (what a server
+        holding the averaged model would evaluate), leaving each rank's training state alone."""
+        if self.replicas_equal or self.ctx.world == 1:
+            return self.ctx.model
+        return averaged_copy(self.ctx.model, self.ctx.comm, self.avg_weight)
+
+
+class PartitionParallelMethod(ReplicaAveraging):
+    """One step per epoch on the rank's part. Subclasses choose the halo (`make_aggregator`), may
+    act before each forward (`before_forward`) and after each averaging round (`after_average`)."""
+
+    def __init__(self, ctx: RankContext):
+        super().__init__(ctx)
         self.aggregator = self.make_aggregator()
 
     def make_aggregator(self) -> Aggregator:
@@ -164,16 +190,6 @@ class PartitionParallelMethod(Method):
             # Local SGD: each rank minimises its own mean loss; averaging combines the ranks.
             loss_sum = self.forward_backward(epoch, 1.0 / max(1, self.local_train))
         ctx.optimizer.step()
-        self.replicas_equal = self.avg_every is None and self.stateless
-        if self.avg_every is not None and (epoch + 1) % self.avg_every == 0:
-            average_model(ctx.model, ctx.comm, self.avg_weight, "param_avg")
-            self.replicas_equal = True
+        if self.average_if_due(epoch + 1):
             self.after_average()
         return loss_sum / ctx.part.num_train_global
-
-    def evaluation_model(self) -> torch.nn.Module:
-        """Between averaging rounds the replicas differ: evaluate their average (what a server
-        holding the averaged model would evaluate), leaving each rank's training state alone."""
-        if self.replicas_equal or self.ctx.world == 1:
-            return self.ctx.model
-        return averaged_copy(self.ctx.model, self.ctx.comm, self.avg_weight)

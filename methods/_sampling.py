@@ -18,9 +18,9 @@ import torch.nn.functional as F
 
 from benchmarks.aggregation import Aggregator, LocalAdjacency
 from benchmarks.comm import Comm
-from benchmarks.method import Method, RankContext, sync_gradients
+from benchmarks.method import RankContext, sync_gradients
 from benchmarks.probes import Timer
-from methods._partition_parallel import LocalAggregator, average_model, averaged_copy, check_positive_int
+from methods._partition_parallel import LocalAggregator, ReplicaAveraging
 
 PHASES = ("sampling", "feature_fetch", "compute", "communication")
 SAMPLER_SEED = 0x5A3B1E00
@@ -140,39 +140,27 @@ class Batch:
         self.weights, self.sampled_edges = weights, sampled_edges
 
 
-class MiniBatchMethod(Method):
+class MiniBatchMethod(ReplicaAveraging):
     """Subclasses define `steps_per_epoch()`, `begin_epoch(epoch)` and `sample(step)` (the batch's
     structure, timed as sampling) and may override `fetch(batch)` (input rows, timed as feature
     fetch); the loop, loss, gradient all-reduce and probes are here.
 
-    `avg_every` (method option, default null): null all-reduces gradients every step; k runs local
-    steps (each rank on its own mean loss) and averages parameters every k steps, weighted by
-    training nodes (`param_avg`), as PSGD-PA and LLCG's GGS baseline do."""
-
-    @classmethod
-    def check_config(cls, method_cfg: dict) -> None:
-        if method_cfg.get("avg_every") is not None:
-            check_positive_int("avg_every", method_cfg["avg_every"],
-                               "local steps between parameter averaging, or null for a gradient all-reduce every step")
+    `avg_every` (method option, default null; `ReplicaAveraging`): null all-reduces gradients every
+    step; k runs local steps (each rank on its own mean loss) and averages parameters every k steps
+    (`param_avg`), as PSGD-PA and LLCG's GGS baseline do."""
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)
-        self.avg_every = ctx.method_cfg.get("avg_every")
-        local_train = int(ctx.part.train_mask.sum())
-        self.avg_weight = local_train / ctx.part.num_train_global
         # Local steps minimise the rank's own mean loss: its share of the global mean, rescaled.
-        self.loss_scale = 1.0 if self.avg_every is None else 1.0 / max(self.avg_weight, 1e-12)
-        # With a gradient all-reduce the parameters never differ, but batch-norm running statistics
-        # (each rank's own batches) do: then evaluation averages them too.
-        self.stateless = not any(b.is_floating_point() for b in ctx.model.buffers())
-        self.replicas_equal = True
+        share = self.local_train / ctx.part.num_train_global
+        self.loss_scale = 1.0 if self.avg_every is None else 1.0 / max(share, 1e-12)
         # The sampler's own stream, never the dropout masks' (torch's global generator, seeded with
         # seed * 1000 + rank): equal seeds would draw the same numbers for masks and samples.
         self.generator = torch.Generator(device=ctx.device).manual_seed(SAMPLER_SEED + ctx.cfg["seed"] * 7919 + ctx.rank)
         self.phase_time = dict.fromkeys(PHASES, 0.0)
         self.steps_done = self.sampled_edges = 0
         # Every rank's training-node count (known to all after one small gather at setup).
-        self.train_counts = [int(c) for c in ctx.comm.all_gather_object(int(ctx.part.train_mask.sum()))]
+        self.train_counts = [int(c) for c in ctx.comm.all_gather_object(self.local_train)]
 
     def steps_per_epoch(self) -> int:
         raise NotImplementedError
@@ -205,18 +193,10 @@ class MiniBatchMethod(Method):
                 self.timed("communication", sync_gradients, ctx)
             self.timed("compute", ctx.optimizer.step)
             self.steps_done += 1
-            self.replicas_equal = self.avg_every is None and self.stateless
-            if self.avg_every is not None and self.steps_done % self.avg_every == 0:
-                self.timed("communication", average_model, ctx.model, ctx.comm, self.avg_weight, "param_avg")
-                self.replicas_equal = True
+            self.timed("communication", self.average_if_due, self.steps_done)
             total += loss
             self.sampled_edges += batch.sampled_edges
         return torch.as_tensor(total / steps)
-
-    def evaluation_model(self) -> torch.nn.Module:
-        if self.replicas_equal or self.ctx.world == 1:
-            return self.ctx.model
-        return averaged_copy(self.ctx.model, self.ctx.comm, self.avg_weight)
 
     def forward_backward(self, batch: Batch) -> float:
         ctx = self.ctx

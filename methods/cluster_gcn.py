@@ -86,13 +86,11 @@ class Method(SubgraphMethod):
         nodes = self.batch_nodes(chosen)
         indptr, indices, _ = induced_subgraph(self.indptr, self.indices, nodes)
         deg = indptr[1:] - indptr[:-1]  # within the batch subgraph, self-loop included
-        scale = None
-        if self.diag_lambda:
-            dst = torch.repeat_interleave(torch.arange(nodes.numel(), device=deg.device), deg,
-                                          output_size=indices.numel())
-            scale = 1.0 + self.diag_lambda * (indices == dst).float()
+        adj = LocalAdjacency(indptr, indices, deg, deg)
+        if self.diag_lambda:  # before the weights are first built; adj knows each edge's ends
+            adj.edge_scale = 1.0 + self.diag_lambda * (adj.src == adj.dst).float()
         rows = part.train_mask.index_select(0, nodes).nonzero().flatten()
         # Each cluster is in a step's batch with probability |chosen| / num_parts, so this weight makes
         # the sum over ranks an unbiased estimate of the global mean loss (exactly it when q = num_parts).
         weight = self.num_parts / (chosen.numel() * part.num_train_global)
-        return Subgraph(nodes, LocalAdjacency(indptr, indices, deg, deg, scale), rows, weight)
+        return Subgraph(nodes, adj, rows, weight)

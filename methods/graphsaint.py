@@ -65,7 +65,6 @@ class Method(SubgraphMethod):
         # A rank without training nodes still takes every step (the all-reduce needs it): its walks
         # start anywhere and its loss weights are zero.
         self.root_pool = train if train.numel() else torch.arange(part.num_local, device=ctx.device)
-        self.num_train = int(train.numel())
         self.presample_subgraphs, self.presample_time_s = 0, 0.0
         if self.use_norm:
             t0 = time.perf_counter()
@@ -117,7 +116,7 @@ class Method(SubgraphMethod):
             weights = self.node_weight.index_select(0, nodes.index_select(0, rows))
         else:
             # The rank's batch mean, scaled by its share of the training nodes.
-            scale, weights = None, self.num_train / (max(1, rows.numel()) * part.num_train_global)
+            scale, weights = None, self.local_train / (max(1, rows.numel()) * part.num_train_global)
         return Subgraph(nodes, LocalAdjacency(indptr, indices, deg, deg, scale), rows, weights)
 
     def sample(self, step: int) -> Subgraph:
