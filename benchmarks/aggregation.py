@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.comm import Comm
+from benchmarks.graph import edge_rows
 
 warnings.filterwarnings("ignore", message=".*[Ss]parse (CSR tensor support|invariant checks).*")
 
@@ -87,7 +88,7 @@ class LocalAdjacency:
         self.indptr = indptr.long()  # int64 offsets, for segment reductions
         self.indptr32, self.indices32 = indptr.int(), indices.int()
         self.src = indices.long()
-        self.dst = torch.repeat_interleave(torch.arange(self.num_rows, device=indptr.device), indptr[1:] - indptr[:-1])
+        self.dst = edge_rows(indptr)
         # Global degrees (self-loop included) of destinations and of source columns.
         self.row_deg, self.col_deg = row_deg.to(torch.float32), col_deg.to(torch.float32)
         self.edge_scale = edge_scale

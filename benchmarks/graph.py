@@ -107,3 +107,17 @@ def permute(graph: Graph, perm: torch.Tensor) -> Graph:
     order = torch.argsort(dst * n + src)
     return Graph(graph.name, indptr, src[order], graph.x[perm], graph.y[perm], graph.train_mask[perm],
                  graph.val_mask[perm], graph.test_mask[perm], graph.num_classes)
+
+
+def edge_rows(indptr: torch.Tensor) -> torch.Tensor:
+    """The row (destination) of every entry of a CSR, in CSR order."""
+    n = indptr.numel() - 1
+    return torch.repeat_interleave(torch.arange(n, device=indptr.device), indptr[1:] - indptr[:-1],
+                                   output_size=int(indptr[-1]) if n else 0)
+
+
+def concat_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """cat([arange(s, s + l) for s, l in zip(starts, lengths)]), without a Python loop."""
+    total = int(lengths.sum())
+    shift = torch.repeat_interleave(starts - (torch.cumsum(lengths, 0) - lengths), lengths, output_size=total)
+    return shift.add_(torch.arange(total, device=starts.device))

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency
+from benchmarks.aggregation import HaloPlan, LocalAdjacency
 from benchmarks.comm import Comm
 from benchmarks.errors import choose
 from benchmarks.partition import Part
@@ -106,30 +106,6 @@ def local_loss(ctx: RankContext, logits: torch.Tensor) -> torch.Tensor:
     """This rank's share of the mean cross-entropy over the *global* training set."""
     mask = ctx.part.train_mask
     return F.cross_entropy(logits[mask], ctx.part.y[mask], reduction="sum") / ctx.part.num_train_global
-
-
-class FullGraphMethod(Method):
-    """One full-graph step per epoch: forward through `make_aggregator()`, loss over the global
-    training set, backward, gradient all-reduce, optimizer step. Methods that differ only in how
-    neighbour rows reach a layer override `make_aggregator`."""
-
-    def __init__(self, ctx: RankContext):
-        super().__init__(ctx)
-        self.aggregator = self.make_aggregator()
-
-    def make_aggregator(self):
-        return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm)
-
-    def train_epoch(self, epoch: int) -> torch.Tensor:
-        ctx = self.ctx
-        self.straggle()
-        ctx.model.train()
-        ctx.optimizer.zero_grad(set_to_none=True)
-        loss = local_loss(ctx, ctx.model(ctx.part.x, self.aggregator))
-        loss.backward()
-        sync_gradients(ctx)
-        ctx.optimizer.step()
-        return loss.detach()
 
 
 # --------------------------------------------------------------------------- registry

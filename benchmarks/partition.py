@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from benchmarks.errors import UserError, choose
-from benchmarks.graph import Graph, permute
+from benchmarks.graph import Graph, edge_rows, permute
 
 PARTITIONERS = ("metis", "random", "contiguous")
 CACHE_FORMAT = 1
@@ -243,3 +243,12 @@ def load_part(folder: Path, rank: int) -> Part:
     except Exception as e:
         raise UserError(f"partition cache part {path} cannot be read ({e}); delete {folder} to rebuild it") from None
     return Part(**state)
+
+
+def own_edges(part) -> tuple[torch.Tensor, torch.Tensor]:
+    """The part's own subgraph as a square in-edge CSR (indptr, indices) over its local nodes: edges
+    from halo columns (other parts) dropped, self-loops kept, order within each row unchanged."""
+    keep = part.indices < part.num_local
+    rows = edge_rows(part.indptr)
+    counts = torch.bincount(rows[keep], minlength=part.num_local)
+    return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]), part.indices[keep]

@@ -16,8 +16,11 @@ import torch
 from benchmarks.aggregation import LocalAdjacency
 from benchmarks.errors import UserError
 from benchmarks.partition import metis
-from methods._partition_parallel import check_positive_int, own_edges
-from methods._sampling import Subgraph, SubgraphMethod, concat_ranges, induced_subgraph
+from benchmarks.families.minibatch import Subgraph, SubgraphMethod
+from benchmarks.families.replicas import check_positive_int
+from benchmarks.graph import concat_ranges
+from benchmarks.partition import own_edges
+from benchmarks.sampling import induced_subgraph
 
 
 def metis_clusters(indptr: torch.Tensor, indices: torch.Tensor, num_parts: int, seed: int) -> torch.Tensor:

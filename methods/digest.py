@@ -14,7 +14,7 @@ stale weight). Parameters: gradient all-reduce every step (`avg_every: null`) or
 
 DIGEST-A: workers push their boundary rows to and pull their halo rows from a shared representation
 store at their own sync steps, and pull parameters from / push gradients to a parameter server every
-step, never waiting for each other (methods/_shared_store.py; shared memory on one machine). An
+step, never waiting for each other (benchmarks/stores.py; shared memory on one machine). An
 epoch is P updates of the shared model, from whichever workers are ready; fast workers contribute
 more. The only barriers are the first step (the exact cold-start fill) and evaluations. Staleness
 actually seen is recorded per rank (`summary.per_rank[].staleness`, in parameter-server versions).
@@ -30,8 +30,9 @@ import torch
 
 from benchmarks.aggregation import exchange_rows
 from benchmarks.errors import UserError
-from methods._partition_parallel import LocalAggregator, PartitionParallelMethod, check_positive_int
-from methods._shared_store import ParameterServer, RepresentationStore, SharedMemory
+from benchmarks.families.partition_parallel import LocalAggregator, PartitionParallelMethod
+from benchmarks.families.replicas import check_positive_int
+from benchmarks.stores import ParameterServer, RepresentationStore, SharedMemory
 
 
 class StaleHalo:
@@ -111,7 +112,7 @@ class Method(PartitionParallelMethod):
         ctx = self.ctx
         if int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)) != ctx.world:
             raise UserError("method.asynchronous=true keeps its store in shared memory, so every worker must run "
-                            "on one machine (a multi-machine store implements methods/_shared_store.py's interface)")
+                            "on one machine (a multi-machine store implements benchmarks/stores.py's interface)")
         params = list(ctx.model.parameters())
         widths = {layer: ctx.cfg["hidden"] for layer in range(1, ctx.cfg["layers"])}
         shm = SharedMemory(ctx.comm, {**RepresentationStore.specs(int(ctx.part.offsets[-1]), widths),

@@ -20,8 +20,11 @@ import torch
 
 from benchmarks.aggregation import LocalAdjacency
 from benchmarks.errors import UserError
-from methods._partition_parallel import check_positive_int, own_edges
-from methods._sampling import Subgraph, SubgraphMethod, induced_subgraph
+from benchmarks.families.minibatch import Subgraph, SubgraphMethod
+from benchmarks.families.replicas import check_positive_int
+from benchmarks.graph import edge_rows
+from benchmarks.partition import own_edges
+from benchmarks.sampling import induced_subgraph
 
 
 def random_walks(indptr: torch.Tensor, indices: torch.Tensor, roots: torch.Tensor, walk_length: int,
@@ -131,8 +134,7 @@ def normalisation(indptr: torch.Tensor, indices: torch.Tensor, node_count: torch
                   S: int, num_train_global: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(edge scale C_v / C_uv per edge of the CSR, v its destination; loss weight S / (C_v N_train)
     per node). Edges and nodes never pre-sampled get 0: the estimators cover what was seen."""
-    dst = torch.repeat_interleave(torch.arange(indptr.numel() - 1, device=indptr.device), indptr[1:] - indptr[:-1],
-                                  output_size=indices.numel())
+    dst = edge_rows(indptr)
     seen = edge_count > 0
     edge_scale = torch.where(seen, node_count[dst] / edge_count.clamp(min=1), 0.0)
     node_weight = torch.where(node_count > 0, S / (node_count.clamp(min=1) * num_train_global), 0.0)

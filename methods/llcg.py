@@ -13,7 +13,7 @@ import torch
 from benchmarks.aggregation import HaloAggregator
 from benchmarks.errors import UserError
 from benchmarks.method import local_loss, sync_gradients
-from methods._partition_parallel import PartitionParallelMethod
+from benchmarks.families.partition_parallel import PartitionParallelMethod
 
 
 class Method(PartitionParallelMethod):

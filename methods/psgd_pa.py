@@ -6,7 +6,7 @@ normalised on its own degrees) and averages parameters with the others every `av
 Reconstruction choices (docs/digest.md): full-partition steps instead of LLCG's neighbour-sampled
 mini-batches; averaging weighted by training nodes (LLCG's code) unless `avg_weighting: uniform`.
 """
-from methods._partition_parallel import PartitionParallelMethod
+from benchmarks.families.partition_parallel import PartitionParallelMethod
 
 
 class Method(PartitionParallelMethod):

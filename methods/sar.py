@@ -25,7 +25,8 @@ import torch
 
 from benchmarks.aggregation import Aggregator, EdgeSpMM, HaloAggregator, LocalAdjacency
 from benchmarks.errors import UserError, choose
-from benchmarks.method import FullGraphMethod, RankContext
+from benchmarks.families.full_graph import FullGraphMethod
+from benchmarks.method import RankContext
 
 MODES = ("sar", "sa", "one_shot")
 

@@ -2,7 +2,7 @@
 
 It shares the full-graph step and the aggregation kernel with `full_halo`; with one process the
 halo is empty, so nothing is exchanged. It ignores `workers` (the record says workers=1)."""
-from benchmarks.method import FullGraphMethod
+from benchmarks.families.full_graph import FullGraphMethod
 
 
 class Method(FullGraphMethod):

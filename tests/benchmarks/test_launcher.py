@@ -17,7 +17,7 @@ from tests.conftest import SMALL_SYNTHETIC
 
 CRASHING_PLUGINS = {
     "raises_on_rank1": """
-from benchmarks.method import FullGraphMethod
+from benchmarks.families.full_graph import FullGraphMethod
 
 class Method(FullGraphMethod):
     def train_epoch(self, epoch):
@@ -27,7 +27,7 @@ class Method(FullGraphMethod):
 """,
     "killed_on_rank2": """
 import os, signal
-from benchmarks.method import FullGraphMethod
+from benchmarks.families.full_graph import FullGraphMethod
 
 class Method(FullGraphMethod):
     def train_epoch(self, epoch):

@@ -11,8 +11,7 @@ import torch
 
 from benchmarks.errors import UserError
 from benchmarks.runner import run
-from methods._sampling import SAMPLER, sample_neighbors
-from methods.neighbor_sampling import relabel
+from benchmarks.sampling import SAMPLER, relabel, sample_neighbors
 from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, assert_matches, oracle, param_bytes, run_ok
 

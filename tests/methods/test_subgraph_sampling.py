@@ -17,8 +17,9 @@ from benchmarks.models import build_model
 from benchmarks.partition import build_parts
 from benchmarks.runner import run
 from benchmarks.train import make_context
-from methods._partition_parallel import own_edges
-from methods._sampling import PHASES, induced_subgraph
+from benchmarks.families.minibatch import PHASES
+from benchmarks.partition import own_edges
+from benchmarks.sampling import induced_subgraph
 from methods.graphsaint import normalisation
 from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok

@@ -1,0 +1,31 @@
+"""The full-graph family: one exact full-graph step per epoch (`single`, `full_halo`, `sar`)."""
+from __future__ import annotations
+
+import torch
+
+from benchmarks.aggregation import HaloAggregator
+from benchmarks.method import Method, RankContext, local_loss, sync_gradients
+
+
+class FullGraphMethod(Method):
+    """One full-graph step per epoch: forward through `make_aggregator()`, loss over the global
+    training set, backward, gradient all-reduce, optimizer step. Methods that differ only in how
+    neighbour rows reach a layer override `make_aggregator`."""
+
+    def __init__(self, ctx: RankContext):
+        super().__init__(ctx)
+        self.aggregator = self.make_aggregator()
+
+    def make_aggregator(self):
+        return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm)
+
+    def train_epoch(self, epoch: int) -> torch.Tensor:
+        ctx = self.ctx
+        self.straggle()
+        ctx.model.train()
+        ctx.optimizer.zero_grad(set_to_none=True)
+        loss = local_loss(ctx, ctx.model(ctx.part.x, self.aggregator))
+        loss.backward()
+        sync_gradients(ctx)
+        ctx.optimizer.step()
+        return loss.detach()

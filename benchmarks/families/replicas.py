@@ -1,0 +1,85 @@
+"""How replicas of the model stay in step: a gradient all-reduce every step, or local steps with
+parameter (and batch-norm statistic) averaging every `avg_every` steps. Shared by the
+partition-parallel and mini-batch families."""
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from benchmarks.comm import Comm
+from benchmarks.errors import UserError, choose
+from benchmarks.method import Method, RankContext
+
+
+def model_state(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Parameters and floating-point buffers (batch-norm running statistics): what averaging averages."""
+    return [*model.parameters(), *(b for b in model.buffers() if b.is_floating_point())]
+
+
+def average_model(model: torch.nn.Module, comm: Comm, weight: float, category: str) -> None:
+    """In place: every tensor of `model_state` becomes sum over ranks of weight_r * tensor_r."""
+    tensors = [t.data for t in model_state(model)]
+    flat = comm.all_reduce(torch.cat([t.reshape(-1) for t in tensors]) * weight, category)
+    offset = 0
+    for t in tensors:
+        t.copy_(flat[offset:offset + t.numel()].view_as(t))
+        offset += t.numel()
+
+
+def averaged_copy(model: torch.nn.Module, comm: Comm, weight: float) -> torch.nn.Module:
+    """The ranks' weighted average of `model` as a new model (evaluation between averaging rounds:
+    what a server holding the averaged model would evaluate; training state untouched)."""
+    model = copy.deepcopy(model)
+    average_model(model, comm, weight, "eval")
+    return model
+
+
+def check_positive_int(key: str, value, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"method.{key}={value!r} must be a positive integer ({what})")
+
+
+class ReplicaAveraging(Method):
+    """How replicas of the model stay in step: a gradient all-reduce every step (`avg_every: null`)
+    or local steps with parameter (and batch-norm statistic) averaging every `avg_every` steps,
+    weighted by training nodes (`avg_weighting: train_count`) or uniformly; evaluation of the
+    average whenever the replicas differ. Shared by the partition-parallel and mini-batch methods."""
+
+    #: False for methods that need periodic averaging (PSGD-PA, LLCG).
+    allows_gradient_allreduce = True
+
+    @classmethod
+    def check_config(cls, method_cfg: dict) -> None:
+        avg_every = method_cfg.get("avg_every")
+        if avg_every is not None or not cls.allows_gradient_allreduce:
+            check_positive_int("avg_every", avg_every, "local steps between parameter averaging"
+                               + (", or null for a gradient all-reduce every step" if cls.allows_gradient_allreduce else ""))
+        choose("method.avg_weighting", method_cfg.get("avg_weighting", "train_count"), ("train_count", "uniform"))
+
+    def __init__(self, ctx: RankContext):
+        super().__init__(ctx)
+        m = ctx.method_cfg
+        self.avg_every = m.get("avg_every")
+        self.local_train = int(ctx.part.train_mask.sum())
+        self.avg_weight = (self.local_train / ctx.part.num_train_global
+                           if m.get("avg_weighting", "train_count") == "train_count" else 1.0 / ctx.world)
+        # With a gradient all-reduce the parameters never differ, but local batch-norm statistics do.
+        self.stateless = not any(b.is_floating_point() for b in ctx.model.buffers())
+        self.replicas_equal = True
+
+    def average_if_due(self, steps_done: int) -> bool:
+        """After an optimizer step: average the replicas if a round ends here; True if it did."""
+        self.replicas_equal = self.avg_every is None and self.stateless
+        if self.avg_every is None or steps_done % self.avg_every:
+            return False
+        average_model(self.ctx.model, self.ctx.comm, self.avg_weight, "param_avg")
+        self.replicas_equal = True
+        return True
+
+    def evaluation_model(self) -> torch.nn.Module:
+        """Between averaging rounds the replicas differ: evaluate their average (what a server
+        holding the averaged model would evaluate), leaving each rank's training state alone."""
+        if self.replicas_equal or self.ctx.world == 1:
+            return self.ctx.model
+        return averaged_copy(self.ctx.model, self.ctx.comm, self.avg_weight)

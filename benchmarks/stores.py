@@ -1,0 +1,271 @@
+"""Where a rank's data lives beyond its own part: graph stores for the mini-batch family and the
+shared-memory store DIGEST-A uses.
+
+Graph stores answer `hop(nodes, fanout, generator, layer)` (sample in-neighbours: counts per node,
+neighbour ids, neighbour degrees, degrees of `nodes`) and `features(nodes, layer)`:
+  - `ReplicatedStore`: the whole graph, read locally (memory-mapped and shared on one machine);
+  - `PartitionedStore`: this rank's part only; other parts' nodes are sampled by their owners and
+    their features fetched from them, through counted all-to-alls.
+
+DIGEST-A's shared state: a representation store and a parameter server that workers use without
+waiting for each other.
+
+Both are interfaces with one implementation here, in shared memory for the workers of one machine:
+tensors mapped from files under /dev/shm that every rank opens and rank 0 unlinks as soon as all
+have them mapped (nothing is left behind, even if a rank dies). A multi-machine store (a key-value
+tier, a parameter-server process) implements the same methods. Critical sections are short copies
+under one inter-process lock (`flock`).
+
+Traffic is counted through `Comm.count` as if the store were a remote service: what a rank writes
+(`stale_push`, `param_push`) and what it reads (`stale_pull`, `param_pull`).
+"""
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+import torch
+
+from benchmarks.comm import Comm
+from benchmarks.errors import UserError
+from benchmarks.graph import concat_ranges
+from benchmarks.partition import load_part
+from benchmarks.sampling import sample_neighbors
+
+
+# --------------------------------------------------------------------------- graph stores
+class ReplicatedStore:
+    """The whole graph, read locally: global in-edge CSR, degrees and features."""
+
+    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, x: torch.Tensor):
+        self.indptr, self.indices, self.x = indptr, indices, x
+        self.deg = indptr[1:] - indptr[:-1]
+
+    def hop(self, nodes, fanout: int, generator, layer: int):
+        """(sampled per node, neighbour ids, neighbour degrees, degrees of `nodes`)."""
+        counts, positions = sample_neighbors(self.indptr, self.indices, nodes, fanout, generator)
+        neighbors = self.indices[positions]
+        return counts, neighbors, self.deg[neighbors], self.deg[nodes]
+
+    def features(self, nodes, layer: int):
+        return self.x[nodes]
+
+
+def replicated_store(ctx) -> ReplicatedStore:
+    """One in-process rank: its part is the whole graph. Several ranks: the whole graph assembled
+    once from every part of the partition cache into `<cache>/replicated/` and memory-mapped
+    copy-on-write (read-only use, so every rank shares the same pages)."""
+    part = ctx.part
+    if ctx.world == 1:
+        return ReplicatedStore(part.indptr, part.indices, part.x)
+    folder = Path(ctx.partition_folder) / "replicated"
+    names = ("indptr", "indices", "x")
+    # Each machine's first rank builds it (under torchrun, machines may not share a file system).
+    if int(os.environ.get("LOCAL_RANK", ctx.rank)) == 0 and not folder.is_dir():
+        tmp = folder.with_name(f"replicated.tmp-{os.uname().nodename}-{os.getpid()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        try:
+            arrays = {name: [] for name in names}
+            edges = 0
+            for p in range(part.num_parts):
+                q = load_part(ctx.partition_folder, p)
+                lo = int(q.offsets[p])
+                global_of_col = torch.cat([lo + torch.arange(q.num_local), q.halo_ids])
+                arrays["indptr"].append(q.indptr[1:] + edges if p else q.indptr + edges)
+                arrays["indices"].append(global_of_col[q.indices])
+                arrays["x"].append(q.x)
+                edges += q.indices.numel()
+            for name in names:
+                np.save(tmp / f"{name}.npy", torch.cat(arrays[name]).numpy())
+            os.replace(tmp, folder)
+        except OSError:  # another machine or run built it meanwhile
+            pass
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    ctx.comm.barrier()
+    try:
+        tensors = [torch.from_numpy(np.load(folder / f"{name}.npy", mmap_mode="c")) for name in names]
+    except (OSError, ValueError) as e:
+        raise UserError(f"damaged replicated-graph cache {folder} ({e}); delete that folder and rerun") from e
+    return ReplicatedStore(*(t.to(ctx.device) if ctx.device.type != "cpu" else t for t in tensors))
+
+
+class PartitionedStore:
+    """This rank's part only; neighbours of other ranks' nodes are sampled by their owners and
+    their features fetched from them, through counted all-to-alls."""
+
+    def __init__(self, ctx):
+        part = self.part = ctx.part
+        self.comm, self.offsets = ctx.comm, part.offsets.to(ctx.device)
+        self.lo = int(part.offsets[ctx.rank])
+        self.global_of_col = torch.cat([self.lo + torch.arange(part.num_local, device=ctx.device), part.halo_ids])
+
+    def by_owner(self, nodes):
+        """(order grouping `nodes` by owner, the grouped ids split per owner)."""
+        owner = torch.bucketize(nodes, self.offsets[1:], right=True)
+        order = torch.argsort(owner, stable=True)
+        sizes = torch.bincount(owner, minlength=self.comm.world).tolist()
+        return order, list(nodes[order].split(sizes))
+
+    def hop(self, nodes, fanout: int, generator, layer: int):
+        part = self.part
+        order, asked = self.by_owner(nodes)
+        requests = self.comm.all_to_all_v(asked, "sample_request", layer)
+        # Serve every requester (myself included) with one sampler call over my own in-edges.
+        local = torch.cat(requests) - self.lo
+        counts, positions = sample_neighbors(part.indptr, part.indices, local, fanout, generator)
+        cols = part.indices[positions]
+        meta = torch.stack([counts, part.deg[local]], 1)
+        edges = torch.stack([self.global_of_col[cols], part.deg[cols]], 1)
+        sizes = [r.numel() for r in requests]
+        edge_sizes = [int(c.sum()) for c in counts.split(sizes)]
+        answers = [torch.cat([m, e]) for m, e in zip(meta.split(sizes), edges.split(edge_sizes))]
+        replies = self.comm.all_to_all_v(answers, "sample_response", layer)
+        metas = torch.cat([r[:len(a)] for r, a in zip(replies, asked)])
+        edges = torch.cat([r[len(a):] for r, a in zip(replies, asked)])
+        # Back from owner order to the order of `nodes`.
+        counts = torch.empty_like(metas[:, 0])
+        counts[order] = metas[:, 0]
+        deg = torch.empty_like(counts)
+        deg[order] = metas[:, 1]
+        # The j-th request's edges (owner order) go where node order[j]'s edges start.
+        place = concat_ranges((torch.cumsum(counts, 0) - counts)[order], metas[:, 0])
+        neighbors, neighbor_deg = torch.empty_like(place), torch.empty_like(place)
+        neighbors[place], neighbor_deg[place] = edges[:, 0], edges[:, 1]
+        return counts, neighbors, neighbor_deg, deg
+
+    def features(self, nodes, layer: int):
+        order, asked = self.by_owner(nodes)
+        requests = self.comm.all_to_all_v(asked, "feature_request", layer)
+        rows = self.comm.all_to_all_v([self.part.x[r - self.lo] for r in requests], "feature_fetch", layer)
+        x = torch.empty((nodes.numel(), self.part.x.shape[1]), dtype=self.part.x.dtype, device=nodes.device)
+        x[order] = torch.cat(rows)
+        return x
+
+
+# --------------------------------------------------------------------------- shared memory (DIGEST-A)
+class SharedMemory:
+    """Named CPU tensors shared by every rank of a one-machine run."""
+
+    def __init__(self, comm: Comm, specs: dict[str, tuple[tuple[int, ...], torch.dtype]]):
+        # os.urandom, not torch's generator: the dropout masks' random stream stays untouched.
+        token = comm.broadcast(torch.tensor([int.from_bytes(os.urandom(7), "little")]), 0, "setup").item()
+        folder = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+        base = os.path.join(folder, f"gnnbench-{token:x}")
+        paths = {name: f"{base}-{name}" for name in specs}
+        lock_path = f"{base}.lock"
+        self.tensors = {}
+        for turn in (0, 1):  # rank 0 creates the files (zero-filled), then the others map them
+            if (comm.rank == 0) == (turn == 0):
+                self.lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+                for name, (shape, dtype) in specs.items():
+                    numel = math.prod(shape)
+                    self.tensors[name] = torch.from_file(paths[name], shared=True, size=numel, dtype=dtype).view(shape)
+            comm.barrier()
+        if comm.rank == 0:
+            for path in [*paths.values(), lock_path]:
+                os.unlink(path)
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.tensors[name]
+
+    @contextmanager
+    def locked(self):
+        fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_UN)
+
+
+class RepresentationStore:
+    """Rows keyed by (layer, global node id), each stamped with the parameter-server version at
+    which it was written (-1: never written)."""
+
+    def __init__(self, shm: SharedMemory, comm: Comm):
+        self.shm, self.comm = shm, comm
+
+    @staticmethod
+    def specs(num_nodes: int, widths: dict[int, int]) -> dict:
+        out = {}
+        for layer, width in widths.items():
+            out[f"rows{layer}"] = ((num_nodes, width), torch.float32)
+            out[f"stamp{layer}"] = ((num_nodes,), torch.int64)
+        return out
+
+    def init_stamps(self) -> None:
+        """Rank 0, before anyone pushes."""
+        for name, t in self.shm.tensors.items():
+            if name.startswith("stamp"):
+                t.fill_(-1)
+
+    def push(self, layer: int, ids: torch.Tensor, rows: torch.Tensor, version: int) -> None:
+        rows = rows.detach().to("cpu", torch.float32)
+        with self.shm.locked():
+            self.shm[f"rows{layer}"].index_copy_(0, ids, rows)
+            self.shm[f"stamp{layer}"].index_fill_(0, ids, version)
+        self.comm.count("stale_push", layer, rows.numel() * rows.element_size())
+
+    def pull(self, layer: int, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with self.shm.locked():
+            rows = self.shm[f"rows{layer}"].index_select(0, ids)
+            stamps = self.shm[f"stamp{layer}"].index_select(0, ids)
+        self.comm.count("stale_pull", layer, rows.numel() * rows.element_size())
+        return rows, stamps
+
+
+class ParameterServer:
+    """The model's parameters (flattened) with Adam applied by whichever worker pushes a gradient
+    (torch.optim.Adam's update with L2 weight decay; its step count is the version)."""
+
+    def __init__(self, shm: SharedMemory, comm: Comm, lr: float, weight_decay: float,
+                 betas=(0.9, 0.999), eps: float = 1e-8):
+        self.shm, self.comm = shm, comm
+        self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, betas, eps
+
+    @staticmethod
+    def specs(numel: int) -> dict:
+        return {"params": ((numel,), torch.float32), "exp_avg": ((numel,), torch.float32),
+                "exp_avg_sq": ((numel,), torch.float32), "version": ((1,), torch.int64)}
+
+    def version(self) -> int:
+        return int(self.shm["version"][0])
+
+    def initialise(self, params: list[torch.Tensor]) -> None:
+        """Rank 0, before anyone pulls."""
+        self.shm["params"].copy_(torch.cat([p.detach().reshape(-1).cpu() for p in params]))
+
+    def pull(self, params: list[torch.Tensor], category: str = "param_pull") -> int:
+        """Copy the current parameters into `params`; returns their version."""
+        with self.shm.locked():
+            flat, version = self.shm["params"].clone(), self.version()
+        offset = 0
+        for p in params:
+            p.data.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+        self.comm.count(category, None, flat.numel() * flat.element_size())
+        return version
+
+    def push(self, grads: list[torch.Tensor]) -> int:
+        """Apply one Adam step with this gradient; returns the new version."""
+        g = torch.cat([t.reshape(-1) for t in grads]).to("cpu", torch.float32)
+        (b1, b2), shm = self.betas, self.shm
+        with shm.locked():
+            p, m, v = shm["params"], shm["exp_avg"], shm["exp_avg_sq"]
+            step = self.version() + 1
+            if self.weight_decay:
+                g = g.add(p, alpha=self.weight_decay)
+            m.mul_(b1).add_(g, alpha=1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            denom = (v.sqrt() / math.sqrt(1 - b2 ** step)).add_(self.eps)
+            p.addcdiv_(m, denom, value=-self.lr / (1 - b1 ** step))
+            shm["version"][0] = step
+        self.comm.count("param_push", None, g.numel() * g.element_size())
+        return step
