@@ -4,28 +4,56 @@ Host memory: VmHWM/VmRSS from /proc/self/status; the peak is reset by writing 5 
 /proc/self/clear_refs at the start of each training segment, so `train_peak - rss_at_train_start`
 is the training working set. Evaluation runs between segments and is excluded. CUDA: allocator
 peaks after reset_peak_memory_stats.
+
+Memory and time are measured in different epochs, so neither distorts the other: the memory probe
+runs during the warm-up epochs (the ones dropped from the epoch-time median) with a fixed, small
+mmap threshold, so that RSS follows live tensors; then the allocator is switched to glibc's steady
+state for the timed epochs and the probe stops (docs/measurement.md, "Allocator").
 """
 from __future__ import annotations
 
 import ctypes
 import gc
+import os
+import statistics
 import time
 
 import torch
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
+# Where glibc's dynamic thresholds settle once large blocks have been freed: the mmap threshold at
+# its 32 MiB ceiling (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit) and the trim threshold at twice it.
+TIMED_MMAP_THRESHOLD, TIMED_TRIM_THRESHOLD = 32 << 20, 64 << 20
+
+
+def cores() -> int:
+    """Cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _mallopt(param: int, value: int) -> bool:
+    try:
+        return bool(ctypes.CDLL("libc.so.6").mallopt(param, int(value)))
+    except (OSError, AttributeError):
+        return False
 
 
 def fix_mmap_threshold(threshold_bytes) -> bool:
     """Make RSS follow live tensors. glibc raises its mmap threshold after every large free (up to
     32 MiB), so freed activations stay in the heap and in RSS, and VmHWM then measures the allocator's
     retention rather than the method. A fixed threshold (mallopt M_MMAP_THRESHOLD, which also turns
-    the dynamic adjustment off) returns every large free to the OS. Costs some page faults (~10 %
-    epoch time here). None keeps glibc's default. Returns whether it was applied."""
+    the dynamic adjustment off) returns every large free to the OS, at the price of page faults
+    (10-20 % epoch time on CPU), which is why only the memory-probe epochs run with it. None keeps
+    glibc's default. Returns whether it was applied."""
     if threshold_bytes is None:
         return False
-    try:
-        return bool(ctypes.CDLL("libc.so.6").mallopt(-3, int(threshold_bytes)))  # -3: M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        return False
+    return _mallopt(M_MMAP_THRESHOLD, threshold_bytes)
+
+
+def timed_allocator() -> bool:
+    """After the memory probe: the thresholds glibc's own adjustment would have reached, so timed
+    epochs pay no page-fault tax (once fixed, the dynamic adjustment cannot be turned back on)."""
+    return _mallopt(M_MMAP_THRESHOLD, TIMED_MMAP_THRESHOLD) and _mallopt(M_TRIM_THRESHOLD, TIMED_TRIM_THRESHOLD)
 
 
 def _status_kb(field: str) -> int:
@@ -55,11 +83,22 @@ def reset_hwm() -> bool:
 
 
 class MemoryProbe:
-    """Tracks peak RSS over training segments (evaluation excluded) on one rank."""
+    """Tracks peak RSS over training segments (evaluation excluded) on one rank, during the first
+    `probe_epochs` epochs; `epoch_done` ends the probe after them and, when the run fixed the mmap
+    threshold for it, hands the timed epochs the allocator's steady state."""
 
-    def __init__(self, device: torch.device):
+    DESCRIPTION = ("VmHWM reset via /proc/self/clear_refs at each training segment of the warm-up epochs "
+                   "(malloc_mmap_threshold fixed there; timed epochs run with glibc's steady-state thresholds)")
+    #: What the per-rank results contribute to a record's summary: key -> (per-rank field, reduction).
+    SUMMARY = {"peak_rss_bytes_max": ("peak_rss_bytes", max),
+               "train_mem_delta_bytes_max": ("train_mem_delta_bytes", max),
+               "train_mem_delta_bytes_mean": ("train_mem_delta_bytes", statistics.fmean)}
+
+    def __init__(self, device: torch.device, probe_epochs: int | None = None, switch_allocator: bool = False):
         self.device = device
         self.cuda = device.type == "cuda"
+        self.probe_epochs, self.switch_allocator = probe_epochs, switch_allocator
+        self.probing, self.training = True, False
         self.peak_before_train = hwm_bytes()  # loading, setup
         self.train_peak = 0
         self.other_peak = self.peak_before_train
@@ -71,6 +110,7 @@ class MemoryProbe:
         gc.collect()
         self.hwm_resettable = reset_hwm()
         self.rss_train_start = rss_bytes()
+        self.training = True
         if self.cuda:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -78,6 +118,9 @@ class MemoryProbe:
 
     def pause(self) -> None:
         """End a training segment (before evaluation)."""
+        if not self.probing or not self.training:
+            return
+        self.training = False
         self.train_peak = max(self.train_peak, hwm_bytes())
         reset_hwm()
         if self.cuda:
@@ -87,14 +130,29 @@ class MemoryProbe:
 
     def resume(self) -> None:
         """Start the next training segment (after evaluation)."""
+        if not self.probing or self.training:
+            return
+        self.training = True
         self.other_peak = max(self.other_peak, hwm_bytes())
         reset_hwm()
         if self.cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
 
+    def epoch_done(self, epoch: int) -> None:
+        """After an epoch and its evaluation: the probe ends after `probe_epochs` epochs."""
+        if self.probing and self.probe_epochs is not None and epoch + 1 >= self.probe_epochs:
+            self.pause()
+            self.other_peak = max(self.other_peak, hwm_bytes())
+            self.probing = False
+            if self.switch_allocator:
+                timed_allocator()
+
     def result(self) -> dict:
+        self.pause()
+        if self.probing:
+            self.other_peak = max(self.other_peak, hwm_bytes())
         out = {
-            "peak_rss_bytes": max(self.other_peak, self.train_peak, hwm_bytes()),
+            "peak_rss_bytes": max(self.other_peak, self.train_peak),
             "rss_train_start_bytes": self.rss_train_start,
             "train_peak_rss_bytes": self.train_peak,
             "train_mem_delta_bytes": max(0, self.train_peak - self.rss_train_start),

@@ -1,12 +1,21 @@
-"""One JSON record per run, written atomically (temporary file, then rename), readable without the
-run's process. `record_path` is a pure function of the configuration, so a sweep can tell which
-runs already have a record."""
+"""One JSON record per run, owned from start to finish by one `RecordBuilder`.
+
+The builder is made by the launcher once the run is prepared, travels to rank 0 (it is plain data),
+appends rank 0's per-epoch progress to a scratch file, and writes the record atomically (temporary
+file, then rename) exactly once: `finish` with the gathered result, or `fail` with the error and
+the history reached so far. Everything analysis needs is computed here, at write time: the variant
+label (the options that differ from the method's defaults *when it ran*), the setting key, the
+training time and the training bytes per epoch by category. Analysis reads records, never the
+runtime. `record_path` is a pure function of the configuration, so a sweep can tell which runs
+already have a record.
+"""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import platform
+import statistics
 import subprocess
 import tempfile
 import time
@@ -14,15 +23,37 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.comm import NOT_TRAINING
 from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.probes import MemoryProbe, cores
 
 # Keys that say where things are or how chatty a run is, not what is measured.
-NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "reproduces")
+NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "reproduces",
+                "study")
+# The axes a comparison runs along: what a run's setting leaves out.
+AXES = ("method", "workers", "seed")
 
 
 def config_hash(cfg: dict) -> str:
-    semantic = {k: v for k, v in cfg.items() if k not in NON_SEMANTIC}
-    return hashlib.sha1(json.dumps(semantic, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return _digest({k: v for k, v in cfg.items() if k not in NON_SEMANTIC}, 10)
+
+
+def setting_config(cfg: dict) -> dict:
+    """What a run shares with the runs it is compared to: its configuration less the axes and
+    where things are."""
+    return {k: v for k, v in cfg.items() if k not in (*AXES, *NON_SEMANTIC)}
+
+
+def _digest(obj, length: int) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:length]
+
+
+def variant_label(method_cfg: dict, defaults: dict) -> str:
+    """The method, plus the options that differ from its defaults (`sar`, `sar mode=sa`,
+    `digest sync_every=4`)."""
+    extra = [f"{k}={v}" for k, v in sorted(method_cfg.items())
+             if k not in ("name", "plugin") and (k not in defaults or defaults[k] != v)]
+    return " ".join([method_cfg["name"], *extra])
 
 
 def record_path(cfg: dict, workers: int) -> Path:
@@ -62,33 +93,110 @@ def git_commit() -> str | None:
         return None
 
 
-def environment(backend: str, device: str, threads_per_rank: int) -> dict:
+def environment(backend: str, device: str, threads_per_rank: int, launcher: str) -> dict:
     return {
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "hostname": platform.node(),
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cores": cores(),
         "backend": backend,
         "device": device,
         "cuda_device": torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else None,
         "threads_per_rank": threads_per_rank,
+        "launcher": launcher,
         "agg_kernel": "csr_spmm_int32+transposed_csr_backward",
-        "memory_probe": "VmHWM reset via /proc/self/clear_refs at each training segment",
+        "memory_probe": MemoryProbe.DESCRIPTION,
         "git_commit": git_commit(),
     }
 
 
-def new_record(cfg: dict, world: int) -> dict:
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def warmup_dropped(epochs: int, warmup_epochs: int) -> int:
+    """Epochs dropped from the epoch-time median: `warmup_epochs`, at least 1 when there are 2+
+    epochs, never all of them. The memory probe measures exactly these epochs (docs/measurement.md)."""
+    return min(max(1, warmup_epochs), epochs - 1) if epochs > 1 else 0
+
+
+def summarize(history: list[dict], per_rank: list[dict], warmup_epochs: int) -> dict:
+    """Per-run summary from the history (identical on every rank) and the ranks' probes."""
+    times = [h["epoch_time_s"] for h in history]
+    drop = warmup_dropped(len(times), warmup_epochs)
+    kept = sorted(times[drop:])
+    evaluated = [h for h in history if h["val_acc"] is not None]
+    best = max(evaluated, key=lambda h: h["val_acc"]) if evaluated else None
     return {
-        "status": "running",
-        "error": None,
-        "method": cfg["method"]["name"],
-        "dataset": cfg["dataset"]["name"],
-        "model": cfg["model"]["name"],
-        "workers": world,
-        "workers_requested": cfg["workers"],
-        "seed": cfg["seed"],
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "config": cfg,
+        "epoch_time_s_median": statistics.median(kept),
+        "epoch_time_s_p90": kept[min(len(kept) - 1, int(0.9 * len(kept)))],
+        "warmup_epochs_dropped": drop,
+        "train_time_s": sum(times),
+        **{key: reduce(r[field] for r in per_rank) for key, (field, reduce) in MemoryProbe.SUMMARY.items()},
+        "comm_bytes_per_epoch": statistics.fmean(h["comm_bytes"] for h in history),
+        "best_val_acc": best["val_acc"] if best else None,
+        "test_acc_at_best_val": best["test_acc"] if best else None,
+        "best_epoch": best["epoch"] if best else None,
+        "final_train_loss": history[-1]["train_loss"],
     }
+
+
+class RecordBuilder:
+    """One run's record from start to end (see the module docstring). Made in the launching process
+    (or on every rank under torchrun); `on_epoch`, `finish` and `fail` run wherever rank 0 or the
+    launcher notices the outcome."""
+
+    def __init__(self, cfg: dict, world: int, path: Path, scratch: Path, prepared: dict, env: dict,
+                 method_defaults: dict):
+        self.path, self.progress = Path(path), Path(scratch) / "progress.jsonl"
+        self.epochs, self.log_every = cfg["epochs"], cfg.get("log_every") or 0
+        self.warmup_epochs = cfg["warmup_epochs"]
+        self.record = {
+            "status": "running", "error": None,
+            "method": cfg["method"]["name"], "variant": variant_label(cfg["method"], method_defaults),
+            "dataset": cfg["dataset"]["name"], "model": cfg["model"]["name"],
+            "workers": world, "workers_requested": cfg["workers"], "seed": cfg["seed"],
+            "setting": _digest(setting_config(cfg), 6), "setting_config": setting_config(cfg),
+            "config_hash": config_hash(cfg), "started_at": now(), "config": cfg, **prepared, "env": env,
+        }
+
+    def on_epoch(self, entry: dict) -> None:
+        """Rank 0's per-epoch hook: keep the history on disk (a failed run keeps it) and print progress."""
+        with open(self.progress, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+        e = entry["epoch"] + 1
+        if self.log_every and (e % self.log_every == 0 or e == self.epochs):
+            acc = f" val {entry['val_acc']:.4f} test {entry['test_acc']:.4f}" if entry["val_acc"] is not None else ""
+            print(f"  epoch {e:>4}/{self.epochs}  loss {entry['train_loss']:.4f}{acc}  {entry['epoch_time_s']:.3f} s",
+                  flush=True)
+
+    def finish(self, history: list[dict], per_rank: list[dict], grads: dict | None = None) -> dict:
+        """The `ok` record from the history and every rank's probes (rank 0, after training)."""
+        if grads is not None:  # probe_grads: epoch 0's synchronised gradients beside the record (tests)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(grads, self.path.with_suffix(".grads.pt"))
+        by_cat = {}
+        for r in per_rank:
+            for cat, b in r["comm_bytes_by_category"].items():
+                by_cat[cat] = by_cat.get(cat, 0) + b
+        summary = summarize(history, per_rank, self.warmup_epochs)
+        record = {**self.record, "status": "ok", "finished_at": now(), "history": history,
+                  "summary": {**summary, "per_rank": per_rank,
+                              "edges_per_s": self.record["graph"]["edges"] / summary["epoch_time_s_median"]},
+                  "comm": {"bytes_by_category": by_cat,
+                           "bytes_per_epoch_by_category": {c: b / len(history) for c, b in by_cat.items()
+                                                           if c not in NOT_TRAINING}}}
+        record["env"] = {**record["env"], "threads_per_rank": per_rank[0]["threads"]}
+        write_atomic(self.path, record)
+        return record
+
+    def fail(self, error: str, tb: str = "") -> dict:
+        """A `failed` record with the history reached so far."""
+        history = []
+        if self.progress.exists():
+            history = [json.loads(line) for line in self.progress.read_text().splitlines() if line.strip()]
+        record = {**self.record, "status": "failed", "error": error, "traceback": tb, "history": history,
+                  "finished_at": now()}
+        write_atomic(self.path, record)
+        return record

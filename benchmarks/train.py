@@ -2,21 +2,23 @@
 
 Epoch time is measured per rank around `train_epoch` only (evaluation, logging and the probes'
 own reductions excluded) and reduced with MAX over ranks; the first `warmup_epochs` are dropped
-from the median. Evaluation is the same exact full-graph inference for every method.
+from the median and are the epochs the memory probe measures. Evaluation is the same exact
+full-graph inference for every method. The record is built from what `run_rank` returns
+(`benchmarks.record.RecordBuilder`).
 """
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import torch
 
 from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency
 from benchmarks.comm import Comm
-from benchmarks.method import RankContext, method_class
+from benchmarks.method import Method, RankContext
 from benchmarks.models import build_model
 from benchmarks.partition import Part
 from benchmarks.probes import MemoryProbe, Timer
+from benchmarks.record import warmup_dropped
 
 
 def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
@@ -51,15 +53,18 @@ def evaluate(ctx: RankContext, agg, model: torch.nn.Module) -> dict[str, float]:
     return dict(zip(("train_acc", "val_acc", "test_acc"), accs))
 
 
-def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device, on_epoch=None,
+def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device, method_cls: type[Method], on_epoch=None,
              partition_folder: Path | None = None) -> dict:
-    """Train and evaluate; every rank returns the gathered result (identical on all ranks)."""
-    memory = MemoryProbe(device)
+    """Train and evaluate; every rank returns the gathered history and per-rank probes (identical on
+    all ranks) and, with `probe_grads`, epoch 0's synchronised gradients."""
+    epochs = cfg["epochs"]
+    memory = MemoryProbe(device, probe_epochs=warmup_dropped(epochs, cfg["warmup_epochs"]) or epochs,
+                         switch_allocator=cfg["malloc_mmap_threshold"] is not None and device.type == "cpu")
     torch.manual_seed(cfg["seed"] * 1000 + rank)  # dropout masks: reproducible, different per rank
     ctx = make_context(cfg, rank, world, part, device, partition_folder)
-    method = method_class(cfg["method"]["name"])(ctx)
+    method = method_cls(ctx)
     eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, categories=("eval", "eval"))
-    epochs, eval_every = cfg["epochs"], max(1, cfg["eval_every"])
+    eval_every = max(1, cfg["eval_every"])
     history, window, grads = [], [], None
 
     memory.start_training()
@@ -84,14 +89,12 @@ def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
                 if on_epoch is not None:
                     on_epoch(entry)
             memory.resume()
-    memory.pause()
+        memory.epoch_done(epoch)
 
     per_rank = {"rank": rank, **memory.result(), "comm_bytes_by_category": ctx.comm.by_category(),
                 "comm_bytes_by_layer": ctx.comm.by_layer(), "nodes": part.num_local, "halo_nodes": part.num_halo,
                 "threads": torch.get_num_threads(), **method.probes()}
-    gathered = ctx.comm.all_gather_object(per_rank)
-    return {"history": history, "per_rank": gathered, "grads": grads,
-            "summary": summarize(history, gathered, cfg["warmup_epochs"])}
+    return {"history": history, "per_rank": ctx.comm.all_gather_object(per_rank), "grads": grads}
 
 
 def reduce_window(ctx: RankContext, window: list[tuple[float, float, float]], last_epoch: int,
@@ -110,24 +113,3 @@ def reduce_window(ctx: RankContext, window: list[tuple[float, float, float]], la
     return [{"epoch": first + i, "train_loss": sums[i, 0].item(), "val_acc": None, "test_acc": None,
              "train_acc": None, "epoch_time_s": seconds[i].item(), "comm_bytes": int(sums[i, 1].item())}
             for i in range(len(window))]
-
-
-def summarize(history: list[dict], per_rank: list[dict], warmup_epochs: int) -> dict:
-    times = [h["epoch_time_s"] for h in history]
-    drop = min(max(1, warmup_epochs), len(times) - 1) if len(times) > 1 else 0
-    kept = sorted(times[drop:])
-    evaluated = [h for h in history if h["val_acc"] is not None]
-    best = max(evaluated, key=lambda h: h["val_acc"]) if evaluated else None
-    return {
-        "epoch_time_s_median": statistics.median(kept),
-        "epoch_time_s_p90": kept[min(len(kept) - 1, int(0.9 * len(kept)))],
-        "warmup_epochs_dropped": drop,
-        "peak_rss_bytes_max": max(r["peak_rss_bytes"] for r in per_rank),
-        "train_mem_delta_bytes_max": max(r["train_mem_delta_bytes"] for r in per_rank),
-        "train_mem_delta_bytes_mean": statistics.fmean(r["train_mem_delta_bytes"] for r in per_rank),
-        "comm_bytes_per_epoch": statistics.fmean(h["comm_bytes"] for h in history),
-        "best_val_acc": best["val_acc"] if best else None,
-        "test_acc_at_best_val": best["test_acc"] if best else None,
-        "best_epoch": best["epoch"] if best else None,
-        "final_train_loss": history[-1]["train_loss"],
-    }
