@@ -70,7 +70,7 @@ def test_spmm_passes_gradcheck_in_float64():
     w = adj.edge_weights("gcn").double()
     A, At = adj.with_values(w), adj.with_values(w[adj.t_perm].contiguous(), transposed=True)
     x = torch.randn(COLS, 2, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda t: _SpMM.apply(A, At, t), (x,))
+    assert torch.autograd.gradcheck(lambda t: _SpMM.apply(A, At, t), (x,), fast_mode=True)
 
 
 def test_edge_scale_multiplies_each_normalised_edge_weight():
@@ -121,7 +121,8 @@ def test_attention_passes_gradcheck_in_float64():
     """The whole attention aggregation's gradients match finite differences in float64."""
     adj = adjacency()
     inputs = tuple(t.requires_grad_() for t in _attention_inputs(torch.float64))
-    assert torch.autograd.gradcheck(lambda z, a_s, a_d: adj.attention(z, z[:ROWS], a_s, a_d, 0.2), inputs)
+    assert torch.autograd.gradcheck(lambda z, a_s, a_d: adj.attention(z, z[:ROWS], a_s, a_d, 0.2), inputs,
+                                     fast_mode=True)
 
 
 def test_edge_spmm_passes_gradcheck_in_float64():
@@ -130,4 +131,4 @@ def test_edge_spmm_passes_gradcheck_in_float64():
     g = torch.Generator().manual_seed(5)
     alpha = torch.rand(len(EDGES), 2, generator=g, dtype=torch.float64, requires_grad=True)
     z = torch.randn(COLS, 2, 3, generator=g, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda a, t: EdgeSpMM.apply(a, t, adj), (alpha, z))
+    assert torch.autograd.gradcheck(lambda a, t: EdgeSpMM.apply(a, t, adj), (alpha, z), fast_mode=True)
