@@ -14,8 +14,6 @@ from benchmarks.errors import UserError, choose
 from benchmarks.graph import Graph, from_edge_index
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
 DATA = PROJECT_ROOT / "data"  # Cora and CiteSeer ship here (data/README.md); downloads land here
 
 
