@@ -1,5 +1,7 @@
-# Two commands: `make run` (the quickstart comparison on the synthetic graph, then its report) and `make test`.
-# Both create .venv and install the project the first time. torch==2.13.0 (CPU) is installed
+# Two commands: `make run` (the quickstart comparison on the synthetic graph, then its report) and `make test`
+# (every test: what CI runs). `make test-fast` is the fast tier to run while you work (under a minute: the
+# in-process unit tests, files marked `pytestmark = pytest.mark.fast`; no process spawned).
+# All create .venv and install the project the first time. torch==2.13.0 (CPU) is installed
 # unless the venv already has a torch (GPU users: create .venv and install your torch first).
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 TORCH_SPEC ?= torch==2.13.0
 RESULTS ?= results/quickstart
 
-.PHONY: run test install clean
+.PHONY: run test test-fast install clean
 
 install: $(STAMP)
 
@@ -26,6 +28,9 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m fast
 
 clean:
 	rm -rf .cache results/quickstart

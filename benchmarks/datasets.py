@@ -14,15 +14,17 @@ from benchmarks.errors import UserError, choose
 from benchmarks.graph import Graph, from_edge_index
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DATA = PROJECT_ROOT / "data"  # Cora and CiteSeer ship here (data/README.md); downloads land here
 
 
 def resolve_data_root(data_root) -> Path:
-    """`null` means ../shared/data beside the project when it exists (the team's read-only copies),
-    else ./data in the project."""
+    """A given folder is used as is (a dataset missing there is downloaded into it or named in the
+    error). `null` means the project's data/: the shipped Cora and CiteSeer raw files are read in
+    place (nothing is written beside them) and other datasets are downloaded beside them, in
+    their own folders that git ignores."""
     if data_root:
         return Path(data_root).expanduser()
-    shared = PROJECT_ROOT.parent / "shared" / "data"
-    return shared if shared.is_dir() else PROJECT_ROOT / "data"
+    return DATA
 
 
 # --------------------------------------------------------------------------- synthetic

@@ -1,4 +1,4 @@
-"""Shared fixtures: the real Hydra config shrunk for tests, and the team's real datasets."""
+"""Shared fixtures: the real Hydra config shrunk for tests, and the real datasets shipped in data/."""
 from __future__ import annotations
 
 import shutil
@@ -9,9 +9,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from benchmarks.cli import CONF
-from benchmarks.datasets import PROJECT_ROOT
-
-SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+from benchmarks.datasets import DATA
 
 # A small synthetic graph: big enough for 4 METIS parts with real halos, quick to train.
 SMALL_SYNTHETIC = ["dataset.nodes=1500", "dataset.avg_degree=8", "dataset.features=24", "dataset.classes=5"]
@@ -19,11 +17,14 @@ SMALL_SYNTHETIC = ["dataset.nodes=1500", "dataset.avg_degree=8", "dataset.featur
 
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory) -> Path:
-    """A private copy of ../shared/data (read-only there; loaders must never write beside it)."""
-    if not (SHARED_DATA / "planetoid").is_dir():
-        pytest.skip(f"{SHARED_DATA} not found: the real-dataset tests need the team's shared data")
+    """A private copy of the shipped Planetoid files (data/planetoid): a loader that wrongly wrote
+    beside them is caught there, never in the repository. Missing files fail the test."""
     root = tmp_path_factory.mktemp("data")
-    shutil.copytree(SHARED_DATA / "planetoid", root / "planetoid")
+    for name in ("Cora", "CiteSeer"):
+        raw = DATA / "planetoid" / name / "raw"
+        if not raw.is_dir():
+            pytest.fail(f"{raw} is missing: the dataset files shipped with the repository (data/README.md)")
+        shutil.copytree(raw, root / "planetoid" / name / "raw")
     return root
 
 

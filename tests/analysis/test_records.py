@@ -9,6 +9,8 @@ import pytest
 from analysis import records as rec
 from tests.analysis.handmade import record, write
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 def folder(tmp_path):

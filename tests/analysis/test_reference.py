@@ -8,6 +8,8 @@ from analysis import records as rec
 from analysis import reference
 from tests.analysis.handmade import record
 
+pytestmark = pytest.mark.fast
+
 
 def compare(records):
     for i, r in enumerate(records):

@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.datasets import load_dataset, synthetic
+from benchmarks.datasets import DATA, load_dataset, resolve_data_root, synthetic
 from benchmarks.errors import UserError
+
+pytestmark = pytest.mark.fast
 
 SYNTH = dict(nodes=3000, avg_degree=10, classes=4, features=16, homophily=0.8, feature_noise=3.0,
              degree_skew=1.0, train_frac=0.3, val_frac=0.2, test_frac=0.5, seed=7)
@@ -29,7 +31,7 @@ def test_synthetic_is_deterministic_from_its_seed_and_follows_its_parameters():
     assert masks.sum(1).tolist() == [900, 600, 1500]
 
 
-def test_citeseer_loads_from_the_shared_planetoid_files(data_root):
+def test_citeseer_loads_from_the_planetoid_raw_files(data_root):
     g = load_dataset({"name": "citeseer"}, data_root)
     s = g.summary()
     assert (s["nodes"], s["features"], s["classes"]) == (3327, 3703, 6)
@@ -37,6 +39,16 @@ def test_citeseer_loads_from_the_shared_planetoid_files(data_root):
     # 9,104 directed edges (PyG's count) plus one self-loop per node.
     assert g.num_edges == 9104 + 3327
     assert not list((data_root / "planetoid" / "CiteSeer").glob("processed"))  # nothing written beside raw/
+
+
+def test_default_data_root_reads_the_cora_shipped_with_the_repository():
+    """data_root=null is the project's data/, where Cora is read in place and nothing is written."""
+    assert resolve_data_root(None) == DATA and resolve_data_root("/x/y") == Path("/x/y")
+    before = sorted(p.relative_to(DATA) for p in DATA.rglob("*"))
+    g = load_dataset({"name": "cora"})
+    assert (g.num_nodes, g.num_features, g.num_classes, g.num_edges) == (2708, 1433, 7, 10556 + 2708)
+    assert int(g.train_mask.sum()) == 140
+    assert sorted(p.relative_to(DATA) for p in DATA.rglob("*")) == before
 
 
 def test_missing_dataset_gives_one_line_naming_the_dataset_and_folder(tmp_path):

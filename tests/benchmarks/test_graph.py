@@ -1,6 +1,9 @@
+import pytest
 import torch
 
 from benchmarks.graph import from_edge_index, permute
+
+pytestmark = pytest.mark.fast
 
 
 def tiny_graph(edges, n):

@@ -13,6 +13,8 @@ from benchmarks.models import build_model
 from benchmarks.partition import build_parts
 from benchmarks.train import make_context
 
+pytestmark = pytest.mark.fast
+
 
 class PygModel(torch.nn.Module):
     def __init__(self, convs, activation):

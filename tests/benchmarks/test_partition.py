@@ -7,6 +7,8 @@ from benchmarks.datasets import synthetic
 from benchmarks.graph import permute
 from benchmarks.partition import assign, build_parts, load_manifest, load_part, prepare_parts, relabel
 
+pytestmark = pytest.mark.fast
+
 GRAPH = synthetic(nodes=2000, avg_degree=8, classes=4, features=8, homophily=0.8, feature_noise=1.0,
                   degree_skew=1.0, train_frac=0.2, val_frac=0.2, test_frac=0.5, seed=3)
 

@@ -1,0 +1,91 @@
+"""The communication counters on their own: what each collective counts (payload bytes this rank
+sends, by category and layer), what training totals leave out, and that one rank counts nothing.
+The collectives are replaced by in-process stand-ins; the real exchanges are held to the analytic
+volumes by the multi-process method tests."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks import comm as comm_module
+from benchmarks.comm import Comm
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.fixture
+def mirror(monkeypatch):
+    """torch.distributed stand-ins for a symmetric exchange: every peer sends me what I send it."""
+    dist = comm_module.dist
+    monkeypatch.setattr(dist, "all_to_all_single", lambda out, send, *counts: out.copy_(send))
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor, op=None: tensor)
+    monkeypatch.setattr(dist, "broadcast", lambda tensor, src: tensor)
+    monkeypatch.setattr(dist, "P2POp", lambda op, tensor, peer: (op, tensor, peer))
+    monkeypatch.setattr(dist, "batch_isend_irecv", lambda ops: list(ops))
+
+
+def test_one_rank_counts_nothing():
+    """With world=1 every operation is local: no bytes in any counter, whatever is asked."""
+    c = Comm()
+    c.count("halo_fwd", 0, 1000)
+    t = torch.ones(8)
+    assert c.all_reduce(t, "grad_allreduce") is t and torch.equal(t, torch.ones(8))
+    assert c.broadcast(t, 0, "setup") is t
+    assert c.all_to_all(torch.ones(3, 2), [3], [0], "halo_fwd", 1).shape == (0, 2)
+    per_peer = [torch.ones(2, 2)]
+    assert c.all_to_all_v(per_peer, "stale_push") == per_peer
+    assert (c.training_bytes(), c.by_category(), c.by_layer()) == (0, {}, {})
+
+
+def test_counters_group_by_category_and_layer_and_training_leaves_out_setup_eval_probe():
+    """count() adds bytes under (category, layer); training_bytes excludes setup, eval and probe."""
+    c = Comm(rank=0, world=2)
+    c.count("halo_fwd", 0, 100)
+    c.count("halo_fwd", 1, 50)
+    c.count("halo_fwd", 0, 10)
+    c.count("halo_bwd", 0, 0)  # empty transfers leave no entry
+    c.count("grad_allreduce", None, 40)
+    c.count("eval", 0, 7)
+    c.count("setup", None, 3)
+    c.count("probe", None, 5)
+    assert c.by_category() == {"eval": 7, "grad_allreduce": 40, "halo_fwd": 160, "probe": 5, "setup": 3}
+    assert list(c.by_category()) == sorted(c.by_category())
+    assert c.by_layer() == {"eval/0": 7, "halo_fwd/0": 110, "halo_fwd/1": 50}  # layer-less bytes are not here
+    assert c.training_bytes() == 160 + 40
+
+
+def test_all_reduce_and_broadcast_count_the_tensor_bytes_on_the_sender(mirror):
+    """all_reduce counts the tensor's bytes on every rank; broadcast only on its source rank."""
+    t = torch.zeros(10, dtype=torch.float64)
+    for rank in (0, 1):
+        c = Comm(rank=rank, world=3)
+        c.all_reduce(t, "grad_allreduce")
+        c.broadcast(t, 1, "setup")
+        assert c.by_category() == {"grad_allreduce": 80, **({"setup": 80} if rank == 1 else {})}
+
+
+def test_all_to_all_counts_the_rows_sent_under_its_layer(mirror):
+    """all_to_all counts every row sent (bytes of the send buffer) and returns the rows received."""
+    c = Comm(rank=0, world=3)
+    send = torch.arange(20, dtype=torch.float32).view(5, 4)
+    out = c.all_to_all(send, [0, 2, 3], [0, 2, 3], "halo_fwd", 1)
+    assert torch.equal(out, send)
+    assert c.by_layer() == {"halo_fwd/1": 5 * 4 * 4}
+
+
+def test_all_to_all_v_counts_its_size_message_and_the_rows_for_peers_only(mirror):
+    """all_to_all_v counts P int64 row counts plus the rows sent to peers; my own rows stay local."""
+    c = Comm(rank=0, world=3)
+    per_peer = [torch.full((2, 4), 0.0), torch.full((3, 4), 1.0), torch.full((1, 4), 2.0)]
+    got = c.all_to_all_v(per_peer, "feature_fetch")
+    assert got[0] is per_peer[0] and [t.shape[0] for t in got] == [2, 3, 1]
+    assert c.by_category() == {"feature_fetch": 3 * 8 + (3 + 1) * 4 * 4}
+
+
+def test_exchange_counts_only_non_empty_sends(mirror):
+    """A point-to-point exchange counts what it sends; empty transfers are skipped and not counted."""
+    c = Comm(rank=1, world=2)
+    ops = c.exchange(torch.ones(6), 0, torch.empty(6), 0, "halo_fwd", 2)
+    assert len(ops) == 2 and c.by_layer() == {"halo_fwd/2": 24}
+    assert c.exchange(torch.ones(0), 0, torch.empty(0), 0, "halo_fwd", 2) == []
+    assert c.by_layer() == {"halo_fwd/2": 24}

@@ -1,0 +1,118 @@
+"""The memory and time probes on their own: the /proc readers, the peak reset, the training-segment
+bookkeeping of MemoryProbe (evaluation excluded) and the timer."""
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from benchmarks import probes
+from benchmarks.probes import MemoryProbe, Timer, fix_mmap_threshold, hwm_bytes, reset_hwm, rss_bytes
+
+pytestmark = pytest.mark.fast
+
+MiB = 1 << 20
+CPU = torch.device("cpu")
+
+
+def touched(nbytes: int) -> torch.Tensor:
+    """A tensor whose pages are all written, so they count in RSS."""
+    return torch.ones(nbytes // 4, dtype=torch.float32)
+
+
+class FakeProc:
+    """/proc/self/status in miniature: RSS, and a high-water mark that follows it up and resets to it."""
+
+    def __init__(self, rss: int, hwm: int):
+        self.rss, self.hwm = rss, hwm
+
+    def alloc_and_free(self, nbytes: int) -> None:
+        self.hwm = max(self.hwm, self.rss + nbytes)
+
+    def reset(self) -> bool:
+        self.hwm = self.rss
+        return True
+
+
+def test_readers_give_the_process_rss_and_a_peak_at_least_as_high():
+    """rss_bytes and hwm_bytes read positive whole-KiB values, the peak never below RSS."""
+    rss = rss_bytes()
+    hwm = hwm_bytes()
+    assert 0 < rss <= hwm and rss % 1024 == 0 and hwm % 1024 == 0
+
+
+def test_rss_follows_a_touched_allocation():
+    """Writing 64 MiB raises RSS by about that much."""
+    before = rss_bytes()
+    x = touched(64 * MiB)
+    assert rss_bytes() - before >= 48 * MiB
+    del x
+
+
+def test_reset_hwm_brings_the_peak_down_to_the_current_rss():
+    """After a freed 64 MiB allocation the peak stays high; a reset brings it back to RSS (when the
+    kernel allows the reset; otherwise reset_hwm says False and the peak is untouched)."""
+    x = touched(64 * MiB)
+    del x
+    peak = hwm_bytes()
+    assert peak - rss_bytes() >= 48 * MiB
+    if reset_hwm():
+        assert hwm_bytes() < peak - 32 * MiB
+    else:
+        assert hwm_bytes() >= peak
+
+
+def test_memory_probe_keeps_evaluation_out_of_the_training_peak(monkeypatch):
+    """Segments: training peaks are maxed over segments, evaluation peaks go to the overall peak only,
+    and the working set is the training peak minus RSS at train start."""
+    proc = FakeProc(rss=100 * MiB, hwm=150 * MiB)  # loading peaked at 150 MiB
+    monkeypatch.setattr(probes, "rss_bytes", lambda: proc.rss)
+    monkeypatch.setattr(probes, "hwm_bytes", lambda: proc.hwm)
+    monkeypatch.setattr(probes, "reset_hwm", proc.reset)
+    probe = MemoryProbe(CPU)
+    probe.start_training()
+    proc.alloc_and_free(40 * MiB)  # epoch 1
+    probe.pause()
+    proc.alloc_and_free(500 * MiB)  # evaluation
+    probe.resume()
+    proc.alloc_and_free(30 * MiB)  # epoch 2
+    probe.pause()
+    assert probe.result() == {
+        "peak_rss_bytes": 600 * MiB, "rss_train_start_bytes": 100 * MiB, "train_peak_rss_bytes": 140 * MiB,
+        "train_mem_delta_bytes": 40 * MiB, "hwm_resettable": True,
+    }
+
+
+def test_memory_probe_sees_a_real_allocation_inside_a_training_segment():
+    """A 64 MiB allocation made and freed while training shows in train_peak and the working set."""
+    probe = MemoryProbe(CPU)
+    probe.start_training()
+    x = touched(64 * MiB)
+    del x
+    probe.pause()
+    result = probe.result()
+    assert result["train_mem_delta_bytes"] >= 48 * MiB
+    assert result["rss_train_start_bytes"] < result["train_peak_rss_bytes"] <= result["peak_rss_bytes"]
+
+
+def test_fix_mmap_threshold_says_whether_it_was_applied(monkeypatch):
+    """The suite's default 64 KiB is applied on glibc (True); None keeps glibc's default and a C
+    library without mallopt (no libc.so.6) changes nothing (both False)."""
+    assert fix_mmap_threshold(65536) is True
+    assert fix_mmap_threshold(None) is False
+
+    def no_glibc(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(probes, "ctypes", types.SimpleNamespace(CDLL=no_glibc))
+    assert fix_mmap_threshold(65536) is False
+
+
+def test_timer_measures_the_wall_time_of_its_region(monkeypatch):
+    """Timer.seconds is the clock difference between entering and leaving the block."""
+    clock = iter([10.0, 12.5])
+    monkeypatch.setattr(probes, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    with Timer(CPU) as t:
+        pass
+    assert t.seconds == 2.5
