@@ -105,8 +105,28 @@ def prepare(cfg: dict, world: int, log=print):
 
 
 # --------------------------------------------------------------------------- the record
+# TEMP record fields (lead replaces): what a record states about itself, until the record builder lands.
+def _temp_fields(record: dict) -> dict:
+    import hashlib
+
+    import yaml
+
+    from benchmarks.datasets import PROJECT_ROOT
+    from benchmarks.record import NON_SEMANTIC
+
+    cfg = record["config"]
+    path = PROJECT_ROOT / "conf" / "method" / f"{record['method']}.yaml"
+    defaults = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    options = {k: v for k, v in cfg["method"].items() if k != "name"}
+    variant = " ".join([record["method"], *(f"{k}={v}" for k, v in sorted(options.items())
+                                            if k not in defaults or defaults[k] != v)])
+    setting_config = {k: v for k, v in cfg.items() if k not in ("method", "workers", "seed", *NON_SEMANTIC)}
+    setting = hashlib.sha1(json.dumps(setting_config, sort_keys=True, default=str).encode()).hexdigest()[:6]
+    return {"variant": variant, "setting": setting, "setting_config": setting_config}
+
+
 def finish_record(record: dict, result: dict) -> dict:
-    record = dict(record)
+    record = {**record, **_temp_fields(record)}
     per_rank = result["per_rank"]
     by_cat = {}
     for r in per_rank:
@@ -115,13 +135,16 @@ def finish_record(record: dict, result: dict) -> dict:
     record.update(status="ok", finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), history=result["history"],
                   summary={**result["summary"], "per_rank": per_rank,
                            "edges_per_s": record["graph"]["edges"] / result["summary"]["epoch_time_s_median"]},
-                  comm={"bytes_by_category": by_cat})
+                  comm={"bytes_by_category": by_cat,
+                        "bytes_per_epoch_by_category": {c: b / len(result["history"]) for c, b in by_cat.items()
+                                                        if c not in ("eval", "setup", "probe")}})
+    record["summary"]["train_time_s"] = sum(h["epoch_time_s"] for h in result["history"])
     record["env"]["threads_per_rank"] = per_rank[0]["threads"]
     return record
 
 
 def failed_record(record: dict, error: str, tb: str, progress: Path | None) -> dict:
-    record = dict(record)
+    record = {**record, **_temp_fields(record)}
     history = []
     if progress is not None and progress.exists():
         history = [json.loads(line) for line in progress.read_text().splitlines() if line.strip()]
