@@ -17,7 +17,8 @@ import torch
 from benchmarks.datasets import PROJECT_ROOT
 
 # Keys that say where things are or how chatty a run is, not what is measured.
-NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "reproduces")
+NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "reproduces",
+                "study", "sweep")
 
 
 def config_hash(cfg: dict) -> str:
