@@ -100,8 +100,8 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
 
     available = registered_methods()
     runs, missing, seen = [], [], set()
-    for values, variant in itertools.product(itertools.product(*axes.values()), variants):
-        point = dict(zip(axes, values)) | {_key(o): o.split("=", 1)[1] for o in fixed}
+    for coordinates, variant in itertools.product(itertools.product(*axes.values()), variants):
+        point = dict(zip(axes, coordinates)) | {_key(o): o.split("=", 1)[1] for o in fixed}
         chosen = {_key(o): o.split("=", 1)[1] for o in variant}
         if any(point.get(k, v) != v for k, v in chosen.items()):
             continue  # the variant contradicts this point

@@ -67,3 +67,14 @@ def test_sar_sections_give_ratios_at_4_workers_and_the_largest_fitting_graph(fol
     assert "| gat | full_halo | 4 | 150 | 200 | 3 |" in fit
     assert "| gat | sar | 4 | 200 | 400 | 3 |" in fit  # a failed probe does not fit
     assert "sar / full_halo: 1.33x the graph." in fit
+
+
+def test_runtime_section_gives_the_ratios_against_plain_pyg(tmp_path):
+    runs = [record(method, workers, epoch_time=t, peak=2 ** 30, dataset="synthetic", model=model,
+                   extra={"study": "runtime"})
+            for model, pyg in (("gcn", 2.0), ("sage", 5.0))
+            for method, workers, t in (("pyg_plain", 1, pyg), ("single", 1, 1.0), ("full_halo", 1, 1.2))]
+    text = "\n".join(studies.runtime.section(records.load(write(tmp_path / "r", runs)), tmp_path))
+    assert "| synthetic | gcn | 2.000 | 1.000 | 1.200 | 2.00x | 1.20x | 1.00 | 1.00 |" in text
+    assert "- synthetic sage: PyG / single 5.00x (goal >= 3: met)" in text
+    assert "- synthetic gcn: full_halo(1) / single 1.20x (goal <= 1.1: NOT met)" in text
