@@ -64,27 +64,36 @@ def _get(d: dict, dotted: str):
 
 def largest_fitting(recs: list[dict]) -> pd.DataFrame:
     """Per model, variant and worker count: the largest value of the bisected key whose record met
-    the bound, and the smallest that did not (a failed probe did not)."""
-    out = []
+    the bound, and the smallest that did not (a failed probe did not). Every probe of a group is
+    judged by the bound of its newest record: a resumed bisection under a new bound keeps the
+    probes it already has, which were run under the old one."""
+    groups: dict[tuple, list[dict]] = {}
     for r in recs:
-        spec = r["config"]["sweep"]["bisect"]
-        met = r["status"] == "ok" and (_get(r, spec["field"]) <= spec["at_most"] if "at_most" in spec
-                                       else _get(r, spec["field"]) >= spec["at_least"])
-        bound = f"{spec['field']} {'<=' if 'at_most' in spec else '>='} {spec.get('at_most', spec.get('at_least'))}"
-        out.append({"model": r["model"], "variant": r["variant"], "workers": r["workers"], "key": spec["key"],
-                    "bound": bound, "value": _get(r["config"], spec["key"]), "met": met})
-    df = pd.DataFrame(out)
-    keys = ["model", "variant", "workers", "key", "bound"]
-    return df.groupby(keys, as_index=False, sort=False).apply(lambda g: pd.Series({
-        "largest": g[g["met"]]["value"].max(), "smallest_not": g[~g["met"]]["value"].min(), "probes": len(g)}),
-        include_groups=False)
+        groups.setdefault((r["model"], r["variant"], r["workers"]), []).append(r)
+    out = []
+    for (model, variant, workers), probes in groups.items():
+        spec = max(probes, key=lambda r: r.get("started_at") or "")["config"]["sweep"]["bisect"]
+        limit = spec.get("at_most", spec.get("at_least"))
+
+        def met(r):
+            if r["status"] != "ok":
+                return False
+            return _get(r, spec["field"]) <= limit if "at_most" in spec else _get(r, spec["field"]) >= limit
+
+        values = [(_get(r["config"], spec["key"]), met(r)) for r in probes]
+        out.append({"model": model, "variant": variant, "workers": workers, "key": spec["key"],
+                    "bound": f"{spec['field']} {'<=' if 'at_most' in spec else '>='} {limit}",
+                    "largest": max((v for v, ok in values if ok), default=float("nan")),
+                    "smallest_not": min((v for v, ok in values if not ok), default=float("nan")),
+                    "probes": len(probes)})
+    return pd.DataFrame(out)
 
 
 def fit_section(recs: list[dict], out_dir: Path) -> list[str]:
     t = largest_fitting(recs)
     lines = ["## Study: the largest graph within a memory budget", "",
              f"`experiment=sar_fit`: bisection on `{t['key'].iloc[0]}` for the largest value whose record is ok and "
-             f"meets `{t['bound'].iloc[0]}`.", "",
+             f"meets `{' / '.join(sorted(set(t['bound'])))}`.", "",
              md_table(["model", "method", "workers", "largest that fits", "smallest that does not", "probes"],
                       [[r["model"], r["variant"], r["workers"], fmt(r["largest"], 0), fmt(r["smallest_not"], 0),
                         r["probes"]] for r in t.to_dict("records")]), ""]
