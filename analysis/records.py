@@ -7,11 +7,12 @@
 
 Failed runs stay in every table with `status == "failed"` and their error; their metrics are NaN
 and never enter a mean, so a configuration whose every seed failed shows as failed, not missing.
-Only records are read: nothing here imports the runtime's training code.
+Only records are read: nothing here imports the runtime or a method. What a record states about
+itself (its `variant`, `setting`, training time, bytes per epoch by category) was written by the
+runtime when it ran and is read as is, so an old record keeps its name when a default changes.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import sys
@@ -19,15 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.bench import label
-from benchmarks.record import NON_SEMANTIC
-
 # One configuration = these columns; seeds are averaged within one.
 KEYS = ["dataset", "model", "variant", "workers", "setting"]
 METRICS = ["epoch_time_s", "peak_rss_bytes", "train_mem_bytes", "comm_bytes_per_epoch", "best_val_acc", "test_acc",
            "train_time_s"]
-# Communication categories that are not part of a training epoch.
-NOT_TRAINING = ("eval", "setup", "probe")
 
 
 class NoRecords(ValueError):
@@ -52,39 +48,25 @@ def load(folder) -> list[dict]:
     return records
 
 
-def setting(record: dict) -> str:
-    """What a run shares with the runs it is compared to: its configuration less the method, the
-    worker count, the seed and where things are (the axes a comparison runs along)."""
-    cfg = {k: v for k, v in record["config"].items() if k not in ("method", "workers", "seed", *NON_SEMANTIC)}
-    return hashlib.sha1(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:6]
-
-
-def _epochs_run(record: dict) -> int:
-    return len(record.get("history") or [])
-
-
 def runs(records: list[dict]) -> pd.DataFrame:
     rows = []
     for r in records:
         s = r.get("summary") if r["status"] == "ok" else None
-        hist = r.get("history") or []
-        n = _epochs_run(r)
-        by_cat = (r.get("comm") or {}).get("bytes_by_category", {})
         rows.append({
             "run": Path(r["_path"]).stem if "_path" in r else None,
             "status": r["status"], "error": r.get("error"),
-            "method": r["method"], "variant": label(r), "dataset": r["dataset"], "model": r["model"],
-            "workers": int(r["workers"]), "seed": r["seed"], "setting": setting(r),
-            "reproduces": r["config"].get("reproduces"), "epochs_run": n,
+            "method": r["method"], "variant": r["variant"], "dataset": r["dataset"], "model": r["model"],
+            "workers": int(r["workers"]), "seed": r["seed"], "setting": r["setting"],
+            "reproduces": r["config"].get("reproduces"), "epochs_run": len(r.get("history") or []),
             "epoch_time_s": s["epoch_time_s_median"] if s else math.nan,
             "peak_rss_bytes": s["peak_rss_bytes_max"] if s else math.nan,
             "train_mem_bytes": s["train_mem_delta_bytes_max"] if s else math.nan,
             "comm_bytes_per_epoch": s["comm_bytes_per_epoch"] if s else math.nan,
             "best_val_acc": _num(s and s.get("best_val_acc")),
             "test_acc": _num(s and s.get("test_acc_at_best_val")),
-            "train_time_s": sum(h["epoch_time_s"] for h in hist) if s else math.nan,
-            "comm_by_category": {c: b / n for c, b in by_cat.items() if c not in NOT_TRAINING} if s and n else {},
-            "config": r["config"],
+            "train_time_s": s["train_time_s"] if s else math.nan,
+            "comm_by_category": dict(r["comm"]["bytes_per_epoch_by_category"]) if s else {},
+            "config": r["config"], "setting_config": r["setting_config"],
         })
     return pd.DataFrame(rows)
 
@@ -100,8 +82,8 @@ def history(records: list[dict]) -> pd.DataFrame:
     for r in records:
         wall = 0.0
         head = {"run": Path(r["_path"]).stem if "_path" in r else None, "status": r["status"],
-                "method": r["method"], "variant": label(r), "dataset": r["dataset"], "model": r["model"],
-                "workers": int(r["workers"]), "seed": r["seed"], "setting": setting(r)}
+                "method": r["method"], "variant": r["variant"], "dataset": r["dataset"], "model": r["model"],
+                "workers": int(r["workers"]), "seed": r["seed"], "setting": r["setting"]}
         for h in r.get("history") or []:
             wall += h["epoch_time_s"]
             rows.append({**head, "epoch": h["epoch"], "train_loss": h.get("train_loss"),
@@ -215,8 +197,7 @@ def settings_described(runs_df: pd.DataFrame) -> dict[str, str]:
     settings of the folder (empty when there is one setting)."""
     flat = {}
     for _, r in runs_df.drop_duplicates("setting").iterrows():
-        cfg = {k: v for k, v in r["config"].items() if k not in ("method", "workers", "seed", *NON_SEMANTIC)}
-        flat[r["setting"]] = pd.json_normalize(cfg, sep=".").iloc[0].to_dict()
+        flat[r["setting"]] = pd.json_normalize(r["setting_config"], sep=".").iloc[0].to_dict()
     # Compared within a dataset: another dataset's own keys (Planetoid has no `dataset.nodes`) and
     # the names shown beside the setting anyway say nothing.
     out = {}

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.datasets import PROJECT_ROOT
+# The published numbers are files of this checkout (analysis reads files, never the runtime).
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "results" / "reference"
+REFERENCE = REFERENCE_DIR / "papers.csv"
 
-REFERENCE = PROJECT_ROOT / "results" / "reference" / "papers.csv"
-
-# Paper method names -> this suite's variants (`benchmarks.bench.label`). Methods not written yet
+# Paper method names -> this suite's variants (the `variant` of a record). Methods not written yet
 # simply match nothing until their records exist.
 METHODS = {
     "SAR": "sar",

@@ -1,32 +1,18 @@
-"""`report.md` for a folder of records: every table, every figure, and published numbers beside
-the measured ones where a record matches one."""
+"""`report.md` for a folder of records: every table, every figure, the sections of the studies
+whose records are there (analysis/studies/), and published numbers beside the measured ones where a
+record matches one."""
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from analysis import figures, reference
+from analysis import figures, reference, studies
 from analysis import records as rec
+from analysis.markdown import fmt, md_table
 
 MIB = 2 ** 20
-
-
-def md_table(header: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def fmt(x, digits: int = 3, std=None, scale: float = 1.0, suffix: str = "") -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    text = f"{x / scale:.{digits}f}{suffix}"
-    if std is not None and std == std:
-        text += f" ± {std / scale:.{digits}f}"
-    return text
 
 
 def _status(row) -> str:
@@ -126,6 +112,7 @@ def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
     parts += [_img(figs, "comm_vs_workers"), "", "## Memory against time", "",
               "One point per configuration: lower left is faster and smaller.", "", _img(figs, "memory_time_scatter"), ""]
 
+    parts += studies.sections(records, out_dir)  # the sections of the studies whose records are here
     parts += _paper_section(agg, runs)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "report.md"

@@ -29,7 +29,7 @@ from benchmarks.probes import MemoryProbe, cores
 
 # Keys that say where things are or how chatty a run is, not what is measured.
 NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "reproduces",
-                "study")
+                "study", "sweep")
 # The axes a comparison runs along: what a run's setting leaves out.
 AXES = ("method", "workers", "seed")
 

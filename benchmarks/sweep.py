@@ -1,13 +1,30 @@
 """`python -m benchmarks.sweep experiment=<preset> [key=value | key=a,b ...] [--dry-run]`: run a
-preset's sweep, each run in its own process (so each run's memory is its own), resuming.
+preset's sweep, each run in its own process (so each run's memory is its own), resuming. This is
+the one sweep engine: every study's runs come from its preset through here.
 
-The sweep's axes are the preset's `hydra.sweeper.params` (the same ones `python -m benchmarks -m
-experiment=<preset>` uses), with comma lists on this command line added or replacing them. A
-preset sweeps every registered method with `method: ${all_methods:}`, so plugins added later are
-picked up with no change. A run whose `ok` record exists is skipped (`resume=false` reruns it); a
-failed run is recorded and the sweep goes on; a method the preset names but this checkout does
-not have (a paper table's method not written yet) is skipped with a message. `--dry-run` prints the
-command of each run still missing, for `torchrun` or a cluster scheduler.
+What a preset sweeps (all optional; docs/analysis.md has an example of each):
+
+- `hydra.sweeper.params`: axes, crossed (the same ones `python -m benchmarks -m` uses). Comma lists
+  on this command line add axes or replace the preset's. `method: ${all_methods:}` sweeps every
+  registered method, so plugins added later are picked up with no change.
+- `sweep.variants`: a list of override lists; each run is one point of the axes plus one variant
+  (a union, not a product: `[[method=sar, method.mode=sa], [method=digest, method.sync_every=1]]`).
+  A variant that sets a key the point (or the command line) sets to another value is dropped, so
+  `method=sar` on the command line keeps only sar's variants.
+- `sweep.where`: `[{if: {key: value or [values]}, add: [overrides]}]`: extra overrides for the runs
+  whose overrides match (a larger graph for `dataset: synthetic`); later entries win.
+- `sweep.skip`: `[{key: value or [values]}]`: runs that match one entry are not run.
+- `sweep.bisect`: a strategy instead of one run per point: for each run, the largest value of the
+  numeric `key` whose record is `ok` and whose `field` (a dotted path in the record) is `at_most`
+  (or `at_least`) a bound. It probes `start`, steps by `factor` until it has a value that meets the
+  bound and one that does not, then bisects until they are within `tolerance` (relative).
+
+Overrides on this command line win over everything the preset adds. A run whose `ok` record exists
+is skipped (`resume=false` reruns it); a failed run is recorded and the sweep goes on; a method the
+preset names but this checkout does not have (a paper table's method not written yet) is skipped
+with a message. Each run's record is found at `record.record_path` of its configuration, never
+by reading the run's output. `--dry-run` prints the command of each run still missing (a bisection
+prints its first probe), for `torchrun` or a cluster scheduler.
 """
 from __future__ import annotations
 
@@ -15,6 +32,7 @@ import itertools
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -31,48 +49,173 @@ def _values(override) -> list[str]:
     return [override.input_line.split("=", 1)[1]]
 
 
-def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
-    """The runs (override lists) of a sweep, and the methods it names that do not exist here."""
-    parsed = OverridesParser.create().parse_overrides(argv)
-    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+def _key(override: str) -> str:
+    return override.split("=", 1)[0]
+
+
+def _text(value) -> str:
+    """A YAML value as it is written in an override (`true`, not Python's `True`)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _merge(*lists: list[str]) -> list[str]:
+    """Override lists joined; a later value of a key replaces an earlier one, in place."""
+    out: dict[str, str] = {}
+    for override in itertools.chain(*lists):
+        out[_key(override)] = override
+    return list(out.values())
+
+
+def _matches(values: dict[str, str], condition: dict) -> bool:
+    """Whether the run's overrides give every key of the condition one of its values."""
+    for key, wanted in condition.items():
+        wanted = wanted if isinstance(wanted, list) else [wanted]
+        if values.get(key) not in {_text(w) for w in wanted}:
+            return False
+    return True
+
+
+def _preset(fixed: list[str]):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=fixed, return_hydra_config=True)
     params = cfg.hydra.sweeper.params
     params = OmegaConf.to_container(params, resolve=True) if params is not None else {}
+    sweep = OmegaConf.to_container(cfg.sweep, resolve=True) if cfg.get("sweep") is not None else {}
+    return cfg, params, sweep
+
+
+def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
+    """The runs (override lists) of a sweep, and the methods it names that do not exist here."""
+    parsed = OverridesParser.create().parse_overrides(argv)
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    cfg, params, sweep = _preset(fixed)
     axes = {o.key_or_group: _values(o) for o in OverridesParser.create().parse_overrides(
         [f"{k}={v}" for k, v in params.items()])}
     for o in parsed:  # the command line wins over the preset
         axes.pop(o.key_or_group, None)
         if o.is_sweep_override():
             axes[o.key_or_group] = _values(o)
+    variants = [list(v) for v in sweep.get("variants") or [[]]]
     from benchmarks.method import method_class
 
     available = registered_methods()
-
     runs, missing, seen = [], [], set()
-    for values in itertools.product(*axes.values()):
-        job = dict(zip(axes, values))
-        method = job.get("method", cfg.method.name)
+    for coordinates, variant in itertools.product(itertools.product(*axes.values()), variants):
+        point = dict(zip(axes, coordinates)) | {_key(o): o.split("=", 1)[1] for o in fixed}
+        chosen = {_key(o): o.split("=", 1)[1] for o in variant}
+        if any(point.get(k, v) != v for k, v in chosen.items()):
+            continue  # the variant contradicts this point
+        values = point | chosen
+        if any(_matches(values, s) for s in sweep.get("skip") or []):
+            continue
+        method = values.get("method", cfg.method.name)
         if method not in available:
             missing.append(method)
             continue
+        job = [f"{k}={values[k]}" for k in axes] + variant
+        for rule in sweep.get("where") or []:
+            if _matches(values, rule["if"]):
+                job = _merge(job, rule["add"])
         if method_class(method).single_process:  # it ignores `workers`: one run, not one per count
-            job.pop("workers", None)
-        overrides = fixed + [f"{k}={v}" for k, v in job.items()]
+            job = [o for o in job if _key(o) != "workers"]
+        overrides = _merge(job, fixed)  # the command line last: it wins
         if tuple(overrides) not in seen:
             seen.add(tuple(overrides))
             runs.append(overrides)
     return runs, sorted(set(missing))
 
 
-def existing(overrides: list[str]) -> bool:
-    """Whether this run's `ok` record exists already (and resume is on)."""
-    from benchmarks.record import ok_record, record_path
+def strategy(argv: list[str]) -> dict | None:
+    """The preset's `sweep.bisect` (None: one run per point)."""
+    parsed = OverridesParser.create().parse_overrides(argv)
+    return _preset([o.input_line for o in parsed if not o.is_sweep_override()])[2].get("bisect")
+
+
+def config_of(overrides: list[str]) -> dict:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
+
+
+def path_of(overrides: list[str]) -> Path:
+    """Where this run's record is (a pure function of its configuration)."""
+    from benchmarks.record import record_path
     from benchmarks.runner import ranks
 
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
-    return bool(cfg["resume"]) and ok_record(record_path(cfg, ranks(cfg))) is not None
+    cfg = config_of(overrides)
+    return record_path(cfg, ranks(cfg))
+
+
+def existing(overrides: list[str]) -> bool:
+    """Whether this run's `ok` record exists already (and resume is on)."""
+    from benchmarks.record import ok_record
+
+    return bool(config_of(overrides)["resume"]) and ok_record(path_of(overrides)) is not None
+
+
+def run_one(overrides: list[str]) -> dict | None:
+    """`python -m benchmarks <overrides>` in its own process; the record it wrote (None if none)."""
+    import json
+
+    out = subprocess.run([sys.executable, "-m", "benchmarks", *overrides], capture_output=True, text=True)
+    lines = out.stdout.strip().splitlines() or out.stderr.strip().splitlines()[-1:] or ["(no output)"]
+    print(f"  {lines[-1]}", flush=True)
+    try:
+        return json.loads(path_of(overrides).read_text())
+    except (OSError, ValueError):
+        return None  # refused before it started (a UserError): no record
+
+
+def field(record: dict, dotted: str):
+    for part in dotted.split("."):
+        record = record[part]
+    return record
+
+
+def meets(record: dict | None, spec: dict) -> bool:
+    """Whether a bisection probe's record is ok and its field is within the bound."""
+    if record is None or record["status"] != "ok":
+        return False
+    value = field(record, spec["field"])
+    return value <= spec["at_most"] if "at_most" in spec else value >= spec["at_least"]
+
+
+def bisect(fits, start: int, factor: float = 2.0, tolerance: float = 0.1) -> tuple[int | None, int | None]:
+    """(largest value found that fits, smallest found that does not) for a predicate that holds
+    below some threshold: step from `start` by `factor` until both sides are seen, then halve the
+    gap until it is within `tolerance` of the lower value. (None, hi) if not even 1 fits."""
+    lo = hi = None
+    value = int(start)
+    while lo is None or hi is None:  # a bracket around the threshold
+        if fits(value):
+            lo, value = value, max(value + 1, int(value * factor))
+        else:
+            hi, value = value, int(value / factor)
+            if value < 1 and lo is None:
+                return None, hi
+    while hi - lo > max(1, tolerance * lo):
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo, hi
+
+
+def _bisect_run(overrides: list[str], spec: dict, counts: dict) -> None:
+    from benchmarks.record import ok_record
+
+    def fits(value: int) -> bool:
+        probe = _merge(overrides, [f"{spec['key']}={value}"])
+        if existing(probe):
+            counts["kept"] += 1
+            record = ok_record(path_of(probe))
+        else:
+            record = run_one(probe)
+            counts["ok" if record and record["status"] == "ok" else "failed_probes"] += 1
+        ok = meets(record, spec)
+        print(f"  {spec['key']}={value}: {'meets' if ok else 'does not meet'} {spec['field']} "
+              f"{'<=' if 'at_most' in spec else '>='} {spec.get('at_most', spec.get('at_least'))}", flush=True)
+        return ok
+
+    lo, hi = bisect(fits, spec["start"], spec.get("factor", 2.0), spec.get("tolerance", 0.1))
+    print(f"  largest {spec['key']} that meets it: {lo} (smallest that does not: {hi})", flush=True)
 
 
 def main(argv=None) -> None:
@@ -82,14 +225,24 @@ def main(argv=None) -> None:
     try:
         check_overrides(argv)
         runs, missing = expand(argv)
+        spec = strategy(argv)
     except UserError as e:
         sys.exit(f"error: {e}")
     for name in missing:
         print(f"skip: method '{name}' is not available in this checkout (methods: "
               f"{', '.join(registered_methods())})", flush=True)
-    counts = {"ok": 0, "kept": 0, "failed": 0}
+    # A probe that does not fit (even one that fails: out of memory) is an answer, not a failure.
+    counts = {"ok": 0, "kept": 0, "failed": 0, "failed_probes": 0}
     for i, overrides in enumerate(runs, 1):
         head = f"[{i}/{len(runs)}] {' '.join(overrides)}"
+        if spec is not None:
+            if dry_run:
+                first = _merge(overrides, [f"{spec['key']}={spec['start']}"])
+                print(f"python -m benchmarks {shlex.join(first)}")
+                continue
+            print(f"{head}: bisect {spec['key']}", flush=True)
+            _bisect_run(overrides, spec, counts)
+            continue
         if existing(overrides):
             counts["kept"] += 1
             print(f"{head}: kept (ok record exists)", flush=True)
@@ -98,13 +251,11 @@ def main(argv=None) -> None:
             print(f"python -m benchmarks {shlex.join(overrides)}")
             continue
         print(head, flush=True)
-        out = subprocess.run([sys.executable, "-m", "benchmarks", *overrides], capture_output=True,
-                             text=True)
-        lines = out.stdout.strip().splitlines() or out.stderr.strip().splitlines()[-1:] or ["(no output)"]
-        print(f"  {lines[-1]}", flush=True)
-        counts["ok" if out.returncode == 0 else "failed"] += 1
+        record = run_one(overrides)
+        counts["ok" if record and record["status"] == "ok" else "failed"] += 1
     if not dry_run:
         print(f"sweep: {len(runs)} runs: {counts['ok']} ran, {counts['kept']} kept, {counts['failed']} failed"
+              + (f", {counts['failed_probes']} probes too big or failed" if spec is not None else "")
               + (f"; {len(missing)} method(s) not available: {', '.join(missing)}" if missing else ""), flush=True)
     if counts["failed"]:
         sys.exit(1)

@@ -1,0 +1,27 @@
+"""Markdown tables and number formatting shared by the report and the study sections."""
+from __future__ import annotations
+
+import math
+
+
+def md_table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def fmt(x, digits: int = 3, std=None, scale: float = 1.0, suffix: str = "") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    text = f"{x / scale:.{digits}f}{suffix}"
+    if std is not None and std == std:
+        text += f" ± {std / scale:.{digits}f}"
+    return text
+
+
+def image(paths, out_dir) -> str:
+    """A figure's PNG inline, with a link to its PDF; paths relative to the report's folder."""
+    from pathlib import Path
+
+    png = Path(paths[0]).relative_to(out_dir)
+    return f"![{png.stem.replace('_', ' ')}]({png.as_posix()}) ([PDF]({png.with_suffix('.pdf').as_posix()}))"

@@ -1,0 +1,32 @@
+"""Study sections of the report. A study is an experiment preset (`conf/experiment/`, what to run;
+it sets `study: <name>`) plus a section here that reads only its records (tables, goals, figures).
+`sections` returns the sections of the studies whose records are in a folder, in this order; a
+record of a study without a section is in the report's general tables only."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from analysis.studies import digest, runtime, sampling, sar
+
+SECTIONS = {
+    "runtime": runtime.section,
+    "sar_memory": sar.memory_section,
+    "sar_fit": sar.fit_section,
+    "sar_anchor": sar.anchor_section,
+    "digest": digest.section,
+    "digest_stragglers": digest.stragglers_section,
+    "sampling": sampling.section,
+}
+
+
+def of(records: list[dict], study: str) -> list[dict]:
+    return [r for r in records if r["config"].get("study") == study]
+
+
+def sections(records: list[dict], out_dir: Path) -> list[str]:
+    parts = []
+    for name, section in SECTIONS.items():
+        mine = of(records, name)
+        if mine:
+            parts += section(mine, Path(out_dir))
+    return parts

@@ -1,0 +1,77 @@
+"""`pyg_plain`: a plain PyTorch Geometric full-batch training loop, the external anchor.
+
+GCNConv / SAGEConv (mean) layers, dropout before each, ReLU between, Adam, cross-entropy over the
+training nodes, the whole graph's `edge_index` in one process: what a user writes from PyG's
+examples. It runs through the suite's runtime (same graph, timing, memory probe, evaluation and
+record), so its numbers sit in the same tables as `single`'s; its own layers replace the suite's
+model. It ignores `workers`. GAT, the MLP and batch norm are refused: the anchor is the two
+convolutions the runtime study compares."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.errors import UserError
+from benchmarks.method import Method as MethodBase
+from benchmarks.method import RankContext
+
+
+class PygNet(torch.nn.Module):
+    """The layers over one fixed graph; `forward(x, agg)` ignores `agg`, so the runtime's shared
+    evaluation can call it like the suite's models (the part is the whole graph here)."""
+
+    def __init__(self, convs: torch.nn.ModuleList, edge_index: torch.Tensor, dropout: float):
+        super().__init__()
+        self.convs, self.edge_index, self.dropout = convs, edge_index, dropout
+
+    def forward(self, x: torch.Tensor, agg=None) -> torch.Tensor:
+        h = x
+        for i, conv in enumerate(self.convs):
+            h = conv(F.dropout(h, self.dropout, self.training), self.edge_index)
+            if i < len(self.convs) - 1:
+                h = F.relu(h)
+        return h
+
+
+class Method(MethodBase):
+    single_process = True
+
+    @classmethod
+    def check_run(cls, cfg: dict) -> None:
+        super().check_run(cfg)
+        if cfg["model"]["name"] not in ("gcn", "sage"):
+            raise UserError(f"pyg_plain runs model=gcn or model=sage (PyG's GCNConv/SAGEConv), not "
+                            f"model={cfg['model']['name']}")
+        if cfg.get("batch_norm"):
+            raise UserError("pyg_plain has no batch norm; use batch_norm=false")
+
+    def __init__(self, ctx: RankContext):
+        super().__init__(ctx)
+        from torch_geometric.nn import GCNConv, SAGEConv
+
+        cfg, part = ctx.cfg, ctx.part
+        # In-edge CSR -> edge_index (source, destination); one process, so every column is a node.
+        dst = torch.repeat_interleave(torch.arange(part.indptr.numel() - 1, device=ctx.device),
+                                      part.indptr[1:] - part.indptr[:-1])
+        edge_index = torch.stack([part.indices.long(), dst])
+        dims = [part.x.shape[1]] + [cfg["hidden"]] * (cfg["layers"] - 1) + [part.num_classes]
+        torch.manual_seed(cfg["seed"])
+        if cfg["model"]["name"] == "gcn":  # the graph has its self-loops; cache the normalisation, as users do
+            convs = [GCNConv(dims[i], dims[i + 1], add_self_loops=False, cached=True) for i in range(cfg["layers"])]
+        else:
+            convs = [SAGEConv(dims[i], dims[i + 1], aggr="mean") for i in range(cfg["layers"])]
+        self.net = PygNet(torch.nn.ModuleList(convs), edge_index, cfg["dropout"]).to(ctx.device)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+
+    def train_epoch(self, epoch: int) -> torch.Tensor:
+        self.straggle()
+        self.net.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        mask = self.ctx.part.train_mask
+        loss = F.cross_entropy(self.net(self.ctx.part.x)[mask], self.ctx.part.y[mask])
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+    def evaluation_model(self) -> torch.nn.Module:
+        return self.net
