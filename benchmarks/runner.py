@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from benchmarks.datasets import load_dataset
 from benchmarks.errors import UserError, choose
-from benchmarks.method import method_class
+from benchmarks.method import method_class, resolve
 from benchmarks.models import MODELS
 from benchmarks.probes import fix_mmap_threshold
 from benchmarks.partition import PARTITIONERS, build_parts, load_manifest, load_part, partition_stats, prepare_parts
@@ -165,10 +165,9 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
     configuration whose record exists with status ok is not run again; under torchrun it always
     runs (ranks on other machines may not see the same results folder, and all must agree)."""
     validate(cfg)
-    method_cls = method_class(cfg["method"]["name"])
-    method_cls.check_run(cfg)
+    method_cls, options = resolve(cfg)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        return _run_torchrun(cfg, method_cls, log)
+        return _run_torchrun(cfg, method_cls, options, log)
     world = ranks(cfg)
     path = record_path(cfg, world)
     done = ok_record(path) if cfg.get("resume", True) else None
@@ -176,6 +175,7 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
         log(f"skipped: {path} already holds an ok record (resume=false runs it again)")
         return path, done
     info, source = prepare(cfg, world, log)
+    method_cls.check_partition(options, cfg, info["partition"])
     record = {**new_record(cfg, world), **info,
               "env": environment(backend_of(cfg), cfg["device"], threads_per_rank(cfg, world))}
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=_runs_root(cfg)))
@@ -311,7 +311,7 @@ def _run_spawned(cfg, world, folder, record, path, run_dir):
                                          Path(run_dir) / "progress.jsonl"))
 
 
-def _run_torchrun(cfg, method_cls, log):
+def _run_torchrun(cfg, method_cls, options, log):
     """In place under torchrun: every process is one rank. Each machine's local rank 0 prepares the
     partition cache (atomically, so machines sharing a file system do not collide) and tells its
     local peers through a ready file; then all ranks join the process group."""
@@ -336,6 +336,7 @@ def _run_torchrun(cfg, method_cls, log):
             time.sleep(0.2)
     state = json.loads(ready.read_text())
     info, folder = state["info"], state["folder"]
+    method_cls.check_partition(options, cfg, info["partition"])
     record = {**new_record(cfg, world), **info,
               "env": environment(backend_of(cfg), cfg["device"], threads_per_rank(cfg, local_world))}
     record["env"]["launcher"] = "torchrun"
