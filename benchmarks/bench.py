@@ -7,9 +7,8 @@ import json
 import subprocess
 import sys
 
-import yaml
-
 from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.options import RESERVED
 
 
 def run_cli(overrides: list[str], check: bool = True) -> dict:
@@ -25,19 +24,19 @@ def run_cli(overrides: list[str], check: bool = True) -> dict:
     return record
 
 
-@functools.lru_cache(maxsize=None)  # read once per method, not once per record
+@functools.lru_cache(maxsize=None)  # resolved once per method, not once per record
 def method_defaults(name: str) -> dict:
-    """The options a method has when none is given on the command line (its conf/method YAML)."""
-    path = PROJECT_ROOT / "conf" / "method" / f"{name}.yaml"
-    if not path.exists():
-        return {}
-    return {k: v for k, v in (yaml.safe_load(path.read_text()) or {}).items() if k != "name"}
+    """The options a method has when none is given on the command line (`benchmarks.method.
+    method_defaults`); {} for a method this checkout does not have."""
+    from benchmarks.method import method_defaults, method_names
+
+    return method_defaults(name) if name in method_names() else {}
 
 
 def label(record: dict) -> str:
     """The method, plus the options that differ from its defaults, which tell variants apart
     (`sar`, `sar mode=sa`, `digest sync_every=4`); new methods and options need no change here."""
-    options = {k: v for k, v in record.get("config", {}).get("method", {}).items() if k != "name"}
+    options = {k: v for k, v in record.get("config", {}).get("method", {}).items() if k not in RESERVED}
     defaults = method_defaults(record["method"])
     extra = [f"{k}={v}" for k, v in sorted(options.items()) if k not in defaults or defaults[k] != v]
     return " ".join([record["method"], *extra])
