@@ -29,7 +29,7 @@ from analysis import figures, records
 from benchmarks.bench import label, run_cli
 
 # The runs; the table names them as the analysis library does (the method plus the options that
-# differ from conf/method/*.yaml: `digest` is sync_every=10).
+# differ from the method's defaults: `digest` is sync_every=10).
 VARIANTS = [
     ["method=full_halo"],
     ["method=sar"],
