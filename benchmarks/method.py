@@ -117,12 +117,12 @@ def local_loss(ctx: RankContext, logits: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- registry
 def _plugin_path() -> list[str]:
     """The `methods` package, plus folders in GNNBENCH_METHODS_PATH (out-of-tree plugins; spawned
-    ranks inherit the variable, so they find the same plugins)."""
+    ranks inherit the variable, so they find the same plugins). Follows the variable as it is now:
+    folders it no longer names are no longer searched."""
     import methods
 
-    for folder in filter(None, os.environ.get("GNNBENCH_METHODS_PATH", "").split(os.pathsep)):
-        if folder not in methods.__path__:
-            methods.__path__.append(folder)
+    extra = filter(None, os.environ.get("GNNBENCH_METHODS_PATH", "").split(os.pathsep))
+    methods.__path__[:] = [str(Path(methods.__file__).parent), *extra]
     return methods.__path__
 
 
