@@ -45,10 +45,11 @@ def test_an_alias_is_its_plugin_with_its_own_values_and_keeps_its_name():
 
 
 def test_resolve_completes_the_method_config_and_changes_nothing_composed():
-    cfg = composed("method=digest", "method.sync_every=3")
-    before = json.dumps(cfg, sort_keys=True)
-    method_cls, options = resolve(cfg)
-    assert json.dumps(cfg, sort_keys=True) == before  # the record's path hash is the composed config's
+    for overrides in [[f"method={name}"] for name in registered_methods()] + [["method=digest", "method.sync_every=3"]]:
+        cfg = composed(*overrides)
+        before = json.dumps(cfg, sort_keys=True)
+        method_cls, options = resolve(cfg)
+        assert json.dumps(cfg, sort_keys=True) == before  # so a record's path (a hash) is the composed config's
     assert method_cls is method_class("digest") and options.sync_every == 3 and options.avg_every is None
     # A hand-built config gets every option: the record's config.method holds them all.
     cfg["method"] = {"name": "cluster_gcn", "num_parts": 8}
