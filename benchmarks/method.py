@@ -44,11 +44,12 @@ class RankContext:
     #: The partition cache folder every rank's part was loaded from (None for one in-process rank,
     #: whose part is the whole graph): methods that read other parts (a replicated graph) find them here.
     partition_folder: Path | None = None
-    #: The method's validated options (`Method.Options`); rebuilt from `cfg["method"]` if not given.
+    #: The method's validated options (`Method.Options`); rebuilt from `cfg["method"]` if not given
+    #: (None for a context built without a method: model tests).
     options: Options | None = None
 
     def __post_init__(self):
-        if self.options is None:
+        if self.options is None and "method" in self.cfg:
             self.options = resolve(self.cfg)[1]
 
 
