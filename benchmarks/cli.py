@@ -1,20 +1,28 @@
 """`python -m benchmarks key=value ...` (console script `gnnbench`): compose with Hydra, run, print
-where the record went and a one-line summary."""
+where the record went and a one-line summary.
+
+Importing this module registers Hydra's `method/<name>` node of every plugin (its name and declared
+option defaults), so anything that composes after importing it (`python -m benchmarks`, the sweep
+driver, the tests) can choose a plugin that has no YAML."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import hydra
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from benchmarks.errors import UserError, choose
+from benchmarks.method import CONF, method_class, method_names, plugin_names
+from benchmarks.options import defaults
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
 GROUPS = ("method", "dataset", "model", "experiment")
 
 
 def group_options(group: str) -> list[str]:
+    """The choices of a config group: its YAMLs (and for `method`, every plugin and alias)."""
+    if group == "method":
+        return registered_methods()
     return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
 
 
@@ -25,6 +33,19 @@ def check_overrides(argv: list[str]) -> None:
         if sep and key in GROUPS:
             for choice in value.split(","):
                 choose(key, choice, group_options(key))
+
+
+def register_method_configs() -> None:
+    """Hydra's `method/<plugin>` node, {name, **declared defaults}, for every plugin (methods/ and
+    GNNBENCH_METHODS_PATH): `method=<plugin> method.<option>=<value>` then composes with no YAML, and
+    an alias YAML pulls its plugin's node with `- <plugin>@_here_`. A YAML named like a plugin takes
+    the node's place (Hydra would otherwise validate it against the node, a deprecated behaviour).
+    Idempotent: call it again after changing GNNBENCH_METHODS_PATH."""
+    yamls = {p.stem for p in (CONF / "method").glob("*.yaml")}
+    for name in plugin_names():
+        if name not in yamls:
+            node = {"name": name, **defaults(method_class(name).Options)}
+            ConfigStore.instance().store(group="method", name=name, node=node)
 
 
 def summary_line(record: dict) -> str:
@@ -41,12 +62,11 @@ def summary_line(record: dict) -> str:
 
 
 def registered_methods() -> list[str]:
-    """Methods that can run: a plugin in methods/ with its conf/method YAML."""
-    from benchmarks.method import method_names  # imports torch: only when asked
-
-    return sorted(set(method_names()) & set(group_options("method")))
+    """Methods that can run: every plugin (methods/, GNNBENCH_METHODS_PATH) and every alias."""
+    return method_names()
 
 
+register_method_configs()
 # `${all_methods:}` in a preset's `hydra.sweeper.params` sweeps every registered method, including
 # plugins added later (conf/experiment/quickstart.yaml).
 OmegaConf.register_new_resolver("all_methods", lambda: ",".join(registered_methods()), replace=True)

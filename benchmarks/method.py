@@ -1,8 +1,9 @@
-"""What a method plugin is, how plugins are found, and the full-graph training step they share.
+"""What a method plugin is, how plugins and aliases are found, and how a run's method is resolved.
 
 A plugin is one module `methods/<name>.py` defining a class `Method` (subclass of `Method` here)
-plus one `conf/method/<name>.yaml`; nothing else changes to add one. The runtime resolves
-`method=<name>` to `methods.<name>` on demand and never imports a plugin by name.
+whose `Options` dataclass declares its options (benchmarks/options.py); nothing else changes to add
+one. An alias is a YAML in conf/method/ naming its plugin and its own option values (`ggs`). The
+runtime resolves `method=<name>` to `methods.<plugin>` on demand and never imports a plugin by name.
 """
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 
 from benchmarks.aggregation import HaloPlan, LocalAdjacency
 from benchmarks.comm import Comm
 from benchmarks.errors import choose
+from benchmarks.options import RESERVED, Options, as_dict, defaults, validate
 from benchmarks.partition import Part
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
 
 
 @dataclass
@@ -39,10 +44,13 @@ class RankContext:
     #: The partition cache folder every rank's part was loaded from (None for one in-process rank,
     #: whose part is the whole graph): methods that read other parts (a replicated graph) find them here.
     partition_folder: Path | None = None
+    #: The method's validated options (`Method.Options`); rebuilt from `cfg["method"]` if not given
+    #: (None for a context built without a method: model tests).
+    options: Options | None = None
 
-    @property
-    def method_cfg(self) -> dict:
-        return self.cfg["method"]
+    def __post_init__(self):
+        if self.options is None and "method" in self.cfg:
+            self.options = resolve(self.cfg)[1]
 
 
 class Method:
@@ -55,16 +63,15 @@ class Method:
     #: False for methods whose ranks step without waiting for each other (DIGEST-A): the runtime
     #: then reduces its per-epoch probes only at evaluation points, the only barriers left.
     synchronous = True
+    #: The method's options (a dataclass, benchmarks/options.py); subclasses extend their family's.
+    Options = Options
 
     @classmethod
-    def check_config(cls, method_cfg: dict) -> None:
-        """Raise UserError for bad method options; called before anything is launched."""
-
-    @classmethod
-    def check_run(cls, cfg: dict) -> None:
-        """What the runner calls before launching: `check_config`, plus checks that need the whole
-        run config (neighbour sampling: one fan-out per layer)."""
-        cls.check_config(cfg["method"])
+    def check_partition(cls, options: Options, cfg: dict, partition_stats: dict) -> None:
+        """Checks that need the partition, called by the launcher once the parts are prepared and
+        before any rank starts; raise UserError. `partition_stats` is the partition manifest's
+        `stats` (`nodes_per_rank`, `train_nodes_per_rank`, `halo_nodes_per_rank`, ...; for one
+        in-process rank the same over the whole graph)."""
 
     def __init__(self, ctx: RankContext):
         self.ctx = ctx
@@ -111,19 +118,58 @@ def local_loss(ctx: RankContext, logits: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- registry
 def _plugin_path() -> list[str]:
     """The `methods` package, plus folders in GNNBENCH_METHODS_PATH (out-of-tree plugins; spawned
-    ranks inherit the variable, so they find the same plugins)."""
+    ranks inherit the variable, so they find the same plugins). Follows the variable as it is now:
+    folders it no longer names are no longer searched."""
     import methods
 
-    for folder in filter(None, os.environ.get("GNNBENCH_METHODS_PATH", "").split(os.pathsep)):
-        if folder not in methods.__path__:
-            methods.__path__.append(folder)
+    extra = filter(None, os.environ.get("GNNBENCH_METHODS_PATH", "").split(os.pathsep))
+    methods.__path__[:] = [str(Path(methods.__file__).parent), *extra]
     return methods.__path__
 
 
-def method_names() -> list[str]:
+def plugin_names() -> list[str]:
+    """The plugin modules (methods/ and GNNBENCH_METHODS_PATH), without importing them."""
     return sorted(m.name for m in pkgutil.iter_modules(_plugin_path()) if not m.name.startswith("_"))
 
 
+def aliases() -> dict[str, dict]:
+    """conf/method/<alias>.yaml files that name a `plugin`: {alias: its YAML as a dict}. Aliases of a
+    plugin that does not exist here are left out."""
+    plugins = set(plugin_names())
+    found = {}
+    for path in sorted((CONF / "method").glob("*.yaml")):
+        yaml = OmegaConf.to_container(OmegaConf.load(path))
+        if isinstance(yaml, dict) and yaml.get("plugin") in plugins:
+            found[path.stem] = yaml
+    return found
+
+
+def method_names() -> list[str]:
+    """Every name `method=` accepts: plugins and aliases."""
+    return sorted(set(plugin_names()) | set(aliases()))
+
+
 def method_class(name: str) -> type[Method]:
+    """The `Method` class `method=<name>` runs (an alias's plugin's)."""
     choose("method", name, method_names())
-    return importlib.import_module(f"methods.{name}").Method
+    plugin = aliases().get(name, {}).get("plugin", name)
+    return importlib.import_module(f"methods.{plugin}").Method
+
+
+def method_defaults(name: str) -> dict:
+    """The options a run of `method=<name>` gets when nothing is overridden: the plugin's declared
+    defaults with an alias's own values applied (no `name`, no `plugin`)."""
+    alias = aliases().get(name, {})
+    return {**defaults(method_class(name).Options),
+            **{k: v for k, v in alias.items() if k not in (*RESERVED, "defaults")}}
+
+
+def resolve(cfg: dict) -> tuple[type[Method], Options]:
+    """The method class of `cfg["method"]["name"]` and its validated options (UserError otherwise).
+    `cfg["method"]` becomes the complete validated dict (name, an alias's plugin, every option), so
+    the record's `config.method` holds every option. The launcher calls it once, before anything runs."""
+    m = cfg["method"]
+    method_cls = method_class(m["name"])
+    options = validate(method_cls.Options, m, cfg)
+    cfg["method"] = {**{k: m[k] for k in RESERVED if k in m}, **as_dict(options)}
+    return method_cls, options

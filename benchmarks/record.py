@@ -25,6 +25,7 @@ import torch
 
 from benchmarks.comm import NOT_TRAINING
 from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.options import RESERVED
 from benchmarks.probes import MemoryProbe, cores
 
 # Keys that say where things are or how chatty a run is, not what is measured.
@@ -52,7 +53,7 @@ def variant_label(method_cfg: dict, defaults: dict) -> str:
     """The method, plus the options that differ from its defaults (`sar`, `sar mode=sa`,
     `digest sync_every=4`)."""
     extra = [f"{k}={v}" for k, v in sorted(method_cfg.items())
-             if k not in ("name", "plugin") and (k not in defaults or defaults[k] != v)]
+             if k not in RESERVED and (k not in defaults or defaults[k] != v)]
     return " ".join([method_cfg["name"], *extra])
 
 

@@ -35,7 +35,7 @@ import torch.distributed as dist
 
 from benchmarks.datasets import load_dataset
 from benchmarks.errors import UserError, choose
-from benchmarks.method import Method, method_class
+from benchmarks.method import Method, method_class, method_defaults, resolve
 from benchmarks.models import MODELS
 from benchmarks.partition import PARTITIONERS, build_parts, load_manifest, load_part, partition_stats, prepare_parts
 from benchmarks.probes import cores, fix_mmap_threshold
@@ -46,13 +46,22 @@ from benchmarks.train import run_rank
 # --------------------------------------------------------------------------- plan
 @dataclass
 class Plan:
-    """A validated run: its config, its method's defaults and the ranks it uses. It travels to spawned
-    ranks by pickling, so it holds the method by name (an out-of-tree plugin's module can only be
-    imported once the rank has set up the plugin path)."""
+    """A validated run: its config (method options complete and checked), its method's typed options
+    and defaults, and the ranks it uses. It travels to spawned ranks by pickling, so it holds the
+    method by name and leaves its options behind (an out-of-tree plugin's module can only be imported
+    once the rank has set up the plugin path; a rank's context rebuilds the options from `cfg`)."""
 
     cfg: dict
+    options: object
     method_defaults: dict
     world: int  # ranks the run really uses: 1 for single-process methods, whatever `workers` says
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "options": None}
+
+    def check_partition(self, info: dict) -> None:
+        """Checks that need the partition (after preparing it, before any rank starts)."""
+        self.method_cls.check_partition(self.options, self.cfg, info["partition"])
 
     @property
     def method_cls(self) -> type[Method]:
@@ -92,23 +101,12 @@ def plan(cfg: dict) -> Plan:
     delays = cfg.get("straggler_delay_s") or []
     if not isinstance(delays, list) or not all(isinstance(d, (int, float)) and d >= 0 for d in delays):
         raise UserError(f"straggler_delay_s must be a list of seconds >= 0, one per rank (got {delays!r})")
-    method_cls = method_class(cfg["method"]["name"])
-    method_cls.check_run(cfg)
+    method_cls, options = resolve(cfg)  # the method class and its options, checked
     world = 1 if method_cls.single_process else cfg["workers"]
     if cfg["device"] == "cuda" and world > 1 and not under_torchrun() and world > torch.cuda.device_count():
         raise UserError(f"workers={world} but this machine has {torch.cuda.device_count()} GPUs; NCCL needs one "
                         "GPU per rank (use fewer workers, or torchrun across machines)")
-    return Plan(cfg, _method_defaults(cfg["method"]["name"]), world)
-
-
-def _method_defaults(name: str) -> dict:
-    """The options `method=<name>` gets when none is given (its conf/method YAML)."""
-    import yaml
-
-    from benchmarks.cli import CONF
-
-    path = CONF / "method" / f"{name}.yaml"
-    return {k: v for k, v in (yaml.safe_load(path.read_text()) or {}).items() if k != "name"} if path.exists() else {}
+    return Plan(cfg, options, method_defaults(cfg["method"]["name"]), world)
 
 
 def ranks(cfg: dict) -> int:
@@ -165,6 +163,7 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
         log(f"skipped: {p.path} already holds an ok record (resume=false runs it again)")
         return p.path, done
     info, source = prepare(cfg, p.world, log)
+    p.check_partition(info)
     scratch = Path(tempfile.mkdtemp(prefix="run-", dir=_runs_root(cfg)))
     builder = RecordBuilder(cfg, p.world, p.path, scratch, info,
                             environment(p.backend, cfg["device"], p.threads(p.world), "in-process" if p.world == 1
@@ -324,6 +323,7 @@ def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
                 raise UserError(f"local rank 0 did not prepare the partition within {cfg['dist_timeout_s']} s")
             time.sleep(0.2)
     state = json.loads(ready.read_text())
+    p.check_partition(state["info"])
     scratch = Path(tempfile.mkdtemp(prefix=f"torchrun-r{rank}-", dir=_runs_root(cfg)))
     builder = RecordBuilder(cfg, world, p.path, scratch, state["info"],
                             environment(p.backend, cfg["device"], p.threads(local_world), "torchrun"),

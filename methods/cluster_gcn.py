@@ -10,14 +10,15 @@ every step; nothing else crosses ranks.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 from benchmarks.aggregation import LocalAdjacency
 from benchmarks.errors import UserError
+from benchmarks.options import option
 from benchmarks.partition import metis
 from benchmarks.families.minibatch import Subgraph, SubgraphMethod
-from benchmarks.families.replicas import check_positive_int
 from benchmarks.graph import concat_ranges
 from benchmarks.partition import own_edges
 from benchmarks.sampling import induced_subgraph
@@ -42,29 +43,32 @@ def metis_clusters(indptr: torch.Tensor, indices: torch.Tensor, num_parts: int, 
 
 
 class Method(SubgraphMethod):
+    @dataclass
+    class Options(SubgraphMethod.Options):
+        num_parts: int = option(16, "METIS clusters per rank, of the rank's own part", ge=1)
+        # q: steps per epoch = ceil(num_parts / q)
+        clusters_per_batch: int = option(4, "clusters per mini-batch, at most num_parts", ge=1)
+        # self-loop weights x (1 + diag_lambda)
+        diag_lambda: float = option(0.0, "diagonal enhancement; 0: plain normalisation", ge=0)
+
+        def check(self, cfg: dict) -> None:
+            c, q = self.num_parts, self.clusters_per_batch
+            if q > c:
+                raise UserError(f"method.clusters_per_batch={q} exceeds method.num_parts={c}; use at most {c}")
+
     @classmethod
-    def check_config(cls, method_cfg: dict) -> None:
-        super().check_config(method_cfg)
-        c, q = method_cfg.get("num_parts"), method_cfg.get("clusters_per_batch")
-        check_positive_int("num_parts", c, "METIS clusters per rank")
-        check_positive_int("clusters_per_batch", q, "clusters per mini-batch, at most num_parts")
-        if q > c:
-            raise UserError(f"method.clusters_per_batch={q} exceeds method.num_parts={c}; use at most {c}")
-        lam = method_cfg.get("diag_lambda", 0.0)
-        if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not lam >= 0:
-            raise UserError(f"method.diag_lambda={lam!r} must be a number >= 0 (0: no diagonal enhancement)")
+    def check_partition(cls, options: Options, cfg: dict, partition_stats: dict) -> None:
+        sizes = partition_stats["nodes_per_rank"]
+        smallest = min(sizes)
+        if options.num_parts > smallest:
+            raise UserError(f"method.num_parts={options.num_parts} exceeds the {smallest} nodes of rank "
+                            f"{sizes.index(smallest)}'s part; use at most {smallest}")
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        m, part = ctx.method_cfg, ctx.part
-        self.num_parts, self.q = int(m["num_parts"]), int(m["clusters_per_batch"])
-        self.diag_lambda = float(m.get("diag_lambda", 0.0))
-        # Every rank checks the smallest part (all know the offsets), so all raise together.
-        sizes = (part.offsets[1:] - part.offsets[:-1]).tolist()
-        smallest = min(sizes)
-        if self.num_parts > smallest:
-            raise UserError(f"method.num_parts={self.num_parts} exceeds the {smallest} nodes of rank "
-                            f"{sizes.index(smallest)}'s part; use at most {smallest}")
+        options, part = ctx.options, ctx.part
+        self.num_parts, self.q = options.num_parts, options.clusters_per_batch
+        self.diag_lambda = float(options.diag_lambda)
         self.indptr, self.indices = own_edges(part)
         clusters = metis_clusters(self.indptr, self.indices, self.num_parts, ctx.cfg["seed"]).to(ctx.device)
         # Nodes grouped by cluster (ascending ids within a cluster); cluster c is

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import os
 import statistics
+from dataclasses import dataclass
 
 import torch
 
 from benchmarks.aggregation import exchange_rows
 from benchmarks.errors import UserError
 from benchmarks.families.partition_parallel import LocalAggregator, PartitionParallelMethod
-from benchmarks.families.replicas import check_positive_int
+from benchmarks.options import option
 from benchmarks.stores import ParameterServer, RepresentationStore, SharedMemory
 
 
@@ -80,21 +81,21 @@ class StoreHalo(StaleHalo):
 
 
 class Method(PartitionParallelMethod):
-    @classmethod
-    def check_config(cls, method_cfg: dict) -> None:
-        super().check_config(method_cfg)
-        check_positive_int("sync_every", method_cfg.get("sync_every"), "steps between halo refreshes")
-        asynchronous = method_cfg.get("asynchronous", False)
-        if not isinstance(asynchronous, bool):
-            raise UserError(f"method.asynchronous={asynchronous!r} must be true or false")
-        if asynchronous and method_cfg.get("avg_every") is not None:
-            raise UserError("method.asynchronous=true updates the parameters through a parameter server every "
-                            "step; set method.avg_every=null")
+    @dataclass
+    class Options(PartitionParallelMethod.Options):
+        # steps (= epochs) between halo refreshes; 1 = fresh halo rows every step
+        sync_every: int = option(10, "steps between halo refreshes", ge=1)
+        # true = DIGEST-A (shared representation store + parameter server, no waiting)
+        asynchronous: bool = option(False)
+
+        def check(self, cfg: dict) -> None:
+            if self.asynchronous and self.avg_every is not None:
+                raise UserError("method.asynchronous=true updates the parameters through a parameter server every "
+                                "step; set method.avg_every=null")
 
     def __init__(self, ctx):
-        m = ctx.method_cfg
-        self.sync_every = m["sync_every"]
-        self.asynchronous = m.get("asynchronous", False)
+        self.sync_every = ctx.options.sync_every
+        self.asynchronous = ctx.options.asynchronous
         self.synchronous = not self.asynchronous
         self.steps, self.last_loss, self.model_staleness = 0, torch.zeros(()), []
         super().__init__(ctx)

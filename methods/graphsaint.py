@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import torch
 
 from benchmarks.aggregation import LocalAdjacency
-from benchmarks.errors import UserError
 from benchmarks.families.minibatch import Subgraph, SubgraphMethod
-from benchmarks.families.replicas import check_positive_int
+from benchmarks.options import option
 from benchmarks.graph import edge_rows
 from benchmarks.partition import own_edges
 from benchmarks.sampling import induced_subgraph
@@ -43,26 +43,21 @@ def random_walks(indptr: torch.Tensor, indices: torch.Tensor, roots: torch.Tenso
 
 
 class Method(SubgraphMethod):
-    @classmethod
-    def check_config(cls, method_cfg: dict) -> None:
-        super().check_config(method_cfg)
-        check_positive_int("roots", method_cfg.get("roots"), "random-walk roots per subgraph")
-        walk = method_cfg.get("walk_length")
-        if isinstance(walk, bool) or not isinstance(walk, int) or walk < 0:
-            raise UserError(f"method.walk_length={walk!r} must be a non-negative integer (steps per walk)")
-        cov = method_cfg.get("sample_coverage", 0)
-        if isinstance(cov, bool) or not isinstance(cov, (int, float)) or not cov >= 0:
-            raise UserError(f"method.sample_coverage={cov!r} must be a number >= 0 (pre-sampled subgraphs "
-                            "until each node was drawn that many times on average; 0: one subgraph)")
-        use_norm = method_cfg.get("use_norm", True)
-        if not isinstance(use_norm, bool):
-            raise UserError(f"method.use_norm={use_norm!r} must be true or false")
+    @dataclass
+    class Options(SubgraphMethod.Options):
+        # drawn from the rank's training nodes with replacement
+        roots: int = option(6000, "random-walk roots per subgraph", ge=1)
+        walk_length: int = option(2, "steps per walk", ge=0)
+        sample_coverage: float = option(20, "pre-sampled subgraphs until each node was drawn that many times on "
+                                            "average; 0: one subgraph", ge=0)
+        # GraphSAINT's aggregation (C_v / C_uv) and loss (S / C_v) normalisation
+        use_norm: bool = option(True)
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        m, part = ctx.method_cfg, ctx.part
-        self.roots, self.walk_length = int(m["roots"]), int(m["walk_length"])
-        self.use_norm = bool(m.get("use_norm", True))
+        options, part = ctx.options, ctx.part
+        self.roots, self.walk_length = options.roots, options.walk_length
+        self.use_norm = options.use_norm
         self.indptr, self.indices = own_edges(part)
         train = part.train_mask.nonzero().flatten()
         # A rank without training nodes still takes every step (the all-reduce needs it): its walks
@@ -71,7 +66,7 @@ class Method(SubgraphMethod):
         self.presample_subgraphs, self.presample_time_s = 0, 0.0
         if self.use_norm:
             t0 = time.perf_counter()
-            node_count, edge_count, S = self.presample(float(m.get("sample_coverage", 0)))
+            node_count, edge_count, S = self.presample(float(options.sample_coverage))
             self.presample_time_s, self.presample_subgraphs = time.perf_counter() - t0, S
             self.edge_scale, self.node_weight = normalisation(self.indptr, self.indices, node_count, edge_count, S,
                                                               part.num_train_global)

@@ -8,32 +8,32 @@ is counted (`correction_fwd`, `correction_bwd`, `correction_grad`). Reconstructi
 (docs/digest.md): the correction uses every training node and every neighbour (LLCG's code samples
 a mini-batch and neighbours; its theory assumes full neighbours).
 """
+from dataclasses import dataclass
+from typing import Optional
+
 import torch
 
 from benchmarks.aggregation import HaloAggregator
-from benchmarks.errors import UserError
 from benchmarks.method import local_loss, sync_gradients
 from benchmarks.families.partition_parallel import PartitionParallelMethod
+from benchmarks.families.replicas import PeriodicAveragingOptions
+from benchmarks.options import option
 
 
 class Method(PartitionParallelMethod):
-    allows_gradient_allreduce = False
-
-    @classmethod
-    def check_config(cls, method_cfg: dict) -> None:
-        super().check_config(method_cfg)
-        steps, lr = method_cfg.get("correction_steps"), method_cfg.get("server_lr")
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-            raise UserError(f"method.correction_steps={steps!r} must be an integer >= 0 (server steps per round)")
-        if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or lr <= 0):
-            raise UserError(f"method.server_lr={lr!r} must be a positive number, or null for the training lr")
+    @dataclass
+    class Options(PeriodicAveragingOptions):
+        # full-graph steps after each averaging round (LLCG's server_updates)
+        correction_steps: int = option(1, ge=0, message="method.correction_steps={value!r} must be an integer >= 0 "
+                                                        "(server steps per averaging round)")
+        server_lr: Optional[float] = option(None, "the correction's Adam learning rate; null: the training lr", gt=0)
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        m = ctx.method_cfg
-        self.correction_steps = m["correction_steps"]
+        options = ctx.options
+        self.correction_steps = options.correction_steps
         self.server_aggregator = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, ("correction_fwd", "correction_bwd"))
-        self.server_optimizer = torch.optim.Adam(ctx.model.parameters(), lr=m.get("server_lr") or ctx.cfg["lr"],
+        self.server_optimizer = torch.optim.Adam(ctx.model.parameters(), lr=options.server_lr or ctx.cfg["lr"],
                                                  weight_decay=ctx.cfg["weight_decay"])
 
     def after_average(self) -> None:

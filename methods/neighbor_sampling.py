@@ -26,46 +26,41 @@ distribution. Evaluation is the shared exact full-graph inference.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 
-from benchmarks.errors import UserError, choose
+from benchmarks.errors import UserError
 from benchmarks.families.minibatch import Batch, BlockAggregator, MiniBatchMethod
-from benchmarks.families.replicas import check_positive_int
+from benchmarks.options import option
 from benchmarks.sampling import sample_blocks
 from benchmarks.stores import PartitionedStore, replicated_store
 
-STORES = ("replicated", "partitioned")
-
 
 class Method(MiniBatchMethod):
-    @classmethod
-    def check_config(cls, method_cfg: dict) -> None:
-        super().check_config(method_cfg)
-        fanouts = method_cfg.get("fanouts")
-        if not isinstance(fanouts, list) or not fanouts or not all(
-                isinstance(k, int) and not isinstance(k, bool) and (k >= 1 or k == -1) for k in fanouts):
-            raise UserError(f"method.fanouts={fanouts!r} must be a list of positive integers (or -1 for every "
-                            "neighbour), one per layer, seeds' hop first, or one for every layer, e.g. "
-                            "method.fanouts=[15,10,5] or method.fanouts=[10]")
-        check_positive_int("batch_size", method_cfg.get("batch_size"), "seed nodes per worker and step")
-        choose("method.store", method_cfg.get("store"), STORES)
+    @dataclass
+    class Options(MiniBatchMethod.Options):
+        fanouts: list[int] = option(
+            [15, 10, 5], "or -1 for every neighbour; one per layer, seeds' hop first, or one for every layer, "
+            "e.g. method.fanouts=[15,10,5] or method.fanouts=[10]", ge=1, also=(-1,))
+        batch_size: int = option(512, "seed nodes per worker and step", ge=1)
+        # partitioned: owners sample and serve features (counted); replicated: the whole graph on every rank, shared
+        store: Literal["partitioned", "replicated"] = option("partitioned")
 
-    @classmethod
-    def check_run(cls, cfg: dict) -> None:
-        super().check_run(cfg)
-        fanouts = cfg["method"]["fanouts"]
-        if len(fanouts) not in (1, cfg["layers"]):
-            raise UserError(f"method.fanouts={fanouts} has {len(fanouts)} entries but layers={cfg['layers']}; "
-                            "give one fan-out per layer, or one for every layer")
+        def check(self, cfg: dict) -> None:
+            if len(self.fanouts) not in (1, cfg["layers"]):
+                raise UserError(f"method.fanouts={self.fanouts} has {len(self.fanouts)} entries but "
+                                f"layers={cfg['layers']}; give one fan-out per layer, or one for every layer")
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        m, part = ctx.method_cfg, ctx.part
-        self.fanouts = list(m["fanouts"]) * (ctx.cfg["layers"] if len(m["fanouts"]) == 1 else 1)
-        self.store = replicated_store(ctx) if m["store"] == "replicated" else PartitionedStore(ctx)
+        options, part = ctx.options, ctx.part
+        self.fanouts = list(options.fanouts) * (ctx.cfg["layers"] if len(options.fanouts) == 1 else 1)
+        self.store = replicated_store(ctx) if options.store == "replicated" else PartitionedStore(ctx)
         self.lo = int(part.offsets[ctx.rank])
         self.train_nodes = part.train_mask.nonzero().squeeze(1)
-        self.steps = max(1, -(-max(self.train_counts) // m["batch_size"]))
+        self.steps = max(1, -(-max(self.train_counts) // options.batch_size))
         # Batch s of rank r holds the s-th of `steps` near-equal slices of r's training nodes, so
         # every rank knows the global batch size of every step without communicating.
         slices = torch.tensor([[len(s) for s in torch.arange(c).tensor_split(self.steps)] for c in self.train_counts])

@@ -7,7 +7,8 @@ Reconstruction choices (docs/digest.md): full-partition steps instead of LLCG's 
 mini-batches; averaging weighted by training nodes (LLCG's code) unless `avg_weighting: uniform`.
 """
 from benchmarks.families.partition_parallel import PartitionParallelMethod
+from benchmarks.families.replicas import PeriodicAveragingOptions
 
 
 class Method(PartitionParallelMethod):
-    allows_gradient_allreduce = False
+    Options = PeriodicAveragingOptions

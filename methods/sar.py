@@ -20,15 +20,15 @@ paper's memory ablation can be reproduced.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
 from benchmarks.aggregation import Aggregator, EdgeSpMM, HaloAggregator, LocalAdjacency
-from benchmarks.errors import UserError, choose
 from benchmarks.families.full_graph import FullGraphMethod
 from benchmarks.method import RankContext
-
-MODES = ("sar", "sa", "one_shot")
+from benchmarks.options import option
 
 
 class Shards:
@@ -288,15 +288,15 @@ class _SARAttention(torch.autograd.Function):
 class Method(FullGraphMethod):
     """The full-graph step of every exact method, with SAR's aggregator."""
 
-    @classmethod
-    def check_config(cls, method_cfg: dict) -> None:
-        choose("method.mode", method_cfg.get("mode", "sar"), MODES)
-        prefetch = method_cfg.get("prefetch", 1)
-        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
-            raise UserError(f"method.prefetch must be a non-negative integer (got {prefetch!r})")
+    @dataclass
+    class Options(FullGraphMethod.Options):
+        # sar | sa (sequential aggregation, no rematerialisation) | one_shot (one halo all-to-all, as full_halo)
+        mode: Literal["sar", "sa", "one_shot"] = option("sar")
+        # remote shards in flight beyond the one being aggregated (0: no overlap)
+        prefetch: int = option(1, ge=0, message="method.prefetch must be a non-negative integer (got {value!r})")
 
     def make_aggregator(self):
-        cfg = self.ctx.method_cfg
-        if cfg.get("mode", "sar") == "one_shot":
+        options = self.ctx.options
+        if options.mode == "one_shot":
             return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm)
-        return SARAggregator(self.ctx, cfg.get("mode", "sar"), cfg.get("prefetch", 1))
+        return SARAggregator(self.ctx, options.mode, options.prefetch)

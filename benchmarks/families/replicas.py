@@ -4,12 +4,14 @@ partition-parallel and mini-batch families."""
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
+from typing import Literal, Optional
 
 import torch
 
 from benchmarks.comm import Comm
-from benchmarks.errors import UserError, choose
 from benchmarks.method import Method, RankContext
+from benchmarks.options import Options, option
 
 
 def model_state(model: torch.nn.Module) -> list[torch.Tensor]:
@@ -35,35 +37,39 @@ def averaged_copy(model: torch.nn.Module, comm: Comm, weight: float) -> torch.nn
     return model
 
 
-def check_positive_int(key: str, value, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UserError(f"method.{key}={value!r} must be a positive integer ({what})")
+@dataclass
+class AveragingOptions(Options):
+    """How replicas stay in step; shared by the partition-parallel and mini-batch methods."""
+
+    # null: gradient all-reduce every step (DistDGL); k: local steps, parameters averaged every k (GGS, PSGD-PA)
+    avg_every: Optional[int] = option(None, "local steps between parameter averaging", ge=1)
+    # train_count: weighted by the ranks' training nodes (LLCG's code); uniform: 1/P (LLCG's paper)
+    avg_weighting: Literal["train_count", "uniform"] = option("train_count")
+
+
+@dataclass
+class PeriodicAveragingOptions(AveragingOptions):
+    """For methods whose point is periodic averaging (PSGD-PA, LLCG): `avg_every` cannot be null."""
+
+    avg_every: int = option(1, "local steps between parameter averaging", ge=1)
 
 
 class ReplicaAveraging(Method):
     """How replicas of the model stay in step: a gradient all-reduce every step (`avg_every: null`)
     or local steps with parameter (and batch-norm statistic) averaging every `avg_every` steps,
     weighted by training nodes (`avg_weighting: train_count`) or uniformly; evaluation of the
-    average whenever the replicas differ. Shared by the partition-parallel and mini-batch methods."""
+    average whenever the replicas differ. Shared by the partition-parallel and mini-batch methods.
+    Methods that need periodic averaging (PSGD-PA, LLCG) take `PeriodicAveragingOptions`."""
 
-    #: False for methods that need periodic averaging (PSGD-PA, LLCG).
-    allows_gradient_allreduce = True
-
-    @classmethod
-    def check_config(cls, method_cfg: dict) -> None:
-        avg_every = method_cfg.get("avg_every")
-        if avg_every is not None or not cls.allows_gradient_allreduce:
-            check_positive_int("avg_every", avg_every, "local steps between parameter averaging"
-                               + (", or null for a gradient all-reduce every step" if cls.allows_gradient_allreduce else ""))
-        choose("method.avg_weighting", method_cfg.get("avg_weighting", "train_count"), ("train_count", "uniform"))
+    Options = AveragingOptions
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)
-        m = ctx.method_cfg
-        self.avg_every = m.get("avg_every")
+        options = ctx.options
+        self.avg_every = options.avg_every
         self.local_train = int(ctx.part.train_mask.sum())
         self.avg_weight = (self.local_train / ctx.part.num_train_global
-                           if m.get("avg_weighting", "train_count") == "train_count" else 1.0 / ctx.world)
+                           if options.avg_weighting == "train_count" else 1.0 / ctx.world)
         # With a gradient all-reduce the parameters never differ, but local batch-norm statistics do.
         self.stateless = not any(b.is_floating_point() for b in ctx.model.buffers())
         self.replicas_equal = True

@@ -1,0 +1,110 @@
+"""Method configs without YAMLs: every plugin is a Hydra node of its declared defaults, an alias is a
+YAML over its plugin's node, resolution completes and validates `cfg["method"]` once, and an
+out-of-tree plugin's typed options are chosen on the command line."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from benchmarks.cli import CONF, registered_methods
+from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.errors import UserError
+from benchmarks.method import method_class, method_defaults, resolve
+from tests.conftest import SMALL_SYNTHETIC
+
+
+def composed(*overrides: str) -> dict:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return OmegaConf.to_container(compose("config", overrides=list(overrides)), resolve=True)
+
+
+def test_every_plugin_composes_with_its_declared_defaults_and_no_yaml():
+    assert not (CONF / "method" / "sar.yaml").exists()
+    assert composed("method=sar", "method.prefetch=2")["method"] == {"name": "sar", "mode": "sar", "prefetch": 2}
+    assert composed("method=full_halo")["method"] == {"name": "full_halo"}
+    for name in registered_methods():
+        cfg = composed(f"method={name}")
+        assert cfg["method"]["name"] == name
+        assert {k: v for k, v in cfg["method"].items() if k not in ("name", "plugin")} == method_defaults(name)
+
+
+def test_an_alias_is_its_plugin_with_its_own_values_and_keeps_its_name():
+    assert "ggs" in registered_methods() and method_class("ggs") is method_class("neighbor_sampling")
+    assert method_defaults("ggs") == {**method_defaults("neighbor_sampling"), "fanouts": [10], "avg_every": 1}
+    cfg = composed("method=ggs", "method.avg_weighting=uniform", "method.batch_size=64")
+    assert cfg["method"] == {"name": "ggs", "plugin": "neighbor_sampling", "fanouts": [10], "batch_size": 64,
+                             "store": "partitioned", "avg_every": 1, "avg_weighting": "uniform"}
+    method_cls, options = resolve(cfg)
+    assert options.avg_weighting == "uniform" and options.fanouts == [10] and cfg["method"]["name"] == "ggs"
+
+
+def test_resolve_completes_the_method_config_and_changes_nothing_composed():
+    for overrides in [[f"method={name}"] for name in registered_methods()] + [["method=digest", "method.sync_every=3"]]:
+        cfg = composed(*overrides)
+        before = json.dumps(cfg, sort_keys=True)
+        method_cls, options = resolve(cfg)
+        assert json.dumps(cfg, sort_keys=True) == before  # so a record's path (a hash) is the composed config's
+    assert method_cls is method_class("digest") and options.sync_every == 3 and options.avg_every is None
+    # A hand-built config gets every option: the record's config.method holds them all.
+    cfg["method"] = {"name": "cluster_gcn", "num_parts": 8}
+    _, options = resolve(cfg)
+    assert cfg["method"] == {"name": "cluster_gcn", **method_defaults("cluster_gcn"), "num_parts": 8}
+    cfg["method"] = {"name": "sar", "modes": "sa"}
+    with pytest.raises(UserError, match=r"unknown option method\.modes for method=sar; its options are: mode, prefetch"):
+        resolve(cfg)
+
+
+PLUGIN = """
+from dataclasses import dataclass
+from typing import Literal
+
+from benchmarks.families.full_graph import FullGraphMethod
+from benchmarks.options import option
+
+
+class Method(FullGraphMethod):
+    @dataclass
+    class Options(FullGraphMethod.Options):
+        scale: float = option(1.0, "loss multiplier", gt=0)
+        flavour: Literal["plain", "fancy"] = option("plain")
+
+    def train_epoch(self, epoch):
+        return super().train_epoch(epoch) * self.ctx.options.scale
+
+    def probes(self):
+        return {"seen": [self.ctx.options.scale, self.ctx.options.flavour]}
+"""
+
+
+def test_an_out_of_tree_plugin_without_yaml_takes_its_options_on_the_command_line(tmp_path):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "scaled.py").write_text(PLUGIN)
+    env = {**os.environ, "GNNBENCH_METHODS_PATH": str(folder)}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "benchmarks", *args, "workers=1", "epochs=2", "log_every=0",
+                               *SMALL_SYNTHETIC, f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"],
+                              cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+    out = cli("method=scaled", "method.scale=2.5", "method.flavour=fancy")
+    assert out.returncode == 0, out.stderr
+    record = json.loads((PROJECT_ROOT / out.stdout.strip().splitlines()[-2].split(" ", 1)[1]).read_text())
+    assert record["method"] == "scaled"
+    assert record["config"]["method"] == {"name": "scaled", "scale": 2.5, "flavour": "fancy"}
+    assert record["summary"]["per_rank"][0]["seen"] == [2.5, "fancy"]
+
+    for args, message in [(["method=scaled", "method.scale=0"], "error: method.scale=0 must be a positive number"),
+                          (["method=scaled", "method.flavour=odd"], "error: unknown method.flavour 'odd'"),
+                          (["method=sra"], "error: unknown method 'sra'; choose one of: cluster_gcn, digest, "
+                                           "full_halo, ggs, graphsaint, llcg, neighbor_sampling, psgd_pa, sar, "
+                                           "scaled, single")]:
+        out = cli(*args)
+        assert out.returncode == 2 and out.stderr.strip().startswith(message), out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1
