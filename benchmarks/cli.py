@@ -43,9 +43,15 @@ def register_method_configs() -> None:
     Idempotent: call it again after changing GNNBENCH_METHODS_PATH."""
     yamls = {p.stem for p in (CONF / "method").glob("*.yaml")}
     for name in plugin_names():
-        if name not in yamls:
-            node = {"name": name, **defaults(method_class(name).Options)}
-            ConfigStore.instance().store(group="method", name=name, node=node)
+        if name in yamls:
+            continue
+        try:
+            options = method_class(name).Options
+        except Exception as e:  # one broken plugin must not take every other method down with it
+            print(f"warning: method plugin '{name}' does not import ({type(e).__name__}: {e}); it cannot be chosen",
+                  file=sys.stderr)
+            continue
+        ConfigStore.instance().store(group="method", name=name, node={"name": name, **defaults(options)})
 
 
 def summary_line(record: dict) -> str:
