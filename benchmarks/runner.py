@@ -211,7 +211,8 @@ def _run_in_process(cfg, part, record, path, run_dir):
                                          run_dir / "progress.jsonl"))
 
 
-def _train_distributed(cfg, rank, world, local_rank, folder, record, path: Path, run_dir: Path, init_method):
+def _train_distributed(cfg, rank, world, local_rank, local_world, folder, record, path: Path, run_dir: Path,
+                       init_method):
     """One rank of a multi-process run, once its process exists: join the group, load the part,
     train; rank 0 writes the record. Shared by the spawn and torchrun launchers."""
     device = device_of(cfg, local_rank)
@@ -221,7 +222,8 @@ def _train_distributed(cfg, rank, world, local_rank, folder, record, path: Path,
                             timeout=datetime.timedelta(seconds=cfg["dist_timeout_s"]))
     part = load_part(folder, rank)
     on_epoch = progress_writer(cfg, run_dir) if rank == 0 else None
-    result = run_rank(cfg, rank, world, part, device, on_epoch=on_epoch, partition_folder=Path(folder))
+    result = run_rank(cfg, rank, world, part, device, on_epoch=on_epoch, partition_folder=Path(folder),
+                      local_rank=local_rank, local_world=local_world)
     if rank == 0:
         _save_grads(result, path)
         write_atomic(path, finish_record(record, result))
@@ -238,7 +240,7 @@ def _rank_process(rank, world, cfg, folder, record, path, run_dir, init_method, 
         os.environ["GNNBENCH_METHODS_PATH"] = plugin_path
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: loopback, whatever the hostname
         torch.set_num_threads(threads)
-        _train_distributed(cfg, rank, world, rank, folder, record, Path(path), Path(run_dir), init_method)
+        _train_distributed(cfg, rank, world, rank, world, folder, record, Path(path), Path(run_dir), init_method)
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException as e:
@@ -343,7 +345,7 @@ def _run_torchrun(cfg, method_cls, log):
     torch.set_num_threads(threads_per_rank(cfg, local_world))
     fix_mmap_threshold(cfg["malloc_mmap_threshold"])
     try:
-        _train_distributed(cfg, rank, world, local_rank, folder, record, path, run_dir, init_method=None)
+        _train_distributed(cfg, rank, world, local_rank, local_world, folder, record, path, run_dir, init_method=None)
     except Exception as e:
         if rank == 0:
             write_atomic(path, failed_record(record, f"{type(e).__name__}: {e}", traceback.format_exc(),

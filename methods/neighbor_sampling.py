@@ -32,7 +32,6 @@ from benchmarks.errors import UserError, choose
 from benchmarks.families.minibatch import Batch, BlockAggregator, MiniBatchMethod
 from benchmarks.families.replicas import check_positive_int
 from benchmarks.sampling import sample_blocks
-from benchmarks.stores import PartitionedStore, replicated_store
 
 STORES = ("replicated", "partitioned")
 
@@ -62,7 +61,7 @@ class Method(MiniBatchMethod):
         super().__init__(ctx)
         m, part = ctx.method_cfg, ctx.part
         self.fanouts = list(m["fanouts"]) * (ctx.cfg["layers"] if len(m["fanouts"]) == 1 else 1)
-        self.store = replicated_store(ctx) if m["store"] == "replicated" else PartitionedStore(ctx)
+        self.store = ctx.graph_store(m["store"])
         self.lo = int(part.offsets[ctx.rank])
         self.train_nodes = part.train_mask.nonzero().squeeze(1)
         self.steps = max(1, -(-max(self.train_counts) // m["batch_size"]))
