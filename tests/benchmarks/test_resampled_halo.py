@@ -53,12 +53,8 @@ PLUGINS = {"halo_keep_all": RESAMPLING_PLUGIN.format(keep=1.0), "halo_keep_none"
 
 
 @pytest.fixture
-def plugins(tmp_path, monkeypatch):
-    folder = tmp_path / "plugins"
-    folder.mkdir()
-    for name, source in PLUGINS.items():
-        (folder / f"{name}.py").write_text(source)
-    monkeypatch.setenv("GNNBENCH_METHODS_PATH", str(folder))
+def plugins(write_plugins):
+    return write_plugins(PLUGINS)
 
 
 COMMON = ["model=gcn", "workers=3", "epochs=3", "partitioner=random", "dist_timeout_s=120", *SMALL_SYNTHETIC]
