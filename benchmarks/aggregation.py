@@ -171,9 +171,9 @@ def keep_halo(part, adj: LocalAdjacency, plan: HaloPlan, keep: Callable[[torch.T
     sampling, a fixed subset, none at all).
 
     `keep(global_ids) -> bool mask` must be a deterministic function of the global id (and of what
-    it closes over: epoch, seed, `keep_with_probability`), the same on every rank: the receiver
-    applies it to its halo ids, each sender to the global ids of the rows it sends, and the two agree
-    without communicating because the rows a rank sends a peer are in that peer's halo order
+    it closes over, such as seed and epoch: `keep_with_probability`), the same on every rank: the
+    receiver applies it to its halo ids, each sender to the global ids of the rows it sends, and the
+    two agree without communicating because the rows a rank sends a peer are in that peer's halo order
     (`HaloPlan`). Returns (adjacency over columns [local | kept halo], edges from dropped halo
     columns removed, row order kept; plan sending only the kept rows).
 
@@ -288,8 +288,9 @@ class Aggregator:
 
 class HaloAggregator(Aggregator):
     """Exact propagation-based aggregation: one all-to-all of every halo row of `plan` per layer
-    (forward), its reverse in backward; pairs with nothing to exchange send nothing (`Comm.all_to_all`),
-    so a plan from `keep_halo` that keeps no halo node costs no communication. With one rank the halo is empty and this is the whole-graph oracle.
+    (forward), its reverse in backward. Pairs with nothing to exchange send nothing
+    (`Comm.all_to_all`), so a plan from `keep_halo` that keeps no halo node costs no communication.
+    With one rank the halo is empty and this is the whole-graph oracle.
     `categories` name the forward and backward traffic: `("eval", "eval")` keeps the shared
     evaluation apart from training, LLCG's correction steps use their own."""
 

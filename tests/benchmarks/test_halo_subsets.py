@@ -114,7 +114,8 @@ def test_edge_scale_applies_to_linear_aggregation_and_attention_refuses_it_unles
     # Samplers say the softmax runs over the edges present, unscaled: attention is then the unscaled one.
     unscaled = LocalAdjacency(part.indptr, part.indices, adj.row_deg, adj.col_deg, edge_scale=scale,
                               attention_ignores_scale=True)
-    torch.testing.assert_close(unscaled.attention(z, z, att_src, att_dst, 0.2), adj.attention(z, z, att_src, att_dst, 0.2))
+    want = adj.attention(z, z, att_src, att_dst, 0.2)
+    torch.testing.assert_close(unscaled.attention(z, z, att_src, att_dst, 0.2), want)
 
 
 def test_flatten_and_unflatten_into_round_trip():
