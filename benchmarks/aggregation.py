@@ -19,7 +19,9 @@ for backward (no E x d message tensor) and is several times faster than gather +
 """
 from __future__ import annotations
 
+import hashlib
 import warnings
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -78,11 +80,17 @@ class EdgeSpMM(torch.autograd.Function):
 class LocalAdjacency:
     """A rank's in-edges as CSR over columns [local nodes | halo nodes], the transposed structure,
     and the normalised matrices built on first use. Shared by every aggregator on the rank.
-    Sampled blocks and subgraphs pass `edge_scale`, a per-edge factor on the normalised weights (the
-    estimator's correction: deg_v / sampled_v for neighbour sampling, GraphSAINT's 1 / alpha_uv)."""
+
+    `edge_scale` (optional, one factor per edge in CSR order) multiplies the normalised weights of
+    the linear aggregations (`spmm`, `propagate`): an estimator's correction (deg_v / sampled_v for
+    neighbour sampling, GraphSAINT's 1 / alpha_uv, Cluster-GCN's diagonal enhancement, 1/p on a
+    sampled halo). Attention has no constant edge weights to scale, so an adjacency with a scale
+    refuses `attention` unless built with `attention_ignores_scale=True`, which says that GAT's
+    softmax runs over the edges present, unscaled (what the samplers do: the softmax over sampled
+    in-edges is their estimate of the full one)."""
 
     def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, row_deg: torch.Tensor, col_deg: torch.Tensor,
-                 edge_scale: torch.Tensor | None = None):
+                 edge_scale: torch.Tensor | None = None, attention_ignores_scale: bool = False):
         self.num_rows, self.num_cols = indptr.numel() - 1, col_deg.numel()
         self.nnz = indices.numel()
         self.indptr = indptr.long()  # int64 offsets, for segment reductions
@@ -91,7 +99,7 @@ class LocalAdjacency:
         self.dst = edge_rows(indptr)
         # Global degrees (self-loop included) of destinations and of source columns.
         self.row_deg, self.col_deg = row_deg.to(torch.float32), col_deg.to(torch.float32)
-        self.edge_scale = edge_scale
+        self.edge_scale, self.attention_ignores_scale = edge_scale, attention_ignores_scale
         self.t_perm = torch.argsort(self.src, stable=True)  # CSR order of A^T
         counts = torch.bincount(self.src, minlength=self.num_cols)
         self.t_indptr32 = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]).int()
@@ -135,6 +143,9 @@ class LocalAdjacency:
 
     def attention(self, z_src: torch.Tensor, z_dst: torch.Tensor, att_src, att_dst, negative_slope: float):
         """GAT aggregation given all source rows (z_src, [num_cols, H, C]) and destination rows."""
+        if self.edge_scale is not None and not self.attention_ignores_scale:
+            raise ValueError("this adjacency has an edge_scale, which attention cannot apply; build it with "
+                             "attention_ignores_scale=True to softmax over its edges unscaled")
         e = self.logits(z_src, (z_dst * att_dst).sum(-1), att_src, negative_slope)
         # Softmax per destination; the max shift is a constant for the gradient, so it is detached.
         ex = torch.exp(e - self.segment(e.detach(), "max").index_select(0, self.dst))
@@ -143,10 +154,64 @@ class LocalAdjacency:
 
 
 class HaloPlan:
-    """Which of my rows each peer needs (send side) and how many rows each peer sends me."""
+    """Which of my rows each peer needs (send side) and how many rows each peer sends me.
+
+    The rows I send peer q are in q's halo order (its halo ids, sorted by global id), so q places
+    them by position alone. Every plan keeps that rule: the partition builds it so, and
+    `keep_halo` restricts both sides with the same rule on global ids, keeping the order."""
 
     def __init__(self, send_idx: torch.Tensor, send_counts: list[int], recv_counts: list[int]):
         self.send_idx, self.send_counts, self.recv_counts = send_idx, send_counts, recv_counts
+
+
+def keep_halo(part, adj: LocalAdjacency, plan: HaloPlan, keep: Callable[[torch.Tensor], torch.Tensor],
+              edge_scale: torch.Tensor | None = None,
+              attention_ignores_scale: bool = False) -> tuple[LocalAdjacency, HaloPlan]:
+    """The rank's adjacency and plan with only the halo nodes `keep` selects (BNS-GCN's boundary
+    sampling, a fixed subset, none at all).
+
+    `keep(global_ids) -> bool mask` must be a deterministic function of the global id (and of what
+    it closes over, such as seed and epoch: `keep_with_probability`), the same on every rank: the
+    receiver applies it to its halo ids, each sender to the global ids of the rows it sends, and the
+    two agree without communicating because the rows a rank sends a peer are in that peer's halo order
+    (`HaloPlan`). Returns (adjacency over columns [local | kept halo], edges from dropped halo
+    columns removed, row order kept; plan sending only the kept rows).
+
+    Normalisation: degrees stay the global ones (`adj`'s), so keeping every halo node gives `adj`
+    back and keeping none gives the full aggregation without the cut edges' terms; a caller that
+    wants an estimate of the full aggregation passes `edge_scale` (one factor per edge of `adj`,
+    e.g. 1/p on halo edges; default `adj`'s own), restricted here to the kept edges."""
+    n = part.num_local
+    kept_halo = keep(part.halo_ids)
+    kept_col = torch.cat([kept_halo.new_ones(n), kept_halo])
+    new_col = torch.cumsum(kept_col, 0) - 1
+    kept_edge = kept_col.index_select(0, adj.src)
+    counts = torch.bincount(adj.dst[kept_edge], minlength=adj.num_rows)
+    scale = adj.edge_scale if edge_scale is None else edge_scale
+    restricted = LocalAdjacency(torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]),
+                                new_col.index_select(0, adj.src[kept_edge]), adj.row_deg, adj.col_deg[kept_col],
+                                None if scale is None else scale[kept_edge], attention_ignores_scale)
+    kept_sent = keep(plan.send_idx + int(part.offsets[part.rank]))
+    return restricted, HaloPlan(plan.send_idx[kept_sent],
+                                [int(k.sum()) for k in kept_sent.split(plan.send_counts)],
+                                [int(k.sum()) for k in kept_halo.split(plan.recv_counts)])
+
+
+def keep_with_probability(p: float, seed: int, epoch: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A `keep_halo` rule keeping each node independently with probability p, a different draw per
+    (seed, epoch) and the same on every rank: a hash of the global id, not a random stream (ranks
+    would have to draw for every node of the graph to agree)."""
+    key = int.from_bytes(hashlib.blake2b(f"{seed}:{epoch}".encode(), digest_size=4).digest(), "little")
+
+    def keep(ids: torch.Tensor) -> torch.Tensor:
+        low31 = (1 << 31) - 1
+        h = (ids ^ key) & low31
+        for odd in (0x6B43A9B5, 0x2C1B3C6D):  # multipliers below 2^31: products stay inside int64
+            h = (h * odd) & low31
+            h = h ^ (h >> 15)
+        return h.double() / (1 << 31) < p
+
+    return keep
 
 
 class _HaloExchange(torch.autograd.Function):
@@ -222,8 +287,10 @@ class Aggregator:
 
 
 class HaloAggregator(Aggregator):
-    """Exact propagation-based aggregation: one all-to-all of every halo row per layer (forward),
-    its reverse in backward. With one rank the halo is empty and this is the whole-graph oracle.
+    """Exact propagation-based aggregation: one all-to-all of every halo row of `plan` per layer
+    (forward), its reverse in backward. Pairs with nothing to exchange send nothing
+    (`Comm.all_to_all`), so a plan from `keep_halo` that keeps no halo node costs no communication.
+    With one rank the halo is empty and this is the whole-graph oracle.
     `categories` name the forward and backward traffic: `("eval", "eval")` keeps the shared
     evaluation apart from training, LLCG's correction steps use their own."""
 

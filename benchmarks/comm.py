@@ -29,12 +29,25 @@ class Comm:
     def all_to_all(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
                    category: str, layer=None) -> torch.Tensor:
         """Send rows send[sum(send_counts[:q]):...] to rank q; receive recv_counts[q] rows from q,
-        concatenated in rank order. Plans never include rows for oneself."""
+        concatenated in rank order (rows for oneself are copied; all of `send` is counted).
+
+        Both ends of every pair know its size (my send_counts[q] is q's recv_counts[me]), so the rows
+        go as one point-to-point transfer per non-empty pair rather than one collective: a pair with
+        nothing to send is skipped by both ends without asking each other, and a plan that is empty
+        on every rank (a halo sampled down to nothing) issues no operation at all, where a collective
+        would need the ranks to agree before skipping it (one more collective per step)."""
         row_shape = send.shape[1:]
         out = send.new_empty((sum(recv_counts), *row_shape))
         if self.world == 1:
             return out
-        dist.all_to_all_single(out, send.contiguous(), recv_counts, send_counts)
+        ops = []
+        for q, (rows, into) in enumerate(zip(send.contiguous().split(send_counts), out.split(recv_counts))):
+            if q == self.rank:
+                into.copy_(rows)
+            else:
+                ops += p2p_ops(rows, q, into, q)
+        for work in dist.batch_isend_irecv(ops) if ops else []:
+            work.wait()
         self.count(category, layer, send.numel() * send.element_size())
         return out
 
@@ -57,14 +70,9 @@ class Comm:
 
     def exchange(self, send: torch.Tensor, to: int, recv: torch.Tensor, frm: int, category: str, layer=None) -> list:
         """Post a send of `send` to rank `to` and a receive into `recv` from rank `frm`; return the
-        works to wait on. Both ends of every transfer know its size, so empty transfers are skipped
-        on both sides and need no handshake."""
-        ops = []
-        if send.numel():
-            ops.append(dist.P2POp(dist.isend, send, to))
-            self.count(category, layer, send.numel() * send.element_size())
-        if recv.numel():
-            ops.append(dist.P2POp(dist.irecv, recv, frm))
+        works to wait on (none for empty transfers, see `p2p_ops`)."""
+        ops = p2p_ops(send, to, recv, frm)
+        self.count(category, layer, send.numel() * send.element_size())
         return dist.batch_isend_irecv(ops) if ops else []
 
     def all_reduce(self, tensor: torch.Tensor, category: str, op=dist.ReduceOp.SUM, layer=None) -> torch.Tensor:
@@ -106,3 +114,30 @@ class Comm:
     def by_layer(self) -> dict[str, int]:
         """'category/layer' -> bytes, for the per-layer breakdown in records."""
         return {f"{cat}/{layer}": b for (cat, layer), b in sorted(self.sent.items(), key=str) if layer is not None}
+
+
+def p2p_ops(send: torch.Tensor, to: int, recv: torch.Tensor, frm: int) -> list:
+    """The operations sending `send` to rank `to` and receiving into `recv` from rank `frm`. Both
+    ends of every transfer know its size, so empty transfers are skipped on both sides and need no
+    handshake."""
+    ops = []
+    if send.numel():
+        ops.append(dist.P2POp(dist.isend, send, to))
+    if recv.numel():
+        ops.append(dist.P2POp(dist.irecv, recv, frm))
+    return ops
+
+
+# --------------------------------------------------------------------------- flat buffers
+def flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The tensors' elements, one after another, in one 1-D tensor: one message instead of one per
+    tensor (gradient all-reduce, parameter averaging, the parameter server)."""
+    return torch.cat([t.reshape(-1) for t in tensors])
+
+
+def unflatten_into(flat: torch.Tensor, tensors: list[torch.Tensor]) -> None:
+    """The inverse of `flatten`: copy consecutive slices of `flat` into `tensors`, in place."""
+    offset = 0
+    for t in tensors:
+        t.copy_(flat[offset:offset + t.numel()].view_as(t))
+        offset += t.numel()

@@ -19,17 +19,20 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from benchmarks.aggregation import HaloPlan, LocalAdjacency
-from benchmarks.comm import Comm
-from benchmarks.errors import choose
+from benchmarks.comm import Comm, flatten, unflatten_into
+from benchmarks.errors import UserError, choose
 from benchmarks.options import RESERVED, Options, as_dict, defaults, validate
 from benchmarks.partition import Part
+from benchmarks.stores import PartitionedStore, SharedMemory, replicated_store
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
 
 @dataclass
 class RankContext:
-    """Everything a rank's method can use. Tensors are already on `device`."""
+    """Everything a rank's method can use. Tensors are already on `device`. Plugins ask the context
+    for what the launcher knows (`local_rank`, `local_world`) and for the stores that live beyond
+    their part (`graph_store`, `shared_memory`); they never read the environment or the cache."""
 
     cfg: dict  # the resolved run config
     rank: int
@@ -42,8 +45,12 @@ class RankContext:
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     #: The partition cache folder every rank's part was loaded from (None for one in-process rank,
-    #: whose part is the whole graph): methods that read other parts (a replicated graph) find them here.
+    #: whose part is the whole graph); the stores below read other parts from it.
     partition_folder: Path | None = None
+    #: This rank among the ranks of its machine, and how many ranks its machine runs (the launcher's
+    #: LOCAL_RANK and LOCAL_WORLD_SIZE; rank and world when every rank is on one machine).
+    local_rank: int = 0
+    local_world: int = 1
     #: The method's validated options (`Method.Options`); rebuilt from `cfg["method"]` if not given
     #: (None for a context built without a method: model tests).
     options: Options | None = None
@@ -51,6 +58,24 @@ class RankContext:
     def __post_init__(self):
         if self.options is None and "method" in self.cfg:
             self.options = resolve(self.cfg)[1]
+
+    def graph_store(self, kind: str):
+        """A graph store (`benchmarks.stores`) for samplers: `replicated` (the whole graph, built once
+        per machine from the partition cache and memory-mapped) or `partitioned` (this part; other
+        parts sampled and fetched from their owners). Collective: every rank asks for the same kind."""
+        choose("graph store", kind, ("replicated", "partitioned"))
+        if kind == "partitioned":
+            return PartitionedStore(self.part, self.comm, self.device)
+        return replicated_store(self.part, self.comm, self.device, self.partition_folder, builds=self.local_rank == 0)
+
+    def shared_memory(self, specs: dict, user: str):
+        """Named CPU tensors shared by every rank (`stores.SharedMemory`; specs: name -> (shape,
+        dtype)), zero-filled. Needs every rank on one machine: otherwise a UserError naming `user`
+        (the option that asked for it). Collective."""
+        if self.local_world != self.world:
+            raise UserError(f"{user} keeps its store in shared memory, so every worker must run on one machine "
+                            "(a multi-machine store implements benchmarks/stores.py's interface)")
+        return SharedMemory(self.comm, specs)
 
 
 class Method:
@@ -102,11 +127,7 @@ def sync_gradients(ctx: RankContext, category: str = "grad_allreduce") -> None:
     grads = [p.grad for p in ctx.model.parameters() if p.grad is not None]
     if ctx.world == 1 or not grads:
         return
-    flat = ctx.comm.all_reduce(torch.cat([g.reshape(-1) for g in grads]), category)
-    offset = 0
-    for g in grads:
-        g.copy_(flat[offset:offset + g.numel()].view_as(g))
-        offset += g.numel()
+    unflatten_into(ctx.comm.all_reduce(flatten(grads), category), grads)
 
 
 def local_loss(ctx: RankContext, logits: torch.Tensor) -> torch.Tensor:

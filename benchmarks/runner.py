@@ -217,7 +217,7 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
     else:
         part, folder = source, None
     result = run_rank(cfg, rank, p.world, part, device, p.method_cls, on_epoch=builder.on_epoch if rank == 0 else None,
-                      partition_folder=folder)
+                      partition_folder=folder, local_rank=local_rank, local_world=local_world)
     if rank == 0:
         builder.finish(result["history"], result["per_rank"], result["grads"])
     if p.world > 1:

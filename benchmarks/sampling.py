@@ -107,7 +107,7 @@ def sample_blocks(store, seeds: torch.Tensor, fanouts: list[int], generator):
         indptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
         scale = (deg / counts.clamp(min=1)).to(torch.float32)
         blocks.append(LocalAdjacency(indptr, columns, deg, source_deg,
-                                     edge_scale=torch.repeat_interleave(scale, counts)))
+                                     edge_scale=torch.repeat_interleave(scale, counts), attention_ignores_scale=True))
         edges += columns.numel()
         nodes = sources
     return blocks[::-1], nodes, edges

@@ -33,7 +33,7 @@ import numpy as np
 
 import torch
 
-from benchmarks.comm import Comm
+from benchmarks.comm import Comm, flatten, unflatten_into
 from benchmarks.errors import UserError
 from benchmarks.graph import concat_ranges
 from benchmarks.partition import load_part
@@ -58,24 +58,25 @@ class ReplicatedStore:
         return self.x[nodes]
 
 
-def replicated_store(ctx) -> ReplicatedStore:
+def replicated_store(part, comm: Comm, device: torch.device, partition_folder: Path | None,
+                     builds: bool) -> ReplicatedStore:
     """One in-process rank: its part is the whole graph. Several ranks: the whole graph assembled
     once from every part of the partition cache into `<cache>/replicated/` and memory-mapped
-    copy-on-write (read-only use, so every rank shares the same pages)."""
-    part = ctx.part
-    if ctx.world == 1:
+    copy-on-write (read-only use, so every rank shares the same pages). The ranks with `builds` (the
+    first of each machine: under torchrun, machines may not share a file system) build it if it is
+    not there yet; collective (a barrier)."""
+    if comm.world == 1:
         return ReplicatedStore(part.indptr, part.indices, part.x)
-    folder = Path(ctx.partition_folder) / "replicated"
+    folder = Path(partition_folder) / "replicated"
     names = ("indptr", "indices", "x")
-    # Each machine's first rank builds it (under torchrun, machines may not share a file system).
-    if int(os.environ.get("LOCAL_RANK", ctx.rank)) == 0 and not folder.is_dir():
+    if builds and not folder.is_dir():
         tmp = folder.with_name(f"replicated.tmp-{os.uname().nodename}-{os.getpid()}")
         tmp.mkdir(parents=True, exist_ok=True)
         try:
             arrays = {name: [] for name in names}
             edges = 0
             for p in range(part.num_parts):
-                q = load_part(ctx.partition_folder, p)
+                q = load_part(partition_folder, p)
                 lo = int(q.offsets[p])
                 global_of_col = torch.cat([lo + torch.arange(q.num_local), q.halo_ids])
                 arrays["indptr"].append(q.indptr[1:] + edges if p else q.indptr + edges)
@@ -89,23 +90,22 @@ def replicated_store(ctx) -> ReplicatedStore:
             pass
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    ctx.comm.barrier()
+    comm.barrier()
     try:
         tensors = [torch.from_numpy(np.load(folder / f"{name}.npy", mmap_mode="c")) for name in names]
     except (OSError, ValueError) as e:
         raise UserError(f"damaged replicated-graph cache {folder} ({e}); delete that folder and rerun") from e
-    return ReplicatedStore(*(t.to(ctx.device) if ctx.device.type != "cpu" else t for t in tensors))
+    return ReplicatedStore(*(t.to(device) if device.type != "cpu" else t for t in tensors))
 
 
 class PartitionedStore:
     """This rank's part only; neighbours of other ranks' nodes are sampled by their owners and
     their features fetched from them, through counted all-to-alls."""
 
-    def __init__(self, ctx):
-        part = self.part = ctx.part
-        self.comm, self.offsets = ctx.comm, part.offsets.to(ctx.device)
-        self.lo = int(part.offsets[ctx.rank])
-        self.global_of_col = torch.cat([self.lo + torch.arange(part.num_local, device=ctx.device), part.halo_ids])
+    def __init__(self, part, comm: Comm, device: torch.device):
+        self.part, self.comm, self.offsets = part, comm, part.offsets.to(device)
+        self.lo = int(part.offsets[part.rank])
+        self.global_of_col = torch.cat([self.lo + torch.arange(part.num_local, device=device), part.halo_ids])
 
     def by_owner(self, nodes):
         """(order grouping `nodes` by owner, the grouped ids split per owner)."""
@@ -240,22 +240,19 @@ class ParameterServer:
 
     def initialise(self, params: list[torch.Tensor]) -> None:
         """Rank 0, before anyone pulls."""
-        self.shm["params"].copy_(torch.cat([p.detach().reshape(-1).cpu() for p in params]))
+        self.shm["params"].copy_(flatten([p.detach() for p in params]).cpu())
 
     def pull(self, params: list[torch.Tensor], category: str = "param_pull") -> int:
         """Copy the current parameters into `params`; returns their version."""
         with self.shm.locked():
             flat, version = self.shm["params"].clone(), self.version()
-        offset = 0
-        for p in params:
-            p.data.copy_(flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
+        unflatten_into(flat, [p.data for p in params])
         self.comm.count(category, None, flat.numel() * flat.element_size())
         return version
 
     def push(self, grads: list[torch.Tensor]) -> int:
         """Apply one Adam step with this gradient; returns the new version."""
-        g = torch.cat([t.reshape(-1) for t in grads]).to("cpu", torch.float32)
+        g = flatten(grads).to("cpu", torch.float32)
         (b1, b2), shm = self.betas, self.shm
         with shm.locked():
             p, m, v = shm["params"], shm["exp_avg"], shm["exp_avg_sq"]

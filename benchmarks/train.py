@@ -22,7 +22,10 @@ from benchmarks.record import warmup_dropped
 
 
 def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
-                 partition_folder: Path | None = None) -> RankContext:
+                 partition_folder: Path | None = None, *, local_rank: int | None = None,
+                 local_world: int | None = None) -> RankContext:
+    """The rank's context. `local_rank`/`local_world` (this rank's place on its machine) default to
+    rank/world: every rank on one machine."""
     for name, value in vars(part).items():
         if isinstance(value, torch.Tensor) and name not in ("recv_counts", "send_counts", "offsets"):
             setattr(part, name, value.to(device))
@@ -37,7 +40,9 @@ def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.dev
     for t in [*model.parameters(), *model.buffers()]:
         comm.broadcast(t.data, 0, "setup")
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
-    return RankContext(cfg, rank, world, device, comm, part, adj, plan, model, optimizer, partition_folder)
+    return RankContext(cfg, rank, world, device, comm, part, adj, plan, model, optimizer, partition_folder,
+                       local_rank=rank if local_rank is None else local_rank,
+                       local_world=world if local_world is None else local_world)
 
 
 @torch.no_grad()
@@ -54,14 +59,16 @@ def evaluate(ctx: RankContext, agg, model: torch.nn.Module) -> dict[str, float]:
 
 
 def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device, method_cls: type[Method], on_epoch=None,
-             partition_folder: Path | None = None) -> dict:
+             partition_folder: Path | None = None, *, local_rank: int | None = None,
+             local_world: int | None = None) -> dict:
     """Train and evaluate; every rank returns the gathered history and per-rank probes (identical on
     all ranks) and, with `probe_grads`, epoch 0's synchronised gradients."""
     epochs = cfg["epochs"]
     memory = MemoryProbe(device, probe_epochs=warmup_dropped(epochs, cfg["warmup_epochs"]) or epochs,
                          switch_allocator=cfg["malloc_mmap_threshold"] is not None and device.type == "cpu")
     torch.manual_seed(cfg["seed"] * 1000 + rank)  # dropout masks: reproducible, different per rank
-    ctx = make_context(cfg, rank, world, part, device, partition_folder)
+    ctx = make_context(cfg, rank, world, part, device, partition_folder, local_rank=local_rank,
+                       local_world=local_world)
     method = method_cls(ctx)
     eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, categories=("eval", "eval"))
     eval_every = max(1, cfg["eval_every"])

@@ -19,7 +19,7 @@ from benchmarks.errors import UserError
 from benchmarks.options import option
 from benchmarks.partition import metis
 from benchmarks.families.minibatch import Subgraph, SubgraphMethod
-from benchmarks.graph import concat_ranges
+from benchmarks.graph import concat_ranges, edge_rows
 from benchmarks.partition import own_edges
 from benchmarks.sampling import induced_subgraph
 
@@ -93,9 +93,10 @@ class Method(SubgraphMethod):
         nodes = self.batch_nodes(chosen)
         indptr, indices, _ = induced_subgraph(self.indptr, self.indices, nodes)
         deg = indptr[1:] - indptr[:-1]  # within the batch subgraph, self-loop included
-        adj = LocalAdjacency(indptr, indices, deg, deg)
-        if self.diag_lambda:  # before the weights are first built; adj knows each edge's ends
-            adj.edge_scale = 1.0 + self.diag_lambda * (adj.src == adj.dst).float()
+        # Diagonal enhancement: self-loops weigh 1 + diag_lambda in linear aggregation (GAT's softmax
+        # runs over the batch's edges unscaled). Edge ends from the CSR: self-loops sit where column = row.
+        scale = 1.0 + self.diag_lambda * (indices == edge_rows(indptr)).float() if self.diag_lambda else None
+        adj = LocalAdjacency(indptr, indices, deg, deg, scale, attention_ignores_scale=True)
         rows = part.train_mask.index_select(0, nodes).nonzero().flatten()
         # Each cluster is in a step's batch with probability |chosen| / num_parts, so this weight makes
         # the sum over ranks an unbiased estimate of the global mean loss (exactly it when q = num_parts).

@@ -23,7 +23,6 @@ Which of these choices are the paper's and which are reconstructions: docs/diges
 """
 from __future__ import annotations
 
-import os
 import statistics
 from dataclasses import dataclass
 
@@ -33,7 +32,7 @@ from benchmarks.aggregation import exchange_rows
 from benchmarks.errors import UserError
 from benchmarks.families.partition_parallel import LocalAggregator, PartitionParallelMethod
 from benchmarks.options import option
-from benchmarks.stores import ParameterServer, RepresentationStore, SharedMemory
+from benchmarks.stores import ParameterServer, RepresentationStore
 
 
 class StaleHalo:
@@ -111,13 +110,10 @@ class Method(PartitionParallelMethod):
 
     def open_shared_state(self) -> tuple[ParameterServer, RepresentationStore]:
         ctx = self.ctx
-        if int(os.environ.get("LOCAL_WORLD_SIZE", ctx.world)) != ctx.world:
-            raise UserError("method.asynchronous=true keeps its store in shared memory, so every worker must run "
-                            "on one machine (a multi-machine store implements benchmarks/stores.py's interface)")
         params = list(ctx.model.parameters())
         widths = {layer: ctx.cfg["hidden"] for layer in range(1, ctx.cfg["layers"])}
-        shm = SharedMemory(ctx.comm, {**RepresentationStore.specs(int(ctx.part.offsets[-1]), widths),
-                                      **ParameterServer.specs(sum(p.numel() for p in params))})
+        shm = ctx.shared_memory({**RepresentationStore.specs(int(ctx.part.offsets[-1]), widths),
+                                 **ParameterServer.specs(sum(p.numel() for p in params))}, "method.asynchronous=true")
         store = RepresentationStore(shm, ctx.comm)
         server = ParameterServer(shm, ctx.comm, ctx.cfg["lr"], ctx.cfg["weight_decay"])
         if ctx.rank == 0:

@@ -115,7 +115,8 @@ class Method(SubgraphMethod):
         else:
             # The rank's batch mean, scaled by its share of the training nodes.
             scale, weights = None, self.local_train / (max(1, rows.numel()) * part.num_train_global)
-        return Subgraph(nodes, LocalAdjacency(indptr, indices, deg, deg, scale), rows, weights)
+        adj = LocalAdjacency(indptr, indices, deg, deg, scale, attention_ignores_scale=True)  # GAT: softmax unscaled
+        return Subgraph(nodes, adj, rows, weights)
 
     def sample(self, step: int) -> Subgraph:
         return self.subgraph_batch(*self.sample_subgraph())

@@ -35,7 +35,6 @@ from benchmarks.errors import UserError
 from benchmarks.families.minibatch import Batch, BlockAggregator, MiniBatchMethod
 from benchmarks.options import option
 from benchmarks.sampling import sample_blocks
-from benchmarks.stores import PartitionedStore, replicated_store
 
 
 class Method(MiniBatchMethod):
@@ -57,7 +56,7 @@ class Method(MiniBatchMethod):
         super().__init__(ctx)
         options, part = ctx.options, ctx.part
         self.fanouts = list(options.fanouts) * (ctx.cfg["layers"] if len(options.fanouts) == 1 else 1)
-        self.store = replicated_store(ctx) if options.store == "replicated" else PartitionedStore(ctx)
+        self.store = ctx.graph_store(options.store)
         self.lo = int(part.offsets[ctx.rank])
         self.train_nodes = part.train_mask.nonzero().squeeze(1)
         self.steps = max(1, -(-max(self.train_counts) // options.batch_size))

@@ -40,3 +40,19 @@ def make_cfg(tmp_path, request):
         return OmegaConf.to_container(cfg, resolve=True)
 
     return make
+
+
+@pytest.fixture
+def write_plugins(tmp_path, monkeypatch):
+    """write_plugins({name: source}) -> folder: out-of-tree method plugins, found by this process and
+    the ranks it spawns through GNNBENCH_METHODS_PATH."""
+
+    def write(sources: dict[str, str]) -> Path:
+        folder = tmp_path / "plugins"
+        folder.mkdir(exist_ok=True)
+        for name, source in sources.items():
+            (folder / f"{name}.py").write_text(source)
+        monkeypatch.setenv("GNNBENCH_METHODS_PATH", str(folder))
+        return folder
+
+    return write

@@ -8,9 +8,10 @@ from benchmarks.method import Method, RankContext, local_loss, sync_gradients
 
 
 class FullGraphMethod(Method):
-    """One full-graph step per epoch: forward through `make_aggregator()`, loss over the global
+    """One full-graph step per epoch: forward through `aggregator_for(epoch)`, loss over the global
     training set, backward, gradient all-reduce, optimizer step. Methods that differ only in how
-    neighbour rows reach a layer override `make_aggregator`."""
+    neighbour rows reach a layer override `make_aggregator` (built once); methods whose aggregation
+    changes every step (a halo resampled each epoch, BNS-GCN) override `aggregator_for`."""
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)
@@ -19,12 +20,18 @@ class FullGraphMethod(Method):
     def make_aggregator(self):
         return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm)
 
+    def aggregator_for(self, epoch: int):
+        """The aggregator of this epoch's step: the one `make_aggregator` built, unless overridden
+        (e.g. `HaloAggregator(*aggregation.keep_halo(...), ctx.comm)` with a per-epoch keep rule).
+        Called on every rank at the start of every step, inside the timed epoch."""
+        return self.aggregator
+
     def train_epoch(self, epoch: int) -> torch.Tensor:
         ctx = self.ctx
         self.straggle()
         ctx.model.train()
         ctx.optimizer.zero_grad(set_to_none=True)
-        loss = local_loss(ctx, ctx.model(ctx.part.x, self.aggregator))
+        loss = local_loss(ctx, ctx.model(ctx.part.x, self.aggregator_for(epoch)))
         loss.backward()
         sync_gradients(ctx)
         ctx.optimizer.step()

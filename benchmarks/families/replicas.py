@@ -9,7 +9,7 @@ from typing import Literal, Optional
 
 import torch
 
-from benchmarks.comm import Comm
+from benchmarks.comm import Comm, flatten, unflatten_into
 from benchmarks.method import Method, RankContext
 from benchmarks.options import Options, option
 
@@ -22,11 +22,7 @@ def model_state(model: torch.nn.Module) -> list[torch.Tensor]:
 def average_model(model: torch.nn.Module, comm: Comm, weight: float, category: str) -> None:
     """In place: every tensor of `model_state` becomes sum over ranks of weight_r * tensor_r."""
     tensors = [t.data for t in model_state(model)]
-    flat = comm.all_reduce(torch.cat([t.reshape(-1) for t in tensors]) * weight, category)
-    offset = 0
-    for t in tensors:
-        t.copy_(flat[offset:offset + t.numel()].view_as(t))
-        offset += t.numel()
+    unflatten_into(comm.all_reduce(flatten(tensors) * weight, category), tensors)
 
 
 def averaged_copy(model: torch.nn.Module, comm: Comm, weight: float) -> torch.nn.Module:

@@ -39,13 +39,8 @@ class Method(FullGraphMethod):
 
 
 @pytest.fixture
-def crashing_plugins(tmp_path, monkeypatch):
-    folder = tmp_path / "plugins"
-    folder.mkdir()
-    for name, source in CRASHING_PLUGINS.items():
-        (folder / f"{name}.py").write_text(source)
-    monkeypatch.setenv("GNNBENCH_METHODS_PATH", str(folder))
-    return folder
+def crashing_plugins(write_plugins):
+    return write_plugins(CRASHING_PLUGINS)
 
 
 @pytest.mark.parametrize("plugin, rank, error", [

@@ -98,7 +98,7 @@ from methods import neighbor_sampling as ns
 class Method(ns.Method):
     def __init__(self, ctx):
         super().__init__(ctx)
-        stores = {"replicated": ns.replicated_store(ctx), "partitioned": ns.PartitionedStore(ctx)}
+        stores = {kind: ctx.graph_store(kind) for kind in ("replicated", "partitioned")}
         seeds = self.lo + torch.arange(0, ctx.part.num_local, 5)
         full = {name: ns.sample_blocks(s, seeds, [-1] * len(self.fanouts), self.generator) for name, s in stores.items()}
         (rb, ri, _), (pb, pi, _) = full["replicated"], full["partitioned"]

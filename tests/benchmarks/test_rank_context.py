@@ -1,0 +1,45 @@
+"""RankContext: the launcher's facts and the store services plugins use instead of the environment
+and the partition cache."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from benchmarks.datasets import load_dataset
+from benchmarks.errors import UserError
+from benchmarks.partition import build_parts
+from benchmarks.stores import SharedMemory
+from benchmarks.train import make_context
+from tests.conftest import SMALL_SYNTHETIC
+
+
+@pytest.fixture
+def ctx(make_cfg):
+    cfg = make_cfg("method=full_halo", *SMALL_SYNTHETIC)
+    graph = load_dataset(cfg["dataset"])
+    return make_context(cfg, 0, 1, build_parts(graph, torch.tensor([0, graph.num_nodes]))[0], torch.device("cpu"))
+
+
+def test_local_rank_and_world_default_to_one_machine(ctx):
+    assert (ctx.local_rank, ctx.local_world) == (ctx.rank, ctx.world) == (0, 1)
+
+
+def test_both_graph_stores_serve_the_whole_graph_to_one_rank(ctx):
+    nodes = torch.arange(0, ctx.part.num_local, 7)
+    for kind in ("replicated", "partitioned"):
+        store = ctx.graph_store(kind)
+        assert torch.equal(store.features(nodes, 0), ctx.part.x[nodes])
+        counts, neighbors, _, deg = store.hop(nodes, -1, torch.Generator().manual_seed(0), 0)
+        assert torch.equal(counts, deg) and neighbors.numel() == int(deg.sum())
+    with pytest.raises(UserError, match="graph store"):
+        ctx.graph_store("sharded")
+
+
+def test_shared_memory_refuses_ranks_on_several_machines(ctx):
+    assert isinstance(ctx.shared_memory({"t": ((3,), torch.float32)}, "method.x=true"), SharedMemory)
+    two_machines = dataclasses.replace(ctx, world=2, local_world=1)
+    with pytest.raises(UserError, match="^method.x=true keeps its store in shared memory") as error:
+        two_machines.shared_memory({"t": ((3,), torch.float32)}, "method.x=true")
+    assert "\n" not in str(error.value)
