@@ -96,6 +96,10 @@ def plan(cfg: dict) -> Plan:
     if (backend == "nccl") != (cfg["device"] == "cuda"):
         raise UserError(f"backend={backend} does not fit device={cfg['device']}: use gloo on cpu and nccl on cuda "
                         "(or backend=auto)")
+    threshold = cfg["malloc_mmap_threshold"]
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int)
+                                  or not 0 < threshold < 2 ** 31):  # mallopt takes a C int
+        raise UserError(f"malloc_mmap_threshold must be null or a number of bytes in [1, 2^31) (got {threshold!r})")
     if not 0 <= cfg["dropout"] < 1:
         raise UserError(f"dropout must be in [0, 1) (got {cfg['dropout']})")
     delays = cfg.get("straggler_delay_s") or []
