@@ -11,6 +11,8 @@ import pytest
 from benchmarks.errors import UserError
 from benchmarks.options import Options, as_dict, defaults, option, validate
 
+pytestmark = pytest.mark.fast
+
 
 @dataclass
 class Demo(Options):

@@ -1,0 +1,105 @@
+"""The record builder on its own: labels, setting keys, the summary, and the ok / failed records it
+writes (fields analysis reads, history kept on failure); plus the launch plan's one-line checks.
+No process is spawned."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.errors import UserError
+from benchmarks.method import method_defaults
+from benchmarks.record import RecordBuilder, config_hash, record_path, setting_config, summarize, variant_label, \
+    warmup_dropped
+from benchmarks.runner import plan
+
+pytestmark = pytest.mark.fast
+
+
+def entry(epoch, seconds=1.0, val=None, loss=1.0, comm=100):
+    return {"epoch": epoch, "train_loss": loss, "val_acc": val, "test_acc": None if val is None else val - 0.1,
+            "train_acc": None, "epoch_time_s": seconds, "comm_bytes": comm}
+
+
+def rank_probes(rank, peak=1000, delta=100, by_cat=None):
+    return {"rank": rank, "peak_rss_bytes": peak, "train_mem_delta_bytes": delta, "threads": 2,
+            "comm_bytes_by_category": by_cat or {"halo_fwd": 300, "eval": 50, "setup": 7}}
+
+
+def test_variant_names_only_options_that_differ_from_the_defaults_when_it_ran():
+    defaults = {"mode": "sar", "prefetch": 1}
+    assert variant_label({"name": "sar", "mode": "sar", "prefetch": 1}, defaults) == "sar"
+    assert variant_label({"name": "sar", "mode": "sa", "prefetch": 1}, defaults) == "sar mode=sa"
+    assert variant_label({"name": "ggs", "plugin": "neighbor_sampling", "fanouts": [10]}, {"fanouts": [10]}) == "ggs"
+    assert variant_label({"name": "x", "new": 3}, {}) == "x new=3"  # an option the defaults lack is named
+
+
+def test_setting_leaves_out_the_comparison_axes_and_where_things_are(make_cfg):
+    a, b = make_cfg("method=full_halo", "workers=2", "seed=0"), make_cfg("method=sar", "workers=4", "seed=1",
+                                                                         "results_dir=/elsewhere")
+    assert setting_config(a) == setting_config(b)
+    assert config_hash(a) != config_hash(b)
+    assert setting_config(make_cfg("hidden=32")) != setting_config(a)
+    assert record_path(a, 2).name.startswith("synthetic-sage-full_halo-w2-s0-")
+
+
+def test_warmup_drops_at_least_one_epoch_and_never_all():
+    assert [warmup_dropped(n, 5) for n in (1, 2, 3, 10)] == [0, 1, 2, 5]
+    assert warmup_dropped(10, 0) == 1
+
+
+def test_summary_reduces_history_and_every_ranks_probes():
+    history = [entry(0, 9.0), entry(1, 1.0, val=0.5), entry(2, 2.0, val=0.7), entry(3, 3.0, val=0.6)]
+    s = summarize(history, [rank_probes(0, 1000, 100), rank_probes(1, 3000, 300)], warmup_epochs=1)
+    assert s["epoch_time_s_median"] == 2.0 and s["warmup_epochs_dropped"] == 1 and s["train_time_s"] == 15.0
+    assert s["peak_rss_bytes_max"] == 3000 and s["train_mem_delta_bytes_max"] == 300
+    assert s["train_mem_delta_bytes_mean"] == 200
+    assert (s["best_val_acc"], s["best_epoch"]) == (0.7, 2) and s["test_acc_at_best_val"] == pytest.approx(0.6)
+
+
+def builder(make_cfg, tmp_path, *overrides):
+    cfg = make_cfg("method=sar", "method.mode=sa", *overrides)
+    prepared = {"graph": {"edges": 1000}, "partition": {}, "setup": {}}
+    return RecordBuilder(cfg, 2, tmp_path / "results" / "r.json", tmp_path, prepared, {"cores": 2},
+                         method_defaults("sar"))
+
+
+def test_finish_writes_everything_analysis_reads(make_cfg, tmp_path):
+    b = builder(make_cfg, tmp_path)
+    history = [entry(e, 1.0 + e, val=0.5) for e in range(4)]
+    record = b.finish(history, [rank_probes(0), rank_probes(1)])
+    assert json.loads(b.path.read_text()) == json.loads(json.dumps(record, default=str))
+    assert record["status"] == "ok" and record["variant"] == "sar mode=sa" and len(record["setting"]) == 6
+    assert record["summary"]["train_time_s"] == 1 + 2 + 3 + 4
+    assert record["comm"]["bytes_by_category"] == {"halo_fwd": 600, "eval": 100, "setup": 14}
+    assert record["comm"]["bytes_per_epoch_by_category"] == {"halo_fwd": 150}  # training traffic only
+    assert record["summary"]["edges_per_s"] == 1000 / record["summary"]["epoch_time_s_median"]
+
+
+def test_fail_keeps_the_history_reached(make_cfg, tmp_path):
+    b = builder(make_cfg, tmp_path)
+    b.on_epoch(entry(0))
+    b.on_epoch(entry(1))
+    record = b.fail("RuntimeError: boom", "trace")
+    assert record["status"] == "failed" and record["error"] == "RuntimeError: boom"
+    assert [h["epoch"] for h in record["history"]] == [0, 1] and record["variant"] == "sar mode=sa"
+    assert json.loads(b.path.read_text())["status"] == "failed"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["workers=0"], "workers must be a positive integer (got 0)"),
+    (["dropout=1"], "dropout must be in [0, 1)"),
+    (["malloc_mmap_threshold=-1"], "malloc_mmap_threshold must be null or a number of bytes"),
+    (["method=sar", "method.mode=fast"], "unknown method.mode 'fast'"),
+    (["partitioner=spectral"], "unknown partitioner 'spectral'"),
+])
+def test_plan_rejects_bad_input_in_one_line_before_anything_runs(make_cfg, overrides, message):
+    with pytest.raises(UserError) as e:
+        plan(make_cfg(*overrides))
+    assert message in str(e.value) and len(str(e.value).splitlines()) == 1
+
+
+def test_plan_resolves_the_method_once_and_counts_its_ranks(make_cfg):
+    p = plan(make_cfg("method=single", "workers=4"))
+    assert p.world == 1 and p.method_cls.single_process and p.method_defaults == {}
+    assert plan(make_cfg("method=ggs")).method_defaults["fanouts"] == [10]
