@@ -8,10 +8,13 @@ model. It ignores `workers`. GAT, the MLP and batch norm are refused: the anchor
 convolutions the runtime study compares."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
 from benchmarks.errors import UserError
+from benchmarks.graph import edge_rows
 from benchmarks.method import Method as MethodBase
 from benchmarks.method import RankContext
 
@@ -36,14 +39,14 @@ class PygNet(torch.nn.Module):
 class Method(MethodBase):
     single_process = True
 
-    @classmethod
-    def check_run(cls, cfg: dict) -> None:
-        super().check_run(cfg)
-        if cfg["model"]["name"] not in ("gcn", "sage"):
-            raise UserError(f"pyg_plain runs model=gcn or model=sage (PyG's GCNConv/SAGEConv), not "
-                            f"model={cfg['model']['name']}")
-        if cfg.get("batch_norm"):
-            raise UserError("pyg_plain has no batch norm; use batch_norm=false")
+    @dataclass
+    class Options(MethodBase.Options):
+        def check(self, cfg: dict) -> None:
+            if cfg["model"]["name"] not in ("gcn", "sage"):
+                raise UserError(f"pyg_plain runs model=gcn or model=sage (PyG's GCNConv/SAGEConv), not "
+                                f"model={cfg['model']['name']}")
+            if cfg.get("batch_norm"):
+                raise UserError("pyg_plain has no batch norm; use batch_norm=false")
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)
@@ -51,9 +54,7 @@ class Method(MethodBase):
 
         cfg, part = ctx.cfg, ctx.part
         # In-edge CSR -> edge_index (source, destination); one process, so every column is a node.
-        dst = torch.repeat_interleave(torch.arange(part.indptr.numel() - 1, device=ctx.device),
-                                      part.indptr[1:] - part.indptr[:-1])
-        edge_index = torch.stack([part.indices.long(), dst])
+        edge_index = torch.stack([part.indices.long(), edge_rows(part.indptr)])
         dims = [part.x.shape[1]] + [cfg["hidden"]] * (cfg["layers"] - 1) + [part.num_classes]
         torch.manual_seed(cfg["seed"])
         if cfg["model"]["name"] == "gcn":  # the graph has its self-loops; cache the normalisation, as users do
