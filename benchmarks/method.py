@@ -172,9 +172,9 @@ def method_names() -> list[str]:
 
 def method_class(name: str) -> type[Method]:
     """The `Method` class `method=<name>` runs (an alias's plugin's)."""
-    choose("method", name, method_names())
-    plugin = aliases().get(name, {}).get("plugin", name)
-    return importlib.import_module(f"methods.{plugin}").Method
+    found = aliases()  # read once: it parses every alias YAML
+    choose("method", name, set(plugin_names()) | set(found))
+    return importlib.import_module(f"methods.{found.get(name, {}).get('plugin', name)}").Method
 
 
 def method_defaults(name: str) -> dict:

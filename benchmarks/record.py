@@ -153,12 +153,13 @@ class RecordBuilder:
         self.path, self.progress = Path(path), Path(scratch) / "progress.jsonl"
         self.epochs, self.log_every = cfg["epochs"], cfg.get("log_every") or 0
         self.warmup_epochs = cfg["warmup_epochs"]
+        setting = setting_config(cfg)
         self.record = {
             "status": "running", "error": None,
             "method": cfg["method"]["name"], "variant": variant_label(cfg["method"], method_defaults),
             "dataset": cfg["dataset"]["name"], "model": cfg["model"]["name"],
             "workers": world, "workers_requested": cfg["workers"], "seed": cfg["seed"],
-            "setting": _digest(setting_config(cfg), 6), "setting_config": setting_config(cfg),
+            "setting": _digest(setting, 6), "setting_config": setting,
             "config_hash": config_hash(cfg), "started_at": now(), "config": cfg, **prepared, "env": env,
         }
 

@@ -106,16 +106,21 @@ def plan(cfg: dict) -> Plan:
     if not isinstance(delays, list) or not all(isinstance(d, (int, float)) and d >= 0 for d in delays):
         raise UserError(f"straggler_delay_s must be a list of seconds >= 0, one per rank (got {delays!r})")
     method_cls, options = resolve(cfg)  # the method class and its options, checked
-    world = 1 if method_cls.single_process else cfg["workers"]
+    world = ranks_of(method_cls, cfg)
     if cfg["device"] == "cuda" and world > 1 and not under_torchrun() and world > torch.cuda.device_count():
         raise UserError(f"workers={world} but this machine has {torch.cuda.device_count()} GPUs; NCCL needs one "
                         "GPU per rank (use fewer workers, or torchrun across machines)")
     return Plan(cfg, options, method_defaults(cfg["method"]["name"]), world)
 
 
-def ranks(cfg: dict) -> int:
+def ranks_of(method_cls: type[Method], cfg: dict) -> int:
     """The ranks a run really uses: 1 for single-process methods, whatever `workers` says."""
-    return 1 if method_class(cfg["method"]["name"]).single_process else cfg["workers"]
+    return 1 if method_cls.single_process else cfg["workers"]
+
+
+def ranks(cfg: dict) -> int:
+    """`ranks_of` for a config whose method is not resolved yet (a sweep checking for records)."""
+    return ranks_of(method_class(cfg["method"]["name"]), cfg)
 
 
 def backend_of(cfg: dict) -> str:

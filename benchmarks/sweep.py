@@ -136,31 +136,31 @@ def config_of(overrides: list[str]) -> dict:
         return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
 
 
-def path_of(overrides: list[str]) -> Path:
+def path_of(cfg: dict) -> Path:
     """Where this run's record is (a pure function of its configuration)."""
     from benchmarks.record import record_path
     from benchmarks.runner import ranks
 
-    cfg = config_of(overrides)
     return record_path(cfg, ranks(cfg))
 
 
-def existing(overrides: list[str]) -> bool:
-    """Whether this run's `ok` record exists already (and resume is on)."""
+def kept(cfg: dict) -> dict | None:
+    """This run's `ok` record when it exists and resume is on (what a resumed sweep skips)."""
     from benchmarks.record import ok_record
 
-    return bool(config_of(overrides)["resume"]) and ok_record(path_of(overrides)) is not None
+    return ok_record(path_of(cfg)) if cfg["resume"] else None
 
 
-def run_one(overrides: list[str]) -> dict | None:
-    """`python -m benchmarks <overrides>` in its own process; the record it wrote (None if none)."""
+def run_one(overrides: list[str], cfg: dict) -> dict | None:
+    """`python -m benchmarks <overrides>` (composing to `cfg`) in its own process; the record it
+    wrote (None if none)."""
     import json
 
     out = subprocess.run([sys.executable, "-m", "benchmarks", *overrides], capture_output=True, text=True)
     lines = out.stdout.strip().splitlines() or out.stderr.strip().splitlines()[-1:] or ["(no output)"]
     print(f"  {lines[-1]}", flush=True)
     try:
-        return json.loads(path_of(overrides).read_text())
+        return json.loads(path_of(cfg).read_text())
     except (OSError, ValueError):
         return None  # refused before it started (a UserError): no record
 
@@ -199,15 +199,14 @@ def bisect(fits, start: int, factor: float = 2.0, tolerance: float = 0.1) -> tup
 
 
 def _bisect_run(overrides: list[str], spec: dict, counts: dict) -> None:
-    from benchmarks.record import ok_record
-
     def fits(value: int) -> bool:
         probe = _merge(overrides, [f"{spec['key']}={value}"])
-        if existing(probe):
+        cfg = config_of(probe)
+        record = kept(cfg)
+        if record is not None:
             counts["kept"] += 1
-            record = ok_record(path_of(probe))
         else:
-            record = run_one(probe)
+            record = run_one(probe, cfg)
             counts["ok" if record and record["status"] == "ok" else "failed_probes"] += 1
         ok = meets(record, spec)
         print(f"  {spec['key']}={value}: {'meets' if ok else 'does not meet'} {spec['field']} "
@@ -243,7 +242,8 @@ def main(argv=None) -> None:
             print(f"{head}: bisect {spec['key']}", flush=True)
             _bisect_run(overrides, spec, counts)
             continue
-        if existing(overrides):
+        cfg = config_of(overrides)
+        if kept(cfg) is not None:
             counts["kept"] += 1
             print(f"{head}: kept (ok record exists)", flush=True)
             continue
@@ -251,7 +251,7 @@ def main(argv=None) -> None:
             print(f"python -m benchmarks {shlex.join(overrides)}")
             continue
         print(head, flush=True)
-        record = run_one(overrides)
+        record = run_one(overrides, cfg)
         counts["ok" if record and record["status"] == "ok" else "failed"] += 1
     if not dry_run:
         print(f"sweep: {len(runs)} runs: {counts['ok']} ran, {counts['kept']} kept, {counts['failed']} failed"
