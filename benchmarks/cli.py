@@ -6,13 +6,14 @@ option defaults), so anything that composes after importing it (`python -m bench
 driver, the tests) can choose a plugin that has no YAML."""
 from __future__ import annotations
 
+import signal
 import sys
 
 import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from benchmarks.errors import UserError, choose
+from benchmarks.errors import Stopped, UserError, choose
 from benchmarks.method import CONF, method_class, method_names, plugin_names
 from benchmarks.options import defaults
 
@@ -97,6 +98,10 @@ def _hydra_main(cfg: DictConfig) -> None:
             sys.exit(2)
         _failures.append(2)
         return
+    except Stopped as e:  # a stop ends a multirun too
+        where = f"record {e.record} (failed)" if e.record else "no record (stopped before training)"
+        print(f"{e}: {where}", file=sys.stderr)
+        sys.exit(128 + e.signum)
     if record:  # torchrun ranks other than 0 have nothing to report
         print(f"record: {path}")
         print(summary_line(record), flush=True)
@@ -112,7 +117,11 @@ def main() -> None:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    _hydra_main()
+    try:
+        _hydra_main()
+    except KeyboardInterrupt:  # Ctrl-C outside a run (composing, importing): nothing to record
+        print("interrupted", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
     if _failures:
         print(f"{len(_failures)} job(s) of the sweep failed (see their records)", file=sys.stderr)
         sys.exit(max(_failures))

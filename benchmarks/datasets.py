@@ -83,6 +83,29 @@ def _missing(name: str, folder: Path, how: str, cause: Exception) -> UserError:
                      f"({type(cause).__name__}); {how}")
 
 
+def _damaged(name: str, folder: Path, cause: Exception) -> UserError:
+    """The Planetoid file that fails to parse, named, with how to get a good copy."""
+    from torch_geometric.io.planetoid import read_file
+
+    culprit = folder
+    for part in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"):  # the files the reader reads
+        try:
+            read_file(str(folder), name, part)
+        except Exception as e:
+            culprit, cause = folder / f"ind.{name}.{part}", e
+            break
+    shipped = DATA in folder.parents
+    how = ("restore it with `git checkout -- data/`" if shipped
+           else f"replace it with a good copy (the repository ships Cora and CiteSeer in {DATA / 'planetoid'})")
+    return UserError(f"dataset '{name}': {culprit} could not be read ({_cause(cause)}); {how}")
+
+
+def _cause(e: Exception) -> str:
+    """A reader's exception in one line."""
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
+
+
 def planetoid(name: str, data_root: Path) -> Graph:
     """Cora, CiteSeer, PubMed with the public split, read straight from the raw Planetoid files
     (nothing is written beside them, so a read-only copy works)."""
@@ -100,7 +123,10 @@ def planetoid(name: str, data_root: Path) -> Graph:
             raise _missing(name, candidates[0].parent, "copy the Planetoid raw files into "
                            f"{candidates[0]} or run once with network access", e) from None
         folder = target / pyg_name / "raw"
-    data = read_planetoid_data(str(folder), name)
+    try:
+        data = read_planetoid_data(str(folder), name)
+    except Exception as e:
+        raise _damaged(name, folder, e) from None
     return from_edge_index(name, data.edge_index, data.num_nodes, data.x, data.y, data.train_mask,
                            data.val_mask, data.test_mask, int(data.y.max()) + 1)
 
@@ -117,10 +143,8 @@ def _split_masks(n: int, split: dict) -> list[torch.Tensor]:
 def ogb(name: str, data_root: Path) -> Graph:
     """ogbn-* in the `ogb` package's on-disk layout (data_root/ogbn_<x>/{raw,split}/, RELEASE_v*.txt),
     read with ogb's own raw readers; downloaded through ogb when the folder is absent."""
-    import numpy as np
     import ogb.nodeproppred
     import pandas as pd
-    from ogb.io.read_graph_raw import read_binary_graph_raw, read_csv_graph_raw
     from ogb.nodeproppred import NodePropPredDataset
 
     folder = data_root / name.replace("-", "_")
@@ -142,6 +166,19 @@ def ogb(name: str, data_root: Path) -> Graph:
                            f"or place OGB's files in {folder}", e) from None
     meta = pd.read_csv(Path(ogb.nodeproppred.__file__).parent / "master.csv", index_col=0,
                        keep_default_na=False)[name]
+    try:
+        return _read_ogb(name, folder, meta)
+    except Exception as e:  # a damaged download: name the folder rather than a reader's traceback
+        raise UserError(f"dataset '{name}': files under {folder} could not be read ({_cause(e)}); delete {folder} "
+                        "and run again with network access") from None
+
+
+def _read_ogb(name: str, folder: Path, meta) -> Graph:
+    import numpy as np
+    import pandas as pd
+    from ogb.io.read_graph_raw import read_binary_graph_raw, read_csv_graph_raw
+
+    raw = folder / "raw"
     inverse = meta["add_inverse_edge"] == "True"
     if meta["binary"] == "True":
         g = read_binary_graph_raw(str(raw), add_inverse_edge=inverse)[0]

@@ -22,8 +22,10 @@ import multiprocessing as mp
 import multiprocessing.connection
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -34,13 +36,13 @@ import torch
 import torch.distributed as dist
 
 from benchmarks.datasets import load_dataset
-from benchmarks.errors import UserError, choose
+from benchmarks.errors import Stopped, UserError, choose, stop_on_signals
 from benchmarks.method import Method, method_class, method_defaults, resolve
 from benchmarks.models import MODELS
 from benchmarks.partition import PARTITIONERS, build_parts, load_manifest, load_part, partition_stats, prepare_parts
 from benchmarks.probes import cores, fix_mmap_threshold
 from benchmarks.record import RecordBuilder, environment, ok_record, record_path, write_atomic
-from benchmarks.train import run_rank
+from benchmarks.train import Diverged, run_rank
 
 
 # --------------------------------------------------------------------------- plan
@@ -161,36 +163,57 @@ def prepare(cfg: dict, world: int, log=print):
 # --------------------------------------------------------------------------- launch
 def run(cfg: dict, log=print) -> tuple[Path, dict]:
     """Run one configuration; return (record path, record). Bad input raises UserError (no record);
-    any failure after preparation produces a `failed` record. With `resume` (the default) a
-    configuration whose record exists with status ok is not run again; under torchrun it always
-    runs (ranks on other machines may not see the same results folder, and all must agree)."""
+    any failure after preparation produces a `failed` record, and so does a stop from outside
+    (SIGINT, SIGTERM, SIGHUP), which then raises `Stopped` with the record's path in `.record`.
+    With `resume` (the default) a configuration whose record exists with status ok is not run
+    again; under torchrun it always runs (ranks on other machines may not see the same results
+    folder, and all must agree)."""
     p = plan(cfg)
-    if under_torchrun():
-        return _run_torchrun(p, log)
-    done = ok_record(p.path) if cfg.get("resume", True) else None
-    if done is not None:  # a resumed sweep runs only what is missing (failed records are rerun)
-        log(f"skipped: {p.path} already holds an ok record (resume=false runs it again)")
-        return p.path, done
-    info, source = prepare(cfg, p.world, log)
-    p.check_partition(info)
-    scratch = Path(tempfile.mkdtemp(prefix="run-", dir=_runs_root(cfg)))
-    builder = RecordBuilder(cfg, p.world, p.path, scratch, info,
-                            environment(p.backend, cfg["device"], p.threads(p.world), "in-process" if p.world == 1
-                                        else "spawn"), p.method_defaults)
-    try:
-        if p.world == 1:
-            try:
-                _rank_main(p, builder, 0, 0, 1, source, init_method=None)
-            except Exception as e:
-                builder.fail(_error_line(e), traceback.format_exc())
-        else:
-            _run_spawned(p, builder, source, scratch)
-    except KeyboardInterrupt:
-        builder.fail("interrupted")
-        raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    for key in ("results_dir", "cache_dir"):  # found now, not after training
+        check_writable(key, cfg[key])
+    with stop_on_signals():
+        if under_torchrun():
+            return _run_torchrun(p, log)
+        done = ok_record(p.path) if cfg.get("resume", True) else None
+        if done is not None:  # a resumed sweep runs only what is missing (failed records are rerun)
+            log(f"skipped: {p.path} already holds an ok record (resume=false runs it again)")
+            return p.path, done
+        info, source = prepare(cfg, p.world, log)
+        p.check_partition(info)
+        scratch = Path(tempfile.mkdtemp(prefix="run-", dir=_runs_root(cfg)))
+        builder = RecordBuilder(cfg, p.world, p.path, scratch, info,
+                                environment(p.backend, cfg["device"], p.threads(p.world),
+                                            "in-process" if p.world == 1 else "spawn"), p.method_defaults)
+        try:
+            if p.world == 1:
+                try:
+                    _rank_main(p, builder, 0, 0, 1, source, init_method=None)
+                except Exception as e:
+                    builder.fail(_error_line(e), traceback.format_exc())
+            else:
+                _run_spawned(p, builder, source, scratch)
+        except Stopped as e:
+            builder.fail(str(e))
+            e.record = p.path
+            raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return p.path, json.loads(p.path.read_text())
+
+
+def check_writable(key: str, folder) -> None:
+    """A folder the run writes to exists or can be made, and takes a file; else a UserError."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{key}={folder} is a file, not a folder; choose another {key}")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise UserError(f"{key}={folder} is not a writable folder ({e.strerror or type(e).__name__}); "
+                        f"choose another {key}") from None
 
 
 def _error_line(e: BaseException) -> str:
@@ -236,8 +259,12 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
 
 def _rank_process(p: Plan, builder: RecordBuilder, rank: int, folder: str, scratch: str, init_method: str,
                   plugin_path: str) -> None:
-    """Entry point of a spawned rank."""
+    """Entry point of a spawned rank. The launcher owns the run: a Ctrl-C or hang-up reaches it (and
+    it stops the ranks), not each rank with a traceback of its own; and a rank never outlives it."""
     faulthandler.enable()  # a rank killed by a fatal signal still prints its Python stack
+    for s in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    _die_with_launcher()
     try:
         # The fork server's environment is the one it started with: pass on what this run needs.
         os.environ["GNNBENCH_METHODS_PATH"] = plugin_path
@@ -248,13 +275,28 @@ def _rank_process(p: Plan, builder: RecordBuilder, rank: int, folder: str, scrat
     except BaseException as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
         (Path(scratch) / f"rank{rank}.err").write_text(f"{type(e).__name__}: {msg}\n{traceback.format_exc()}")
-        sys.stderr.write(f"rank {rank} failed:\n{traceback.format_exc()}")
-        sys.stderr.flush()
+        if not isinstance(e, Diverged):  # an outcome, not a bug: the record says it in one line
+            sys.stderr.write(f"rank {rank} failed:\n{traceback.format_exc()}")
+            sys.stderr.flush()
         os._exit(1)  # do not wait on a process group whose peers may be gone
     # Skip interpreter finalisation: a spawned child otherwise runs it, and a communication thread
     # left in a C++ static can abort the process ("terminate called without an active exception")
     # after the record is safely written.
     os._exit(0)
+
+
+def _die_with_launcher() -> None:
+    """End this rank the moment its launcher is gone, whatever ended it (even SIGKILL): the rank's
+    parent-process sentinel is a pipe the launcher holds open, so it reads end-of-file exactly when
+    the launcher dies. Without this the ranks of a killed launcher train on, orphaned, and the
+    fork server lives as long as they do (they hold its keep-alive pipe)."""
+    sentinel = mp.parent_process().sentinel
+
+    def watch():
+        mp.connection.wait([sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="gnnbench-launcher-watch", daemon=True).start()
 
 
 def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -> None:
@@ -299,11 +341,16 @@ def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -
         errs = sorted(scratch.glob("rank*.err"), key=lambda f: f.stat().st_mtime)
         if killed or not errs:
             r = (killed or failed)[0]
-            builder.fail(f"rank {r}: process died with exit code {procs[r].exitcode} (killed by a signal or out of "
-                         "memory?)")
+            code = procs[r].exitcode
+            how = (f"killed by {signal.Signals(-code).name}" + (" (out of memory?)" if code == -signal.SIGKILL else "")
+                   if code < 0 else f"exit code {code}")
+            builder.fail(f"rank {r}: process died, {how}")
         else:
             text = errs[0].read_text()
-            builder.fail(f"{errs[0].stem.replace('rank', 'rank ')}: {text.splitlines()[0]}", text)
+            error = text.splitlines()[0]
+            if not error.startswith(f"{Diverged.__name__}:"):  # every rank diverges at once: no rank to name
+                error = f"{errs[0].stem.replace('rank', 'rank ')}: {error}"
+            builder.fail(error, text)
     elif not p.path.exists() or p.path.stat().st_mtime < started:  # an older run's record
         builder.fail("rank 0 exited without writing the record")
 
@@ -339,6 +386,11 @@ def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
                             p.method_defaults)
     try:
         _rank_main(p, builder, rank, local_rank, local_world, state["folder"], init_method=None)
+    except Stopped as e:  # torchrun stops its workers with SIGTERM
+        if rank == 0:
+            builder.fail(str(e))
+            e.record = p.path
+        raise
     except Exception as e:
         if rank == 0:
             builder.fail(_error_line(e), traceback.format_exc())

@@ -39,7 +39,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from benchmarks.cli import CONF, check_overrides, registered_methods
-from benchmarks.errors import UserError
+from benchmarks.errors import Stopped, UserError, stop_on_signals
 
 
 def _values(override) -> list[str]:
@@ -156,8 +156,20 @@ def run_one(overrides: list[str], cfg: dict) -> dict | None:
     wrote (None if none)."""
     import json
 
-    out = subprocess.run([sys.executable, "-m", "benchmarks", *overrides], capture_output=True, text=True)
-    lines = out.stdout.strip().splitlines() or out.stderr.strip().splitlines()[-1:] or ["(no output)"]
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks", *overrides], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate()
+    except Stopped:
+        # Stop the run the way a user would: it stops its ranks and records itself as failed.
+        proc.terminate()
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # its ranks die with it (runner._die_with_launcher)
+            proc.communicate()
+        raise
+    lines = stdout.strip().splitlines() or stderr.strip().splitlines()[-1:] or ["(no output)"]
     print(f"  {lines[-1]}", flush=True)
     try:
         return json.loads(path_of(cfg).read_text())
@@ -218,7 +230,16 @@ def _bisect_run(overrides: list[str], spec: dict, counts: dict) -> None:
 
 
 def main(argv=None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        with stop_on_signals():
+            sweep(sys.argv[1:] if argv is None else argv)
+    except Stopped as e:
+        print(f"sweep {e}: the run in progress, if any, is recorded as failed; the same command resumes",
+              file=sys.stderr)
+        sys.exit(128 + e.signum)
+
+
+def sweep(argv: list[str]) -> None:
     dry_run = "--dry-run" in argv
     argv = [a for a in argv if a != "--dry-run"]
     try:

@@ -8,6 +8,7 @@ full-graph inference for every method. The record is built from what `run_rank` 
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -95,6 +96,8 @@ def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
                 history.append(entry)
                 if on_epoch is not None:
                     on_epoch(entry)
+            if not cfg["allow_nonfinite"]:
+                check_finite(entries)
             memory.resume()
         memory.epoch_done(epoch)
 
@@ -102,6 +105,22 @@ def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
                 "comm_bytes_by_layer": ctx.comm.by_layer(), "nodes": part.num_local, "halo_nodes": part.num_halo,
                 "threads": torch.get_num_threads(), **method.probes()}
     return {"history": history, "per_rank": ctx.comm.all_gather_object(per_rank), "grads": grads}
+
+
+class Diverged(Exception):
+    """A loss or metric became NaN or infinite: the run ends `failed` rather than report a number."""
+
+
+def check_finite(entries: list[dict]) -> None:
+    """Raise `Diverged` at the first non-finite loss or accuracy. The entries are reduced over ranks,
+    so every rank raises at the same epoch and none is left waiting in a collective."""
+    for entry in entries:
+        for key in ("train_loss", "train_acc", "val_acc", "test_acc"):
+            value = entry[key]
+            if value is not None and not math.isfinite(value):
+                what = "NaN" if value != value else "infinite"
+                raise Diverged(f"{key.replace('_', ' ')} became {what} at epoch {entry['epoch'] + 1} "
+                               "(allow_nonfinite=true trains on)")
 
 
 def reduce_window(ctx: RankContext, window: list[tuple[float, float, float]], last_epoch: int,

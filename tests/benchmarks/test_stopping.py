@@ -1,0 +1,133 @@
+"""Stopping a run from outside, with real process trees: whatever signal ends the launcher (or the
+sweep above it), no process of the run is left, the record says `failed` with the history reached,
+and nothing the stopped run leaves behind writes a record later."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from benchmarks.datasets import PROJECT_ROOT
+from tests.conftest import SMALL_SYNTHETIC
+
+# Long enough never to finish on its own; quick epochs so the history grows while we watch.
+ENDLESS = ["workers=3", "epochs=100000", "hidden=16", "log_every=1", "eval_every=1", *SMALL_SYNTHETIC]
+
+
+class Launched:
+    """A `python -m <module> ...` process in its own session (a terminal's process group), with its
+    output collected line by line as it comes."""
+
+    def __init__(self, module: str, args: list[str]):
+        self.proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=PROJECT_ROOT, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                     env={**os.environ, "OMP_NUM_THREADS": "1"})
+        self.out, self.err = [], []
+        self.readers = [threading.Thread(target=lambda s=s, d=d: d.extend(s), daemon=True)
+                        for s, d in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        for r in self.readers:
+            r.start()
+
+    def tree(self) -> list[psutil.Process]:
+        return psutil.Process(self.proc.pid).children(recursive=True)
+
+    def wait_until(self, condition, what: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert self.proc.poll() is None, f"exited before {what}: {''.join(self.err)[-2000:]}"
+            assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+            time.sleep(0.2)
+
+    def ranks_training(self, ranks: int) -> bool:
+        """The fork server's children are the ranks."""
+        servers = [p for p in self.tree() if "forkserver" in " ".join(_cmdline(p))]
+        return any(len(s.children()) >= ranks for s in servers)
+
+    def finish(self, timeout: float = 60) -> int:
+        rc = self.proc.wait(timeout)
+        for r in self.readers:
+            r.join(10)
+        return rc
+
+
+def _cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
+def assert_all_gone(processes: list[psutil.Process], timeout: float = 20) -> None:
+    _, alive = psutil.wait_procs(processes, timeout=timeout)
+    for p in alive:
+        p.kill()
+    assert not alive, f"left behind: {[_cmdline(p)[-3:] for p in alive]}"
+
+
+def only_record(folder) -> dict:
+    (path,) = folder.glob("*.json")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("sig, whole_group", [
+    (signal.SIGTERM, False),  # kill -TERM <launcher pid>
+    (signal.SIGTERM, True),   # `timeout`: the whole process group
+    (signal.SIGINT, True),    # Ctrl-C in a terminal: the whole foreground group
+])
+def test_a_stopped_run_leaves_no_process_and_a_failed_record(tmp_path, sig, whole_group):
+    results = tmp_path / "results"
+    run = Launched("benchmarks", [*ENDLESS, f"results_dir={results}", f"cache_dir={tmp_path / 'cache'}"])
+    run.wait_until(lambda: sum("epoch" in line for line in run.out) >= 2, "second epoch")
+    tree = run.tree()
+    assert len(tree) >= 4  # fork server and three ranks at least
+    if whole_group:
+        os.killpg(run.proc.pid, sig)
+    else:
+        run.proc.send_signal(sig)
+    assert run.finish() == 128 + sig
+    assert_all_gone(tree)
+    record = only_record(results)
+    assert record["status"] == "failed" and record["error"] == f"stopped by {signal.Signals(sig).name}"
+    assert len(record["history"]) >= 2
+    # One line says what happened; no rank (nor the launcher) prints a traceback.
+    stderr = "".join(run.err)
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1].startswith(f"stopped by {signal.Signals(sig).name}: record ")
+    time.sleep(3)  # nothing of the stopped run may write the record later
+    assert only_record(results)["status"] == "failed"
+
+
+def test_ranks_die_with_a_killed_launcher(tmp_path):
+    """SIGKILL leaves the launcher no chance to clean up: the ranks notice on their own."""
+    results = tmp_path / "results"
+    run = Launched("benchmarks", [*ENDLESS, f"results_dir={results}", f"cache_dir={tmp_path / 'cache'}"])
+    run.wait_until(lambda: sum("epoch" in line for line in run.out) >= 2, "second epoch")
+    tree = run.tree()
+    run.proc.kill()
+    run.finish()
+    assert_all_gone(tree)
+    assert not list(results.glob("*.json"))  # no record: the launcher that would write it is gone
+
+
+def test_an_interrupted_sweep_leaves_no_process_and_no_ok_record(tmp_path):
+    results = tmp_path / "results"
+    sweep = Launched("benchmarks.sweep", [*ENDLESS, "seed=0,1", f"results_dir={results}",
+                                          f"cache_dir={tmp_path / 'cache'}"])
+    sweep.wait_until(lambda: sweep.ranks_training(3), "ranks of the first run")
+    time.sleep(3)
+    tree = sweep.tree()
+    sweep.proc.send_signal(signal.SIGINT)  # kill -INT <sweep pid>: the sweep alone gets it
+    assert sweep.finish() == 128 + signal.SIGINT
+    assert_all_gone(tree)
+    record = only_record(results)  # the run in progress; the second seed never started
+    assert record["status"] == "failed" and record["error"] == "stopped by SIGTERM"
+    assert "Traceback" not in "".join(sweep.err)
+    time.sleep(3)
+    assert only_record(results)["status"] == "failed"
