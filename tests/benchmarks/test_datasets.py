@@ -1,4 +1,5 @@
 import gzip
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -96,3 +97,18 @@ def test_incomplete_ogb_folder_is_named_instead_of_prompting(tmp_path):
     (tmp_path / "ogbn_products").mkdir()
     with pytest.raises(UserError, match="ogbn_products is incomplete"):
         load_dataset({"name": "ogbn-products"}, tmp_path)
+
+
+@pytest.mark.parametrize("damage, file", [
+    (lambda raw: (raw / "ind.citeseer.graph").write_bytes((raw / "ind.citeseer.graph").read_bytes()[:1000]), "graph"),
+    (lambda raw: (raw / "ind.citeseer.allx").write_text("garbage"), "allx"),
+])
+def test_a_damaged_planetoid_file_is_named_with_how_to_get_a_good_copy(data_root, tmp_path, damage, file):
+    root = tmp_path / "damaged"
+    shutil.copytree(data_root / "planetoid" / "CiteSeer", root / "planetoid" / "CiteSeer")
+    damage(root / "planetoid" / "CiteSeer" / "raw")
+    with pytest.raises(UserError) as e:
+        load_dataset({"name": "citeseer"}, root)
+    message = str(e.value)
+    assert f"ind.citeseer.{file} could not be read" in message and "good copy" in message
+    assert len(message.splitlines()) == 1

@@ -4,6 +4,7 @@ No process is spawned."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -11,7 +12,8 @@ from benchmarks.errors import UserError
 from benchmarks.method import method_defaults
 from benchmarks.record import RecordBuilder, config_hash, record_path, setting_config, summarize, variant_label, \
     warmup_dropped
-from benchmarks.runner import plan
+from benchmarks.runner import plan, run
+from tests.conftest import SMALL_SYNTHETIC
 
 pytestmark = pytest.mark.fast
 
@@ -103,3 +105,52 @@ def test_plan_resolves_the_method_once_and_counts_its_ranks(make_cfg):
     p = plan(make_cfg("method=single", "workers=4"))
     assert p.world == 1 and p.method_cls.single_process and p.method_defaults == {}
     assert plan(make_cfg("method=ggs")).method_defaults["fanouts"] == [10]
+
+
+def strict_json(text: str) -> dict:
+    """Parse as strict JSON: bare NaN / Infinity (Python's json extension) are refused."""
+    def refuse(constant):
+        raise ValueError(f"non-JSON constant {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_records_are_strict_json_with_non_finite_numbers_as_null(make_cfg, tmp_path):
+    b = builder(make_cfg, tmp_path)
+    b.on_epoch(entry(0))
+    b.on_epoch(entry(1, loss=float("nan")))
+    b.fail("Diverged: train loss became NaN at epoch 2")
+    record = strict_json(b.path.read_text())
+    assert [h["train_loss"] for h in record["history"]] == [1.0, None]
+    history = [entry(0, val=float("inf")), entry(1, loss=float("-inf"), val=0.5)]
+    b.finish(history, [rank_probes(0), rank_probes(1)])
+    assert strict_json(b.path.read_text())["summary"]["final_train_loss"] is None
+
+
+@pytest.mark.parametrize("overrides", [["lr=inf"], ["lr=1e30", "model=gat"]])
+def test_a_diverging_run_ends_failed_naming_the_epoch(make_cfg, overrides):
+    path, record = run(make_cfg("method=single", "epochs=4", *SMALL_SYNTHETIC, *overrides))
+    assert record["status"] == "failed"
+    assert re.fullmatch(r"Diverged: train loss became (NaN|infinite) at epoch \d "
+                        r"\(allow_nonfinite=true trains on\)", record["error"]), record["error"]
+    assert strict_json(path.read_text())["history"][-1]["train_loss"] is None
+
+
+def test_allow_nonfinite_trains_on_and_records_nulls(make_cfg):
+    path, record = run(make_cfg("method=single", "epochs=4", "lr=inf", "allow_nonfinite=true", *SMALL_SYNTHETIC))
+    assert record["status"] == "ok" and len(record["history"]) == 4
+    assert strict_json(path.read_text())["summary"]["final_train_loss"] is None
+
+
+@pytest.mark.parametrize("make_unwritable, message", [
+    (lambda p: p.write_text("a file"), "is a file, not a folder"),
+    (lambda p: (p.parent / "file").write_text("x"), "is not a writable folder"),
+])
+def test_an_unwritable_results_dir_is_refused_before_anything_runs(make_cfg, tmp_path, make_unwritable, message):
+    folder = tmp_path / "out"
+    make_unwritable(folder)
+    target = folder if "a file" in message else tmp_path / "file" / "results"
+    cfg = make_cfg(*SMALL_SYNTHETIC)
+    cfg["results_dir"] = str(target)
+    with pytest.raises(UserError, match=f"results_dir={target} {message}"):
+        run(cfg)
+    assert not (tmp_path / "cache").exists()  # nothing was loaded or partitioned
