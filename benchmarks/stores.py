@@ -16,8 +16,9 @@ have them mapped (nothing is left behind, even if a rank dies). A multi-machine 
 tier, a parameter-server process) implements the same methods. Critical sections are short copies
 under one inter-process lock (`flock`).
 
-Traffic is counted through `Comm.count` as if the store were a remote service: what a rank writes
-(`stale_push`, `param_push`) and what it reads (`stale_pull`, `param_pull`).
+Traffic is counted through `Comm.count` by the suite's one rule, every byte once, at its sender: what
+a rank writes is what it sends (`stale_push`, `param_push`); what it reads (a pull) is what it
+receives, sent by the store, which is not a rank, so it is not counted (docs/measurement.md).
 """
 from __future__ import annotations
 
@@ -217,7 +218,6 @@ class RepresentationStore:
         with self.shm.locked():
             rows = self.shm[f"rows{layer}"].index_select(0, ids)
             stamps = self.shm[f"stamp{layer}"].index_select(0, ids)
-        self.comm.count("stale_pull", layer, rows.numel() * rows.element_size())
         return rows, stamps
 
 
@@ -242,12 +242,11 @@ class ParameterServer:
         """Rank 0, before anyone pulls."""
         self.shm["params"].copy_(flatten([p.detach() for p in params]).cpu())
 
-    def pull(self, params: list[torch.Tensor], category: str = "param_pull") -> int:
-        """Copy the current parameters into `params`; returns their version."""
+    def pull(self, params: list[torch.Tensor]) -> int:
+        """Copy the current parameters into `params`; returns their version (received: not counted)."""
         with self.shm.locked():
             flat, version = self.shm["params"].clone(), self.version()
         unflatten_into(flat, [p.data for p in params])
-        self.comm.count(category, None, flat.numel() * flat.element_size())
         return version
 
     def push(self, grads: list[torch.Tensor]) -> int:
