@@ -12,7 +12,8 @@ waiting for each other.
 
 Both are interfaces with one implementation here, in shared memory for the workers of one machine:
 tensors mapped from files under /dev/shm that every rank opens and rank 0 unlinks as soon as all
-have them mapped (nothing is left behind, even if a rank dies). A multi-machine store (a key-value
+have them mapped. Their names carry the creating process's pid and start time, so a run killed
+before the unlink leaves files the next run removes (`remove_leftovers`). A multi-machine store (a key-value
 tier, a parameter-server process) implements the same methods. Critical sections are short copies
 under one inter-process lock (`flock`).
 
@@ -152,14 +153,51 @@ class PartitionedStore:
 
 
 # --------------------------------------------------------------------------- shared memory (DIGEST-A)
+SHM_FOLDER = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+SHM_PREFIX = "gnnbench-"  # then <creator pid>-<its start time>-<token>, then -<name> or .lock
+
+
+def start_time(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot, /proc/<pid>/stat field 22); None when
+    no such process runs (or there is no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def remove_leftovers(folder: str) -> list[str]:
+    """Remove the shared-memory files of runs whose creator is dead (killed between creating and
+    unlinking them): those whose pid runs no more, or runs a process started at another time (a
+    reused pid). A live run's files are kept, as are names this suite did not make. Nothing is
+    removed where /proc cannot tell (not Linux). Returns the paths removed."""
+    if start_time(os.getpid()) is None:
+        return []
+    removed = []
+    for name in os.listdir(folder):
+        fields = name[len(SHM_PREFIX):].split("-")
+        if not name.startswith(SHM_PREFIX) or len(fields) < 3 or not (fields[0] + fields[1]).isdigit():
+            continue
+        if start_time(int(fields[0])) != int(fields[1]):
+            try:
+                os.unlink(os.path.join(folder, name))
+                removed.append(os.path.join(folder, name))
+            except OSError:  # removed meanwhile by another run, or another user's (/dev/shm is sticky)
+                pass
+    return removed
+
+
 class SharedMemory:
     """Named CPU tensors shared by every rank of a one-machine run."""
 
     def __init__(self, comm: Comm, specs: dict[str, tuple[tuple[int, ...], torch.dtype]]):
+        if comm.rank == 0:
+            remove_leftovers(SHM_FOLDER)
         # os.urandom, not torch's generator: the dropout masks' random stream stays untouched.
-        token = comm.broadcast(torch.tensor([int.from_bytes(os.urandom(7), "little")]), 0, "setup").item()
-        folder = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-        base = os.path.join(folder, f"gnnbench-{token:x}")
+        creator = [os.getpid(), start_time(os.getpid()) or 0, int.from_bytes(os.urandom(7), "little")]
+        pid, started, token = comm.broadcast(torch.tensor(creator), 0, "setup").tolist()
+        base = os.path.join(SHM_FOLDER, f"{SHM_PREFIX}{pid}-{started}-{token:x}")
         paths = {name: f"{base}-{name}" for name in specs}
         lock_path = f"{base}.lock"
         self.tensors = {}
