@@ -71,7 +71,8 @@ def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
               "Mean ± standard deviation over seeds. Epoch time: median over epochs after warm-up, slowest "
               "rank. Memory: the largest rank's peak PSS (pages shared between ranks, such as a memory-mapped "
               "graph or shared memory, split between them; RSS, marked, in records from before PSS) and the sum "
-              "of every rank's peak PSS (one machine's total). Communication: training bytes sent per epoch, all ranks. "
+              "of every rank's peak PSS (one machine's total). Communication: training bytes sent per epoch, "
+              "all ranks. "
               "Speedups divide epoch times.", ""]
     parts += [runs_table(agg, show_setting), ""]
     failed = runs[runs["status"] != "ok"]
@@ -84,9 +85,9 @@ def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
 
     mem = rec.memory_scaling(agg, "train_mem_bytes")
     parts += ["## Memory per rank", "",
-              "Peak memory (PSS, RSS where marked) includes the interpreter and torch; the training working set (peak during training minus "
-              "the resident memory at its start) is what a method changes. Ideal: the reference (same method at "
-              "1 worker, else `single`, else fewest workers) divided by P.", "",
+              "Peak memory (PSS, RSS where marked) includes the interpreter and torch; the training working set "
+              "(peak during training minus the resident memory at its start) is what a method changes. Ideal: "
+              "the reference (same method at 1 worker, else `single`, else fewest workers) divided by P.", "",
               md_table(["dataset", "model", "method", "workers", "train WS/rank (MiB)", "ideal 1/P (MiB)", "vs ideal"],
                        [[r["dataset"], r["model"], r["variant"], r["workers"], fmt(r["memory"], 1, scale=MIB),
                          fmt(r["ideal"], 1, scale=MIB), fmt(r["vs_ideal"], 2, suffix="x")]

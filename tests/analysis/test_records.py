@@ -113,7 +113,8 @@ def test_peak_memory_is_pss_where_records_have_it_and_rss_labelled_where_not(tmp
                                            record("full_halo", 4, seed=1, peak=700 * mib, summary=pss)]))
     runs = rec.runs(recs).sort_values(["workers", "seed"])
     assert list(runs["peak_mem_bytes"] / mib) == [600, 500, 600]
-    assert list(runs["peak_mem_kind"]) == ["PSS", "RSS", "PSS"] and list(runs["peak_rss_bytes"] / mib) == [800, 500, 700]
+    assert list(runs["peak_mem_kind"]) == ["PSS", "RSS", "PSS"]
+    assert list(runs["peak_rss_bytes"] / mib) == [800, 500, 700]
     agg = rec.aggregate(runs)
     assert list(agg["peak_mem_kind"]) == ["PSS", "PSS/RSS"]  # one seed of each kind: the table says so
     table = report.runs_table(rec.speedup(agg))
