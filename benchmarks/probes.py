@@ -2,8 +2,9 @@
 
 Host memory: VmHWM/VmRSS from /proc/self/status; the peak is reset by writing 5 to
 /proc/self/clear_refs at the start of each training segment, so `train_peak - rss_at_train_start`
-is the training working set. Evaluation runs between segments and is excluded. CUDA: allocator
-peaks after reset_peak_memory_stats.
+is the training working set. Evaluation runs between segments and is excluded. Beside each peak,
+its PSS (shared pages split between the processes that map them, /proc/self/smaps_rollup). CUDA:
+allocator peaks after reset_peak_memory_stats.
 
 Memory and time are measured in different epochs, so neither distorts the other: the memory probe
 runs during the warm-up epochs (the ones dropped from the epoch-time median) with a fixed, small
@@ -114,7 +115,8 @@ class MemoryProbe:
     files, shared memory) stay mapped while training allocates and frees private ones."""
 
     DESCRIPTION = ("VmHWM reset via /proc/self/clear_refs at each training segment of the warm-up epochs "
-                   "(malloc_mmap_threshold fixed there; timed epochs run with glibc's steady-state thresholds)")
+                   "(malloc_mmap_threshold fixed there; timed epochs run with glibc's steady-state thresholds); "
+                   "peak PSS = each VmHWM read less RSS - PSS from /proc/self/smaps_rollup then")
     #: What the per-rank results contribute to a record's summary: key -> (per-rank field, reduction).
     SUMMARY = {"peak_rss_bytes_max": ("peak_rss_bytes", max),
                "peak_pss_bytes_max": ("peak_pss_bytes", _all_or_none(max)),

@@ -12,10 +12,10 @@ waiting for each other.
 
 Both are interfaces with one implementation here, in shared memory for the workers of one machine:
 tensors mapped from files under /dev/shm that every rank opens and rank 0 unlinks as soon as all
-have them mapped. Their names carry the creating process's pid and start time, so a run killed
-before the unlink leaves files the next run removes (`remove_leftovers`). A multi-machine store (a key-value
-tier, a parameter-server process) implements the same methods. Critical sections are short copies
-under one inter-process lock (`flock`).
+have them mapped. Their names carry the creating process's pid and start time, so the files of a
+run killed before the unlink are removed by the next run (`remove_leftovers`). A multi-machine
+store (a key-value tier, a parameter-server process) implements the same methods. Critical sections
+are short copies under one inter-process lock (`flock`).
 
 Traffic is counted through `Comm.count` by the suite's one rule, every byte once, at its sender: what
 a rank writes is what it sends (`stale_push`, `param_push`); what it reads (a pull) is what it
@@ -26,6 +26,7 @@ from __future__ import annotations
 import fcntl
 import math
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -176,10 +177,8 @@ def remove_leftovers(folder: str) -> list[str]:
         return []
     removed = []
     for name in os.listdir(folder):
-        fields = name[len(SHM_PREFIX):].split("-")
-        if not name.startswith(SHM_PREFIX) or len(fields) < 3 or not (fields[0] + fields[1]).isdigit():
-            continue
-        if start_time(int(fields[0])) != int(fields[1]):
+        creator = re.match(rf"{SHM_PREFIX}(\d+)-(\d+)-", name)
+        if creator and start_time(int(creator[1])) != int(creator[2]):
             try:
                 os.unlink(os.path.join(folder, name))
                 removed.append(os.path.join(folder, name))
