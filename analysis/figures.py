@@ -138,12 +138,15 @@ def _mem_unit(values) -> tuple[float, str]:
 
 
 def memory_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
-    """Per-rank peak RSS and training working set (largest rank) against workers, with the ideal 1/P line."""
+    """Per-rank peak PSS (RSS for records without it, see `records.runs`) and training working set
+    (largest rank) against workers, with the ideal 1/P line."""
     sty = style(agg["variant"])
     groups = list(_groups(agg))
     fig, axes = _grid(len(groups), per_group=2)
     for row_axes, (title, g) in zip(axes, groups):
-        for ax, metric, name in ((row_axes[0], "peak_rss_bytes", "peak RSS per rank"),
+        pss = (g.loc[g["status"] == "ok", "peak_mem_kind"] == "PSS").all()
+        peak = "peak PSS per rank" if pss else "peak PSS per rank\n(RSS where not recorded)"
+        for ax, metric, name in ((row_axes[0], "peak_mem_bytes", peak),
                                  (row_axes[1], "train_mem_bytes", "training working set per rank")):
             scale, unit = _mem_unit(g[metric])
             ok = g[g["status"] == "ok"]

@@ -19,6 +19,12 @@ def fmt(x, digits: int = 3, std=None, scale: float = 1.0, suffix: str = "") -> s
     return text
 
 
+def fmt_peak(x, kind: str, digits: int, scale: float, std=None) -> str:
+    """A peak memory figure, marked with its kind where it is not PSS (`records.runs`: RSS in
+    records from before PSS was measured)."""
+    return fmt(x, digits, std, scale) + ("" if kind in ("PSS", "") else f" ({kind})")
+
+
 def image(paths, out_dir) -> str:
     """A figure's PNG inline, with a link to its PDF; paths relative to the report's folder."""
     from pathlib import Path

@@ -1,7 +1,10 @@
 """A folder of run records as pandas tables, and the arithmetic the report and figures share.
 
-- `load(folder)`: the records (JSON, one per run); `runs(records)`: one row per run;
-  `history(records)`: one row per run and epoch (the long table).
+- `load(folder)`: the records (JSON, one per run; one it cannot use is skipped with a warning line);
+  `runs(records)`: one row per run; `history(records)`: one row per run and epoch (the long table).
+- Peak memory per rank is PSS where records have it (shared pages counted once, split between the
+  ranks that map them) and RSS in records from before it: `peak_mem_bytes`, labelled by
+  `peak_mem_kind`; `peak_pss_sum_bytes` is the sum over ranks (one machine's total).
 - `aggregate(runs)`: mean and standard deviation over seeds for each configuration.
 - `speedup`, `memory_scaling`, `time_to_accuracy`, `comm_by_category`: the answers.
 
@@ -22,8 +25,8 @@ import pandas as pd
 
 # One configuration = these columns; seeds are averaged within one.
 KEYS = ["dataset", "model", "variant", "workers", "setting"]
-METRICS = ["epoch_time_s", "peak_rss_bytes", "train_mem_bytes", "comm_bytes_per_epoch", "best_val_acc", "test_acc",
-           "train_time_s"]
+METRICS = ["epoch_time_s", "peak_rss_bytes", "peak_pss_bytes", "peak_pss_sum_bytes", "peak_mem_bytes",
+           "train_mem_bytes", "comm_bytes_per_epoch", "best_val_acc", "test_acc", "train_time_s"]
 
 
 class NoRecords(ValueError):
@@ -31,17 +34,28 @@ class NoRecords(ValueError):
 
 
 def load(folder) -> list[dict]:
-    """Every run record in `folder` (not its subfolders); other JSON files there are ignored."""
+    """Every run record in `folder` (not its subfolders); other JSON files there are ignored. A
+    record the tables cannot use (unreadable, a field missing or of the wrong kind: a hand edit) is
+    skipped with one line on stderr naming the file and the problem."""
     folder = Path(folder)
     records = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            print(f"skipping unreadable record {path}", file=sys.stderr)
+        except (OSError, ValueError) as e:
+            print(f"skipping unreadable record {path}: {e}", file=sys.stderr)
             continue
-        if isinstance(record, dict) and {"status", "method", "config"} <= record.keys():
-            records.append({**record, "_path": str(path)})
+        if not (isinstance(record, dict) and {"status", "method", "config"} <= record.keys()):
+            continue
+        record = {**record, "_path": str(path)}
+        try:  # the rows every table is made of, from this record alone
+            _run_row(record), _history_rows(record)
+        except KeyError as e:
+            print(f"skipping record {path}: missing field {e}", file=sys.stderr)
+        except (TypeError, ValueError, AttributeError) as e:
+            print(f"skipping record {path}: {type(e).__name__}: {e}", file=sys.stderr)
+        else:
+            records.append(record)
     if not records:
         raise NoRecords(f"no records in {folder}; run `python -m benchmarks.sweep experiment=quickstart "
                         f"results_dir={folder}` (or any `python -m benchmarks results_dir={folder}`) first")
@@ -49,26 +63,33 @@ def load(folder) -> list[dict]:
 
 
 def runs(records: list[dict]) -> pd.DataFrame:
-    rows = []
-    for r in records:
-        s = r.get("summary") if r["status"] == "ok" else None
-        rows.append({
-            "run": Path(r["_path"]).stem if "_path" in r else None,
-            "status": r["status"], "error": r.get("error"),
-            "method": r["method"], "variant": r["variant"], "dataset": r["dataset"], "model": r["model"],
-            "workers": int(r["workers"]), "seed": r["seed"], "setting": r["setting"],
-            "reproduces": r["config"].get("reproduces"), "epochs_run": len(r.get("history") or []),
-            "epoch_time_s": s["epoch_time_s_median"] if s else math.nan,
-            "peak_rss_bytes": s["peak_rss_bytes_max"] if s else math.nan,
-            "train_mem_bytes": s["train_mem_delta_bytes_max"] if s else math.nan,
-            "comm_bytes_per_epoch": s["comm_bytes_per_epoch"] if s else math.nan,
-            "best_val_acc": _num(s and s.get("best_val_acc")),
-            "test_acc": _num(s and s.get("test_acc_at_best_val")),
-            "train_time_s": s["train_time_s"] if s else math.nan,
-            "comm_by_category": dict(r["comm"]["bytes_per_epoch_by_category"]) if s else {},
-            "config": r["config"], "setting_config": r["setting_config"],
-        })
-    return pd.DataFrame(rows)
+    return pd.DataFrame([_run_row(r) for r in records])
+
+
+def _run_row(r: dict) -> dict:
+    s = r.get("summary") if r["status"] == "ok" else None
+    value = (lambda key: float(s[key])) if s else (lambda key: math.nan)
+    pss = _num(s and s.get("peak_pss_bytes_max"))  # absent in records from before PSS, None without smaps_rollup
+    return {
+        "run": Path(r["_path"]).stem if "_path" in r else None,
+        "status": r["status"], "error": r.get("error"),
+        "method": r["method"], "variant": r["variant"], "dataset": r["dataset"], "model": r["model"],
+        "workers": int(r["workers"]), "seed": r["seed"], "setting": r["setting"],
+        "reproduces": r["config"].get("reproduces"), "epochs_run": len(r.get("history") or []),
+        "epoch_time_s": value("epoch_time_s_median"),
+        "peak_rss_bytes": value("peak_rss_bytes_max"),
+        "peak_pss_bytes": pss,
+        "peak_pss_sum_bytes": _num(s and s.get("peak_pss_bytes_sum")),
+        "peak_mem_bytes": pss if pss == pss else value("peak_rss_bytes_max"),
+        "peak_mem_kind": "PSS" if pss == pss else "RSS",
+        "train_mem_bytes": value("train_mem_delta_bytes_max"),
+        "comm_bytes_per_epoch": value("comm_bytes_per_epoch"),
+        "best_val_acc": _num(s and s.get("best_val_acc")),
+        "test_acc": _num(s and s.get("test_acc_at_best_val")),
+        "train_time_s": value("train_time_s"),
+        "comm_by_category": {c: float(b) for c, b in r["comm"]["bytes_per_epoch_by_category"].items()} if s else {},
+        "config": dict(r["config"]), "setting_config": dict(r["setting_config"]),
+    }
 
 
 def _num(x) -> float:
@@ -78,27 +99,30 @@ def _num(x) -> float:
 def history(records: list[dict]) -> pd.DataFrame:
     """One row per run and epoch; `wall_time_s` is the training time up to the end of that epoch
     (evaluation excluded, as in every time the suite reports). Failed runs keep the epochs reached."""
-    rows = []
-    for r in records:
-        wall = 0.0
-        head = {"run": Path(r["_path"]).stem if "_path" in r else None, "status": r["status"],
-                "method": r["method"], "variant": r["variant"], "dataset": r["dataset"], "model": r["model"],
-                "workers": int(r["workers"]), "seed": r["seed"], "setting": r["setting"]}
-        for h in r.get("history") or []:
-            wall += h["epoch_time_s"]
-            rows.append({**head, "epoch": h["epoch"], "train_loss": h.get("train_loss"),
-                         "train_acc": _num(h.get("train_acc")), "val_acc": _num(h.get("val_acc")),
-                         "test_acc": _num(h.get("test_acc")), "epoch_time_s": h["epoch_time_s"],
-                         "wall_time_s": wall, "comm_bytes": h.get("comm_bytes")})
+    rows = [row for r in records for row in _history_rows(r)]
     columns = ["run", "status", "method", "variant", "dataset", "model", "workers", "seed", "setting", "epoch",
                "train_loss", "train_acc", "val_acc", "test_acc", "epoch_time_s", "wall_time_s", "comm_bytes"]
     return pd.DataFrame(rows, columns=columns)
 
 
+def _history_rows(r: dict) -> list[dict]:
+    rows, wall = [], 0.0
+    head = {"run": Path(r["_path"]).stem if "_path" in r else None, "status": r["status"],
+            "method": r["method"], "variant": r["variant"], "dataset": r["dataset"], "model": r["model"],
+            "workers": int(r["workers"]), "seed": r["seed"], "setting": r["setting"]}
+    for h in r.get("history") or []:
+        wall += float(h["epoch_time_s"])
+        rows.append({**head, "epoch": int(h["epoch"]), "train_loss": h.get("train_loss"),
+                     "train_acc": _num(h.get("train_acc")), "val_acc": _num(h.get("val_acc")),
+                     "test_acc": _num(h.get("test_acc")), "epoch_time_s": float(h["epoch_time_s"]),
+                     "wall_time_s": wall, "comm_bytes": h.get("comm_bytes")})
+    return rows
+
+
 def aggregate(runs_df: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: each metric's mean and `<metric>_std` over its ok seeds (std is
-    NaN with one seed), `n_ok`, `n_failed`, `status` (`failed` when no seed succeeded) and the
-    first failure's error."""
+    NaN with one seed), `n_ok`, `n_failed`, `status` (`failed` when no seed succeeded), the
+    first failure's error and `peak_mem_kind` (what its seeds' `peak_mem_bytes` are)."""
     rows = []
     for key, g in runs_df.groupby(KEYS, sort=True):
         ok = g[g["status"] == "ok"]
@@ -109,6 +133,7 @@ def aggregate(runs_df: pd.DataFrame) -> pd.DataFrame:
         for m in METRICS:
             row[m] = ok[m].mean() if len(ok) else math.nan
             row[f"{m}_std"] = ok[m].std(ddof=1) if len(ok) > 1 else math.nan
+        row["peak_mem_kind"] = "/".join(sorted(set(ok["peak_mem_kind"])))  # "PSS/RSS": seeds of both kinds
         rows.append(row)
     return pd.DataFrame(rows)
 

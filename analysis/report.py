@@ -10,7 +10,7 @@ import pandas as pd
 
 from analysis import figures, reference, studies
 from analysis import records as rec
-from analysis.markdown import fmt, md_table
+from analysis.markdown import fmt, fmt_peak, md_table
 
 MIB = 2 ** 20
 
@@ -24,14 +24,15 @@ def _status(row) -> str:
 def runs_table(agg: pd.DataFrame, show_setting: bool = False) -> str:
     """One line per configuration (the aggregate with speedups), failed ones marked."""
     header = ["dataset", "model", *(["setting"] if show_setting else []), "method", "workers", "runs", "status",
-              "epoch (s)", "vs single", "vs 1 worker", "peak RSS/rank (MiB)", "train WS/rank (MiB)", "comm (MB/epoch)",
-              "best val", "test"]
+              "epoch (s)", "vs single", "vs 1 worker", "peak PSS/rank (MiB)", "peak PSS, all ranks (MiB)",
+              "train WS/rank (MiB)", "comm (MB/epoch)", "best val", "test"]
     rows = []
     for _, r in agg.iterrows():
         rows.append([r["dataset"], r["model"], *([r["setting"]] if show_setting else []), r["variant"], r["workers"],
                      r["n_ok"] + r["n_failed"], _status(r), fmt(r["epoch_time_s"], 4, r["epoch_time_s_std"]),
                      fmt(r["speedup_vs_single"], 2, suffix="x"), fmt(r["speedup_vs_1"], 2, suffix="x"),
-                     fmt(r["peak_rss_bytes"], 0, r["peak_rss_bytes_std"], MIB),
+                     fmt_peak(r["peak_mem_bytes"], r["peak_mem_kind"], 0, MIB, r["peak_mem_bytes_std"]),
+                     fmt(r["peak_pss_sum_bytes"], 0, r["peak_pss_sum_bytes_std"], MIB),
                      fmt(r["train_mem_bytes"], 1, r["train_mem_bytes_std"], MIB),
                      fmt(r["comm_bytes_per_epoch"], 2, scale=1e6), fmt(r["best_val_acc"], 4, r["best_val_acc_std"]),
                      fmt(r["test_acc"], 4, r["test_acc_std"])])
@@ -68,7 +69,10 @@ def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
 
     parts += ["## Runs", "",
               "Mean ± standard deviation over seeds. Epoch time: median over epochs after warm-up, slowest "
-              "rank. Memory: the largest rank. Communication: training bytes sent per epoch, all ranks. "
+              "rank. Memory: the largest rank's peak PSS (pages shared between ranks, such as a memory-mapped "
+              "graph or shared memory, split between them; RSS, marked, in records from before PSS) and the sum "
+              "of every rank's peak PSS (one machine's total). Communication: training bytes sent per epoch, "
+              "all ranks. "
               "Speedups divide epoch times.", ""]
     parts += [runs_table(agg, show_setting), ""]
     failed = runs[runs["status"] != "ok"]
@@ -81,9 +85,9 @@ def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
 
     mem = rec.memory_scaling(agg, "train_mem_bytes")
     parts += ["## Memory per rank", "",
-              "Peak RSS includes the interpreter and torch; the training working set (peak during training minus "
-              "the resident memory at its start) is what a method changes. Ideal: the reference (same method at "
-              "1 worker, else `single`, else fewest workers) divided by P.", "",
+              "Peak memory (PSS, RSS where marked) includes the interpreter and torch; the training working set "
+              "(peak during training minus the resident memory at its start) is what a method changes. Ideal: "
+              "the reference (same method at 1 worker, else `single`, else fewest workers) divided by P.", "",
               md_table(["dataset", "model", "method", "workers", "train WS/rank (MiB)", "ideal 1/P (MiB)", "vs ideal"],
                        [[r["dataset"], r["model"], r["variant"], r["workers"], fmt(r["memory"], 1, scale=MIB),
                          fmt(r["ideal"], 1, scale=MIB), fmt(r["vs_ideal"], 2, suffix="x")]

@@ -8,6 +8,7 @@ local and nothing is counted.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import torch
@@ -29,7 +30,8 @@ class Comm:
     def all_to_all(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
                    category: str, layer=None) -> torch.Tensor:
         """Send rows send[sum(send_counts[:q]):...] to rank q; receive recv_counts[q] rows from q,
-        concatenated in rank order (rows for oneself are copied; all of `send` is counted).
+        concatenated in rank order (rows for oneself are copied, not counted: only what goes to other
+        ranks is).
 
         Both ends of every pair know its size (my send_counts[q] is q's recv_counts[me]), so the rows
         go as one point-to-point transfer per non-empty pair rather than one collective: a pair with
@@ -48,14 +50,15 @@ class Comm:
                 ops += p2p_ops(rows, q, into, q)
         for work in dist.batch_isend_irecv(ops) if ops else []:
             work.wait()
-        self.count(category, layer, send.numel() * send.element_size())
+        peers = send.shape[0] - send_counts[self.rank]
+        self.count(category, layer, peers * math.prod(row_shape) * send.element_size())
         return out
 
     def all_to_all_v(self, per_peer: list[torch.Tensor], category: str, layer=None) -> list[torch.Tensor]:
         """Variable-size all-to-all: send per_peer[q] to rank q, return what each rank sent me (my own
-        entry passed through locally, its rows not counted). Sizes are not known in advance, so one
-        small all-to-all of P row counts (P x 8 bytes, counted) precedes the rows. Rows share their
-        trailing shape."""
+        entry passed through locally, not counted). Sizes are not known in advance, so one small
+        all-to-all of row counts precedes the rows (8 bytes to each other rank, (P-1) x 8 counted). Rows
+        share their trailing shape."""
         if self.world == 1:
             return list(per_peer)
         mine = per_peer[self.rank]

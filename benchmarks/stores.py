@@ -12,18 +12,21 @@ waiting for each other.
 
 Both are interfaces with one implementation here, in shared memory for the workers of one machine:
 tensors mapped from files under /dev/shm that every rank opens and rank 0 unlinks as soon as all
-have them mapped (nothing is left behind, even if a rank dies). A multi-machine store (a key-value
-tier, a parameter-server process) implements the same methods. Critical sections are short copies
-under one inter-process lock (`flock`).
+have them mapped. Their names carry the creating process's pid and start time, so the files of a
+run killed before the unlink are removed by the next run (`remove_leftovers`). A multi-machine
+store (a key-value tier, a parameter-server process) implements the same methods. Critical sections
+are short copies under one inter-process lock (`flock`).
 
-Traffic is counted through `Comm.count` as if the store were a remote service: what a rank writes
-(`stale_push`, `param_push`) and what it reads (`stale_pull`, `param_pull`).
+Traffic is counted through `Comm.count` by the suite's one rule, every byte once, at its sender: what
+a rank writes is what it sends (`stale_push`, `param_push`); what it reads (a pull) is what it
+receives, sent by the store, which is not a rank, so it is not counted (docs/measurement.md).
 """
 from __future__ import annotations
 
 import fcntl
 import math
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -151,14 +154,49 @@ class PartitionedStore:
 
 
 # --------------------------------------------------------------------------- shared memory (DIGEST-A)
+SHM_FOLDER = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+SHM_PREFIX = "gnnbench-"  # then <creator pid>-<its start time>-<token>, then -<name> or .lock
+
+
+def start_time(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot, /proc/<pid>/stat field 22); None when
+    no such process runs (or there is no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def remove_leftovers(folder: str) -> list[str]:
+    """Remove the shared-memory files of runs whose creator is dead (killed between creating and
+    unlinking them): those whose pid runs no more, or runs a process started at another time (a
+    reused pid). A live run's files are kept, as are names this suite did not make. Nothing is
+    removed where /proc cannot tell (not Linux). Returns the paths removed."""
+    if start_time(os.getpid()) is None:
+        return []
+    removed = []
+    for name in os.listdir(folder):
+        creator = re.match(rf"{SHM_PREFIX}(\d+)-(\d+)-", name)
+        if creator and start_time(int(creator[1])) != int(creator[2]):
+            try:
+                os.unlink(os.path.join(folder, name))
+                removed.append(os.path.join(folder, name))
+            except OSError:  # removed meanwhile by another run, or another user's (/dev/shm is sticky)
+                pass
+    return removed
+
+
 class SharedMemory:
     """Named CPU tensors shared by every rank of a one-machine run."""
 
     def __init__(self, comm: Comm, specs: dict[str, tuple[tuple[int, ...], torch.dtype]]):
+        if comm.rank == 0:
+            remove_leftovers(SHM_FOLDER)
         # os.urandom, not torch's generator: the dropout masks' random stream stays untouched.
-        token = comm.broadcast(torch.tensor([int.from_bytes(os.urandom(7), "little")]), 0, "setup").item()
-        folder = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
-        base = os.path.join(folder, f"gnnbench-{token:x}")
+        creator = [os.getpid(), start_time(os.getpid()) or 0, int.from_bytes(os.urandom(7), "little")]
+        pid, started, token = comm.broadcast(torch.tensor(creator), 0, "setup").tolist()
+        base = os.path.join(SHM_FOLDER, f"{SHM_PREFIX}{pid}-{started}-{token:x}")
         paths = {name: f"{base}-{name}" for name in specs}
         lock_path = f"{base}.lock"
         self.tensors = {}
@@ -217,7 +255,6 @@ class RepresentationStore:
         with self.shm.locked():
             rows = self.shm[f"rows{layer}"].index_select(0, ids)
             stamps = self.shm[f"stamp{layer}"].index_select(0, ids)
-        self.comm.count("stale_pull", layer, rows.numel() * rows.element_size())
         return rows, stamps
 
 
@@ -242,12 +279,11 @@ class ParameterServer:
         """Rank 0, before anyone pulls."""
         self.shm["params"].copy_(flatten([p.detach() for p in params]).cpu())
 
-    def pull(self, params: list[torch.Tensor], category: str = "param_pull") -> int:
-        """Copy the current parameters into `params`; returns their version."""
+    def pull(self, params: list[torch.Tensor]) -> int:
+        """Copy the current parameters into `params`; returns their version (received: not counted)."""
         with self.shm.locked():
             flat, version = self.shm["params"].clone(), self.version()
         unflatten_into(flat, [p.data for p in params])
-        self.comm.count(category, None, flat.numel() * flat.element_size())
         return version
 
     def push(self, grads: list[torch.Tensor]) -> int:

@@ -153,7 +153,7 @@ class Method(PartitionParallelMethod):
     def evaluation_model(self) -> torch.nn.Module:
         if self.asynchronous:
             self.ctx.comm.barrier()  # no update is in flight: every rank evaluates the same version
-            self.server.pull(list(self.ctx.model.parameters()), category="eval")
+            self.server.pull(list(self.ctx.model.parameters()))
             self.replicas_equal = self.stateless
         return super().evaluation_model()
 

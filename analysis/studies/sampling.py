@@ -4,7 +4,8 @@ against sampling, on the same graph, model code, probes and evaluation.
 Per dataset, model, worker count, variant and epoch budget: test accuracy at the best validation
 epoch, epoch time, time to target (95 % of the best validation accuracy any run on that dataset and
 model reached, whatever its epoch budget), sampled edges per second (per rank: edges drawn / time
-in the sampling phase), the largest rank's peak memory, and bytes fetched per epoch (sampling
+in the sampling phase), the largest rank's peak PSS (the replicated store's graph is shared between
+a machine's ranks; RSS, marked, in records without PSS), and bytes fetched per epoch (sampling
 requests and answers plus input features; for the full-graph methods, their halo exchange). The
 sampler micro-benchmark (`python -m benchmarks.sampler_bench`) is shown when its JSON is in the
 records' folder."""
@@ -16,11 +17,11 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import figures, records
-from analysis.markdown import fmt, image, md_table
+from analysis.markdown import fmt, fmt_peak, image, md_table
 
 FETCHED = ("sample_request", "sample_response", "feature_request", "feature_fetch", "halo_fwd", "halo_bwd",
            "halo_refetch")
-COLUMNS = ["test_acc", "epoch_time_s", "time_to_target_s", "sampled_edges_per_s", "peak_rss_bytes",
+COLUMNS = ["test_acc", "epoch_time_s", "time_to_target_s", "sampled_edges_per_s", "peak_mem_bytes",
            "fetched_bytes_per_epoch", "comm_bytes_per_epoch"]
 KEYS = ["dataset", "model", "workers", "variant", "epochs"]
 SAMPLER_JSON = "sampler_throughput.json"  # what benchmarks.sampler_bench writes
@@ -46,8 +47,9 @@ def table(recs: list[dict]) -> pd.DataFrame:
     df["fetched_bytes_per_epoch"] = df["comm_by_category"].map(lambda c: sum(c.get(k, 0) for k in FETCHED))
     df = df[df["status"] == "ok"]
     out = df.groupby(KEYS, as_index=False)[COLUMNS].mean()
-    seeds = df.groupby(KEYS, as_index=False)["seed"].nunique()
-    return out.merge(seeds.rename(columns={"seed": "seeds"}), on=KEYS)
+    seeds = df.groupby(KEYS, as_index=False).agg(seeds=("seed", "nunique"),
+                                                 peak_mem_kind=("peak_mem_kind", lambda k: "/".join(sorted(set(k)))))
+    return out.merge(seeds, on=KEYS)
 
 
 def goals(t: pd.DataFrame) -> list[str]:
@@ -71,10 +73,11 @@ def goals(t: pd.DataFrame) -> list[str]:
 
 def markdown(t: pd.DataFrame) -> str:
     return md_table(["dataset", "model", "workers", "method", "epochs", "seeds", "test acc %", "epoch s", "s to target",
-                     "sampled edges/s per rank", "peak RSS GiB/rank", "fetched MB/epoch", "comm MB/epoch"],
+                     "sampled edges/s per rank", "peak PSS GiB/rank", "fetched MB/epoch", "comm MB/epoch"],
                     [[r["dataset"], r["model"], r["workers"], r["variant"], r["epochs"], r["seeds"],
                       fmt(100 * r["test_acc"], 1), fmt(r["epoch_time_s"], 3), fmt(r["time_to_target_s"], 1),
-                      fmt(r["sampled_edges_per_s"], 2, scale=1e6, suffix="M"), fmt(r["peak_rss_bytes"], 2, scale=2**30),
+                      fmt(r["sampled_edges_per_s"], 2, scale=1e6, suffix="M"),
+                      fmt_peak(r["peak_mem_bytes"], r["peak_mem_kind"], 2, 2**30),
                       fmt(r["fetched_bytes_per_epoch"], 2, scale=1e6), fmt(r["comm_bytes_per_epoch"], 2, scale=1e6)]
                      for r in t.to_dict("records")])
 

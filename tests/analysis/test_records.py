@@ -7,6 +7,7 @@ import math
 import pytest
 
 from analysis import records as rec
+from analysis import report
 from tests.analysis.handmade import record, write
 
 pytestmark = pytest.mark.fast
@@ -100,3 +101,45 @@ def test_comm_by_category_is_training_bytes_per_epoch(folder):
     comm = rec.comm_by_category(rec.runs(rec.load(folder)))
     four = comm[(comm["workers"] == 4)].set_index("category")["bytes_per_epoch"]
     assert dict(four) == {"grad_allreduce": 750, "halo_fwd": 2250}  # eval and setup are not training
+
+
+def test_peak_memory_is_pss_where_records_have_it_and_rss_labelled_where_not(tmp_path):
+    """A record with PSS is reported by it (largest rank, and the sum over ranks); a record from
+    before PSS by its RSS, marked as such, in the runs and in the configuration's aggregate."""
+    mib = 2 ** 20
+    pss = {"peak_pss_bytes_max": 600 * mib, "peak_pss_bytes_sum": 1100 * mib}
+    recs = rec.load(write(tmp_path / "r", [record("full_halo", 2, peak=800 * mib, summary=pss),
+                                           record("full_halo", 4, peak=500 * mib),
+                                           record("full_halo", 4, seed=1, peak=700 * mib, summary=pss)]))
+    runs = rec.runs(recs).sort_values(["workers", "seed"])
+    assert list(runs["peak_mem_bytes"] / mib) == [600, 500, 600]
+    assert list(runs["peak_mem_kind"]) == ["PSS", "RSS", "PSS"]
+    assert list(runs["peak_rss_bytes"] / mib) == [800, 500, 700]
+    agg = rec.aggregate(runs)
+    assert list(agg["peak_mem_kind"]) == ["PSS", "PSS/RSS"]  # one seed of each kind: the table says so
+    table = report.runs_table(rec.speedup(agg))
+    assert "| 600 | 1100 |" in table and "| 550 ± 71 (PSS/RSS) |" in table
+
+
+def test_a_record_the_tables_cannot_use_is_skipped_with_one_line_and_the_report_goes_on(tmp_path, capsys):
+    """Hand-edited records (a worker count in words, a summary field gone, an epoch time that is
+    not a number, broken JSON) are each skipped with one warning line naming the file and the
+    problem; the good record makes the report."""
+    good = record("full_halo", 2, comm=1000)
+    bad = {"words": {**record("full_halo", 2, seed=1), "workers": "two"},
+           "no_median": record("full_halo", 2, seed=2), "text_time": record("full_halo", 2, seed=3)}
+    del bad["no_median"]["summary"]["epoch_time_s_median"]
+    bad["text_time"]["history"][1]["epoch_time_s"] = "fast"
+    folder = write(tmp_path / "r", [good])
+    for name, r in bad.items():
+        (folder / f"{name}.json").write_text(json.dumps(r))
+    (folder / "cut.json").write_text(json.dumps(good)[:-20])
+    records = rec.load(folder)
+    assert [r["seed"] for r in records] == [0]
+    warnings = capsys.readouterr().err.splitlines()
+    assert len(warnings) == 4 and all(line.startswith("skipping ") for line in warnings)
+    for name, problem in (("words", "ValueError"), ("no_median", "missing field 'epoch_time_s_median'"),
+                          ("text_time", "ValueError"), ("cut", "unreadable")):
+        assert any(f"{name}.json" in line and problem in line for line in warnings), (name, warnings)
+    path = report.build(folder, tmp_path / "out")
+    assert "| synthetic | sage | full_halo | 2 |" in path.read_text()

@@ -78,22 +78,27 @@ def test_all_reduce_and_broadcast_count_the_tensor_bytes_on_the_sender(mirror):
         assert c.by_category() == {"grad_allreduce": 80, **({"setup": 80} if rank == 1 else {})}
 
 
-def test_all_to_all_counts_the_rows_sent_under_its_layer(mirror):
-    """all_to_all counts every row sent (bytes of the send buffer) and returns the rows received."""
+def test_all_to_all_counts_the_rows_sent_to_other_ranks_under_its_layer(mirror):
+    """all_to_all counts every row sent to another rank and returns the rows received; rows for
+    oneself are copied, not counted."""
     c = Comm(rank=0, world=3)
     send = torch.arange(20, dtype=torch.float32).view(5, 4)
     out = c.all_to_all(send, [0, 2, 3], [0, 2, 3], "halo_fwd", 1)
     assert torch.equal(out, send)
     assert c.by_layer() == {"halo_fwd/1": 5 * 4 * 4}
+    c = Comm(rank=1, world=3)
+    c.all_to_all(send, [1, 2, 2], [1, 2, 2], "halo_fwd", 1)
+    assert c.by_layer() == {"halo_fwd/1": 3 * 4 * 4}
 
 
 def test_all_to_all_v_counts_its_size_message_and_the_rows_for_peers_only(mirror):
-    """all_to_all_v counts P int64 row counts plus the rows sent to peers; my own rows stay local."""
+    """all_to_all_v counts one int64 row count per other rank plus the rows sent to them; my own
+    entry stays local and is not counted."""
     c = Comm(rank=0, world=3)
     per_peer = [torch.full((2, 4), 0.0), torch.full((3, 4), 1.0), torch.full((1, 4), 2.0)]
     got = c.all_to_all_v(per_peer, "feature_fetch")
     assert got[0] is per_peer[0] and [t.shape[0] for t in got] == [2, 3, 1]
-    assert c.by_category() == {"feature_fetch": 3 * 8 + (3 + 1) * 4 * 4}
+    assert c.by_category() == {"feature_fetch": (3 - 1) * 8 + (3 + 1) * 4 * 4}
 
 
 def test_exchange_counts_only_non_empty_sends(mirror):

@@ -2,13 +2,17 @@
 bookkeeping of MemoryProbe (evaluation excluded) and the timer."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import types
 
+import numpy as np
 import pytest
 import torch
 
 from benchmarks import probes
-from benchmarks.probes import MemoryProbe, Timer, fix_mmap_threshold, hwm_bytes, reset_hwm, rss_bytes
+from benchmarks.probes import (MemoryProbe, Timer, fix_mmap_threshold, hwm_bytes, reset_hwm, rss_bytes,
+                               shared_excess_bytes)
 
 pytestmark = pytest.mark.fast
 
@@ -70,6 +74,7 @@ def test_memory_probe_keeps_evaluation_out_of_the_training_peak(monkeypatch):
     monkeypatch.setattr(probes, "rss_bytes", lambda: proc.rss)
     monkeypatch.setattr(probes, "hwm_bytes", lambda: proc.hwm)
     monkeypatch.setattr(probes, "reset_hwm", proc.reset)
+    monkeypatch.setattr(probes, "shared_excess_bytes", lambda: 10 * MiB)
     probe = MemoryProbe(CPU)
     probe.start_training()
     proc.alloc_and_free(40 * MiB)  # epoch 1
@@ -79,8 +84,8 @@ def test_memory_probe_keeps_evaluation_out_of_the_training_peak(monkeypatch):
     proc.alloc_and_free(30 * MiB)  # epoch 2
     probe.pause()
     assert probe.result() == {
-        "peak_rss_bytes": 600 * MiB, "rss_train_start_bytes": 100 * MiB, "train_peak_rss_bytes": 140 * MiB,
-        "train_mem_delta_bytes": 40 * MiB, "hwm_resettable": True,
+        "peak_rss_bytes": 600 * MiB, "peak_pss_bytes": 590 * MiB, "rss_train_start_bytes": 100 * MiB,
+        "train_peak_rss_bytes": 140 * MiB, "train_mem_delta_bytes": 40 * MiB, "hwm_resettable": True,
     }
 
 
@@ -94,6 +99,41 @@ def test_memory_probe_sees_a_real_allocation_inside_a_training_segment():
     result = probe.result()
     assert result["train_mem_delta_bytes"] >= 48 * MiB
     assert result["rss_train_start_bytes"] < result["train_peak_rss_bytes"] <= result["peak_rss_bytes"]
+
+
+def test_pss_counts_a_shared_file_once_between_the_processes_that_map_it(tmp_path):
+    """A 64 MiB file mapped and read by this process and a child: RSS counts all of it in each,
+    PSS half, so RSS - PSS grows by about 32 MiB while the child holds it."""
+    path = tmp_path / "shared.bin"
+    path.write_bytes(b"\1" * (64 * MiB))
+    mapped = np.memmap(path, dtype=np.uint8, mode="r")
+    assert int(mapped.sum()) == 64 * MiB  # every page read, so resident
+    alone = shared_excess_bytes()
+    if alone is None:
+        pytest.skip("no /proc/self/smaps_rollup on this platform")
+    child = subprocess.Popen([sys.executable, "-c", "import sys, numpy as np; "
+                              f"m = np.memmap({str(path)!r}, dtype=np.uint8, mode='r'); int(m.sum()); "
+                              "print('ready', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        assert shared_excess_bytes() - alone >= 24 * MiB
+    finally:
+        child.communicate("")
+
+
+def test_without_smaps_rollup_pss_is_none_on_the_rank_and_in_the_summary(monkeypatch):
+    """Where the kernel has no smaps_rollup the rank's peak PSS is None, and so are the summary's
+    PSS fields (a PSS sum over ranks missing one rank would mislead)."""
+    monkeypatch.setattr(probes, "shared_excess_bytes", lambda: None)
+    rank = MemoryProbe(CPU).result()
+    assert rank["peak_pss_bytes"] is None and rank["peak_rss_bytes"] > 0
+    def summary(ranks):
+        return {key: reduce(r[field] for r in ranks) for key, (field, reduce) in MemoryProbe.SUMMARY.items()}
+
+    assert summary([{**rank, "peak_pss_bytes": 5}, rank])["peak_pss_bytes_sum"] is None
+    measured = summary([{**rank, "peak_pss_bytes": 5}, {**rank, "peak_pss_bytes": 7}])
+    assert (measured["peak_pss_bytes_max"], measured["peak_pss_bytes_sum"]) == (7, 12)
 
 
 def test_fix_mmap_threshold_says_whether_it_was_applied(monkeypatch):

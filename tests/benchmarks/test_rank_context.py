@@ -3,10 +3,15 @@ and the partition cache."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
+from benchmarks import stores
+from benchmarks.comm import Comm
 from benchmarks.datasets import load_dataset
 from benchmarks.errors import UserError
 from benchmarks.partition import build_parts
@@ -43,3 +48,22 @@ def test_shared_memory_refuses_ranks_on_several_machines(ctx):
     with pytest.raises(UserError, match="^method.x=true keeps its store in shared memory") as error:
         two_machines.shared_memory({"t": ((3,), torch.float32)}, "method.x=true")
     assert "\n" not in str(error.value)
+
+
+def test_leftover_shared_memory_of_a_dead_run_is_removed_and_a_live_runs_kept(tmp_path, monkeypatch):
+    """Files named for a creator that no longer runs (a dead pid, or a reused one that started at
+    another time) are removed when shared memory is next created; a live creator's, and names the
+    suite did not make, are kept."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    me = os.getpid()
+    names = {"dead": f"gnnbench-{dead.pid}-{stores.start_time(me)}-abc-rows1",
+             "reused": f"gnnbench-{me}-{stores.start_time(me) + 1}-abc.lock",
+             "live": f"gnnbench-{me}-{stores.start_time(me)}-abc-rows1",
+             "other": "gnnbench-notmine", "old": "gnnbench-1a2b-rows1"}
+    for name in names.values():
+        (tmp_path / name).write_bytes(b"x" * 100)
+    monkeypatch.setattr(stores, "SHM_FOLDER", str(tmp_path))
+    shm = SharedMemory(Comm(), {"t": ((3,), torch.float32)})
+    assert shm["t"].tolist() == [0.0, 0.0, 0.0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[k] for k in ("live", "other", "old"))

@@ -140,8 +140,27 @@ def test_digest_a_with_stragglers_completes_and_records_staleness(make_cfg):
         assert all(0 <= v["mean"] <= v["max"] for v in st["halo_rows_by_layer"].values())
     assert max(r["staleness"]["model_max"] for r in ranks) > 0  # others updated while a rank computed
     got = training_categories(record)
-    assert {"halo_inputs", "stale_push", "stale_pull", "param_push", "param_pull", "stale_sync"} <= set(got)
-    assert "grad_allreduce" not in got
+    assert {"halo_inputs", "stale_push", "param_push", "stale_sync"} <= set(got)
+    assert not {"grad_allreduce", "stale_pull", "param_pull"} & set(got)
+
+
+def test_digest_a_counts_what_digest_counts_for_the_same_exchange(make_cfg):
+    """Every byte once, at its sender: a DIGEST-A rank's push into the store is what it sends (its
+    boundary rows, once; with 2 ranks exactly the rows DIGEST's sync sends its peer) and a pull is
+    what it receives (not counted); its gradient pushed to the parameter server is DIGEST's
+    all-reduce share. Per step and rank the bytes agree; DIGEST-A's cold start also pushes (the
+    store's first fill) beside the exact exchange both make."""
+    common = ["method=digest", "method.sync_every=2", "workers=2", "epochs=6", *DATASETS["synthetic"]]
+    _, sync = run_ok(make_cfg(*common))
+    _, asyn = run_ok(make_cfg(*common, "method.asynchronous=true"))
+    for d, a in zip(sync["summary"]["per_rank"], asyn["summary"]["per_rank"]):
+        d_bytes, a_bytes = d["comm_bytes_by_category"], a["comm_bytes_by_category"]
+        per_sync, per_step = d_bytes["stale_sync"] // 3, d_bytes["grad_allreduce"] // 6  # syncs at steps 0, 2, 4
+        steps = a["steps"]
+        assert {c: b for c, b in a_bytes.items() if c not in ("setup", "eval", "probe")} == {
+            "halo_inputs": d_bytes["halo_inputs"], "stale_sync": per_sync, "stale_push": -(-steps // 2) * per_sync,
+            "param_push": steps * per_step}
+    assert sum(a["steps"] for a in asyn["summary"]["per_rank"]) >= 6 * 2  # P updates of the shared model an epoch
 
 
 @pytest.mark.parametrize("overrides, message", [

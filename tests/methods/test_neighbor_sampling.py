@@ -192,6 +192,20 @@ def test_ranks_with_empty_batches_keep_step(make_cfg):
     assert [r["steps"] for r in record["summary"]["per_rank"]] == [max(train)] * 3
 
 
+def test_shared_pages_count_once_in_pss(make_cfg):
+    """Two ranks map the replicated store's graph (and share the forkserver's pages): each rank's
+    peak PSS, its share of what it maps, is at most its peak RSS; the summary keeps the largest rank
+    and the sum over ranks (one machine's total)."""
+    _, record = run_ok(make_cfg("method=neighbor_sampling", "method.store=replicated", "workers=2", "epochs=2",
+                                *DATASETS["synthetic"]))
+    ranks, summary = record["summary"]["per_rank"], record["summary"]
+    pss = [r["peak_pss_bytes"] for r in ranks]
+    if None in pss:
+        pytest.skip("no /proc/self/smaps_rollup on this platform")
+    assert all(0 < r["peak_pss_bytes"] <= r["peak_rss_bytes"] for r in ranks)
+    assert (summary["peak_pss_bytes_max"], summary["peak_pss_bytes_sum"]) == (max(pss), sum(pss))
+
+
 def test_ggs_averages_parameters_instead_of_gradients(make_cfg):
     """GGS (neighbour sampling with `avg_every`): no gradient all-reduce; parameters averaged every
     `avg_every` steps, P x parameters x 4 bytes a round; one fan-out serves every layer."""
