@@ -37,6 +37,7 @@ import torch.distributed as dist
 
 from benchmarks.datasets import load_dataset
 from benchmarks.errors import Stopped, UserError, choose, stop_on_signals
+from benchmarks.leftovers import owner_tag, remove_leftovers
 from benchmarks.method import Method, method_class, method_defaults, resolve
 from benchmarks.models import MODELS
 from benchmarks.partition import PARTITIONERS, build_parts, load_manifest, load_part, partition_stats, prepare_parts
@@ -180,7 +181,7 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
             return p.path, done
         info, source = prepare(cfg, p.world, log)
         p.check_partition(info)
-        scratch = Path(tempfile.mkdtemp(prefix="run-", dir=_runs_root(cfg)))
+        scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}", dir=_runs_root(cfg)))
         builder = RecordBuilder(cfg, p.world, p.path, scratch, info,
                                 environment(p.backend, cfg["device"], p.threads(p.world),
                                             "in-process" if p.world == 1 else "spawn"), p.method_defaults)
@@ -221,8 +222,10 @@ def _error_line(e: BaseException) -> str:
 
 
 def _runs_root(cfg: dict) -> Path:
+    """Where runs keep their scratch folders; those of runs whose launcher was killed are removed."""
     root = Path(cfg["cache_dir"]) / "runs"
     root.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(root, "run-")
     return root
 
 
@@ -380,7 +383,7 @@ def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
             time.sleep(0.2)
     state = json.loads(ready.read_text())
     p.check_partition(state["info"])
-    scratch = Path(tempfile.mkdtemp(prefix=f"torchrun-r{rank}-", dir=_runs_root(cfg)))
+    scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}r{rank}-", dir=_runs_root(cfg)))
     builder = RecordBuilder(cfg, world, p.path, scratch, state["info"],
                             environment(p.backend, cfg["device"], p.threads(local_world), "torchrun"),
                             p.method_defaults)

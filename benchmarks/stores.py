@@ -26,7 +26,6 @@ from __future__ import annotations
 import fcntl
 import math
 import os
-import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -39,6 +38,7 @@ import torch
 from benchmarks.comm import Comm, flatten, unflatten_into
 from benchmarks.errors import UserError
 from benchmarks.graph import concat_ranges
+from benchmarks.leftovers import remove_leftovers, start_time
 from benchmarks.partition import load_part
 from benchmarks.sampling import sample_neighbors
 
@@ -158,45 +158,16 @@ SHM_FOLDER = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 SHM_PREFIX = "gnnbench-"  # then <creator pid>-<its start time>-<token>, then -<name> or .lock
 
 
-def start_time(pid: int) -> int | None:
-    """When process `pid` started (clock ticks after boot, /proc/<pid>/stat field 22); None when
-    no such process runs (or there is no /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def remove_leftovers(folder: str) -> list[str]:
-    """Remove the shared-memory files of runs whose creator is dead (killed between creating and
-    unlinking them): those whose pid runs no more, or runs a process started at another time (a
-    reused pid). A live run's files are kept, as are names this suite did not make. Nothing is
-    removed where /proc cannot tell (not Linux). Returns the paths removed."""
-    if start_time(os.getpid()) is None:
-        return []
-    removed = []
-    for name in os.listdir(folder):
-        creator = re.match(rf"{SHM_PREFIX}(\d+)-(\d+)-", name)
-        if creator and start_time(int(creator[1])) != int(creator[2]):
-            try:
-                os.unlink(os.path.join(folder, name))
-                removed.append(os.path.join(folder, name))
-            except OSError:  # removed meanwhile by another run, or another user's (/dev/shm is sticky)
-                pass
-    return removed
-
-
 class SharedMemory:
     """Named CPU tensors shared by every rank of a one-machine run."""
 
     def __init__(self, comm: Comm, specs: dict[str, tuple[tuple[int, ...], torch.dtype]]):
         if comm.rank == 0:
-            remove_leftovers(SHM_FOLDER)
+            remove_leftovers(SHM_FOLDER, SHM_PREFIX)
         # os.urandom, not torch's generator: the dropout masks' random stream stays untouched.
         creator = [os.getpid(), start_time(os.getpid()) or 0, int.from_bytes(os.urandom(7), "little")]
         pid, started, token = comm.broadcast(torch.tensor(creator), 0, "setup").tolist()
-        base = os.path.join(SHM_FOLDER, f"{SHM_PREFIX}{pid}-{started}-{token:x}")
+        base = os.path.join(SHM_FOLDER, f"{SHM_PREFIX}{pid}-{started}-{token:x}")  # rank 0 owns them
         paths = {name: f"{base}-{name}" for name in specs}
         lock_path = f"{base}.lock"
         self.tensors = {}

@@ -14,6 +14,7 @@ from benchmarks import stores
 from benchmarks.comm import Comm
 from benchmarks.datasets import load_dataset
 from benchmarks.errors import UserError
+from benchmarks.leftovers import start_time
 from benchmarks.partition import build_parts
 from benchmarks.stores import SharedMemory
 from benchmarks.train import make_context
@@ -57,9 +58,9 @@ def test_leftover_shared_memory_of_a_dead_run_is_removed_and_a_live_runs_kept(tm
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     me = os.getpid()
-    names = {"dead": f"gnnbench-{dead.pid}-{stores.start_time(me)}-abc-rows1",
-             "reused": f"gnnbench-{me}-{stores.start_time(me) + 1}-abc.lock",
-             "live": f"gnnbench-{me}-{stores.start_time(me)}-abc-rows1",
+    names = {"dead": f"gnnbench-{dead.pid}-{start_time(me)}-abc-rows1",
+             "reused": f"gnnbench-{me}-{start_time(me) + 1}-abc.lock",
+             "live": f"gnnbench-{me}-{start_time(me)}-abc-rows1",
              "other": "gnnbench-notmine", "old": "gnnbench-1a2b-rows1"}
     for name in names.values():
         (tmp_path / name).write_bytes(b"x" * 100)

@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.runner import _runs_root
 from tests.conftest import SMALL_SYNTHETIC
 
 # Long enough never to finish on its own; quick epochs so the history grows while we watch.
@@ -114,6 +115,10 @@ def test_ranks_die_with_a_killed_launcher(tmp_path):
     run.finish()
     assert_all_gone(tree)
     assert not list(results.glob("*.json"))  # no record: the launcher that would write it is gone
+    # Its scratch folder is left; the next run's launcher removes it.
+    assert len(list((tmp_path / "cache" / "runs").iterdir())) == 1
+    _runs_root({"cache_dir": str(tmp_path / "cache")})
+    assert not list((tmp_path / "cache" / "runs").iterdir())
 
 
 def test_an_interrupted_sweep_leaves_no_process_and_no_ok_record(tmp_path):
