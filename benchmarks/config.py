@@ -11,6 +11,7 @@ An unknown key anywhere is refused in one line that names the valid ones.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 from typing import ClassVar, Literal, Optional
 
@@ -64,7 +65,7 @@ class RunOptions(Options):
     sweep: Optional[dict] = option(None, "a preset's sweep, read by benchmarks.sweep")
 
     def check(self, cfg: dict) -> None:
-        backend = backend_of(cfg)
+        backend = backend_of(dataclasses.asdict(self))
         if (backend == "nccl") != (self.device == "cuda"):
             raise UserError(f"backend={backend} does not fit device={self.device}: use gloo on cpu and nccl on cuda "
                             "(or backend=auto)")
