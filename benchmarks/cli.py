@@ -65,6 +65,7 @@ register_method_configs()
 # plugins added later (conf/experiment/quickstart.yaml).
 OmegaConf.register_new_resolver("all_methods", lambda: ",".join(registered_methods()), replace=True)
 
+
 # --------------------------------------------------------------------------- Hydra's errors, one line
 def composition_error(e: Exception, overrides: list[str]) -> UserError:
     """Hydra's error for overrides it cannot apply (several lines) as the suite's one line. A key the
@@ -83,7 +84,8 @@ def composition_error(e: Exception, overrides: list[str]) -> UserError:
         except Exception:  # noqa: BLE001 (the generic line below says what Hydra said)
             pass
     cause = str(e.__cause__).strip().splitlines()[0] if e.__cause__ is not None and str(e.__cause__).strip() else ""
-    return UserError(" ".join(line.strip() for line in str(e).strip().splitlines()[:2]) + (f" ({cause})" if cause else ""))
+    said = " ".join(line.strip() for line in str(e).strip().splitlines()[:2])
+    return UserError(said + (f" ({cause})" if cause else ""))
 
 
 def _compose(overrides: list[str]) -> DictConfig:

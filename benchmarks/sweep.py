@@ -21,10 +21,11 @@ What a preset sweeps (all optional; docs/analysis.md has an example of each):
 
 Overrides on this command line win over everything the preset adds. Every run's configuration is
 composed and checked (`runner.plan`: no data is loaded) before the first run starts, so a bad value
-stops the sweep in one line naming the run. A run whose `ok` record exists is skipped (`resume=false` reruns it); a failed run is recorded and the sweep goes on; a method the
-preset names but this checkout does not have (a paper table's method not written yet) is skipped
-with a message. Each run's record is found at `record.record_path` of its configuration, never
-by reading the run's output. `--dry-run` prints the command of each run still missing (a bisection
+stops the sweep in one line naming the run. A run whose `ok` record exists is skipped
+(`resume=false` reruns it); a failed run is recorded and the sweep goes on; a method the preset
+names but this checkout does not have (a paper table's method not written yet) is skipped with a
+message. Each run's record is found at `record.record_path` of its configuration, never by reading
+the run's output. `--dry-run` prints the command of each run still missing (a bisection
 prints its first probe), for `torchrun` or a cluster scheduler.
 """
 from __future__ import annotations
@@ -157,7 +158,8 @@ def checked(runs: list[list[str]], spec: dict | None, machine: bool = True) -> l
                 cfg = config_of(overrides)
             except (HydraException, OmegaConfBaseException) as e:
                 raise composition_error(e, overrides) from None
-            (plan if machine else check)(copy.deepcopy(cfg))  # planning completes `method`; the record path reads it as composed
+            # a copy: planning completes `method`, and the record's path is computed from the config as composed
+            (plan if machine else check)(copy.deepcopy(cfg))
         except UserError as e:
             raise UserError(f"run {i}/{len(runs)} ({' '.join(overrides)}): {e}") from None
         configs.append(cfg)

@@ -13,7 +13,7 @@ from benchmarks.cli import CONF, group_options
 from benchmarks.config import SECTIONS, RunOptions, check
 from benchmarks.errors import UserError
 from benchmarks.models import ModelOptions
-from benchmarks.options import defaults
+from benchmarks.options import defaults, validate
 from benchmarks.runner import plan
 
 pytestmark = pytest.mark.fast
@@ -108,8 +108,6 @@ def test_the_declared_defaults_are_the_yamls():
 def test_every_declared_key_has_a_type_the_validator_knows():
     for cls in (RunOptions, datasets.SyntheticOptions, ModelOptions):
         for f in dataclasses.fields(cls):
-            from benchmarks.options import validate
-
             validate(cls, {f.name: getattr(cls(), f.name)}, section="")  # the default passes its own check
 
 
