@@ -20,6 +20,9 @@ from benchmarks.errors import UserError, choose
 from benchmarks.graph import Graph, from_edge_index
 from benchmarks.options import Options, option
 
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DATA = PROJECT_ROOT / "data"  # Cora and CiteSeer ship here (data/README.md); downloads land here
+
 
 # --------------------------------------------------------------------------- options
 @dataclass
@@ -63,9 +66,6 @@ def options(name: str) -> type[DatasetOptions]:
     """The options class of the dataset `name` (a UserError for an unknown name)."""
     choose("dataset", name, LOADERS)
     return SyntheticOptions if name == "synthetic" else DatasetOptions
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DATA = PROJECT_ROOT / "data"  # Cora and CiteSeer ship here (data/README.md); downloads land here
 
 
 def resolve_data_root(data_root) -> Path:

@@ -1,4 +1,5 @@
-"""What a method plugin is, how plugins and aliases are found, and how a run's method is resolved.
+"""What a method plugin is and how a run's method is resolved (which plugins and aliases exist is
+benchmarks/registry.py's, re-exported here).
 
 A plugin is one module `methods/<name>.py` defining a class `Method` (subclass of `Method` here)
 whose `Options` dataclass declares its options (benchmarks/options.py); nothing else changes to add
