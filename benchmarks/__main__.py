@@ -1,4 +1,21 @@
-from benchmarks.cli import main
+"""`python -m benchmarks key=value ...` (benchmarks/cli.py). A misspelt group choice (`method=sra`)
+is refused here, before the CLI imports torch and every plugin."""
+import sys
+
+from benchmarks.errors import UserError
+from benchmarks.registry import check_overrides
+
+
+def main() -> None:
+    try:
+        check_overrides(sys.argv[1:])
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    from benchmarks.cli import main as cli_main
+
+    cli_main()
+
 
 if __name__ == "__main__":
     main()

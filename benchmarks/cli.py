@@ -6,34 +6,22 @@ option defaults), so anything that composes after importing it (`python -m bench
 driver, the tests) can choose a plugin that has no YAML."""
 from __future__ import annotations
 
+import itertools
 import signal
 import sys
 
 import hydra
+from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from benchmarks.errors import Stopped, UserError, choose
-from benchmarks.method import CONF, method_class, method_names, plugin_names
+from benchmarks.errors import Stopped, UserError
+from benchmarks.method import method_class
 from benchmarks.options import defaults
-
-GROUPS = ("method", "dataset", "model", "experiment")
-
-
-def group_options(group: str) -> list[str]:
-    """The choices of a config group: its YAMLs (and for `method`, every plugin and alias)."""
-    if group == "method":
-        return registered_methods()
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
-
-
-def check_overrides(argv: list[str]) -> None:
-    """Unknown config-group choices get the suite's one-line error before Hydra's longer one."""
-    for arg in argv:
-        key, sep, value = arg.lstrip("+").partition("=")
-        if sep and key in GROUPS:
-            for choice in value.split(","):
-                choose(key, choice, group_options(key))
+from benchmarks.registry import CONF, GROUPS, check_overrides, group_options, method_names, plugin_names  # noqa: F401
 
 
 def register_method_configs() -> None:
@@ -78,7 +66,63 @@ register_method_configs()
 # plugins added later (conf/experiment/quickstart.yaml).
 OmegaConf.register_new_resolver("all_methods", lambda: ",".join(registered_methods()), replace=True)
 
-_failures = []  # exit statuses of the jobs of a multirun that did not succeed
+
+# --------------------------------------------------------------------------- Hydra's errors, one line
+def composition_error(e: Exception, overrides: list[str]) -> UserError:
+    """Hydra's error for overrides it cannot apply (several lines) as the suite's one line. A key the
+    config lacks (`epoch=5`, `method.unknown=1`) gets the message the schema gives `+epoch=5`:
+    `unknown key epoch; valid keys are: ...`."""
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if first.startswith("Could not override '"):
+        key = first.split("'")[1]
+        added = [f"+{o}" if o.split("=", 1)[0] == key else o for o in overrides]
+        try:
+            from benchmarks.config import check
+
+            check(OmegaConf.to_container(_compose(added), resolve=True))
+        except UserError as schema:
+            return schema
+        except Exception:  # noqa: BLE001 (the generic line below says what Hydra said)
+            pass
+    cause = str(e.__cause__).strip().splitlines()[0] if e.__cause__ is not None and str(e.__cause__).strip() else ""
+    said = " ".join(line.strip() for line in str(e).strip().splitlines()[:2])
+    return UserError(said + (f" ({cause})" if cause else ""))
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=overrides)
+
+
+def check_composes(argv: list[str]) -> None:
+    """Compose the command line's configuration (every point of a `-m` sweep on it) before Hydra
+    does, so an override Hydra cannot apply is one line (UserError), not Hydra's paragraph. A command
+    line that names another config (`--config-name`...) or a sweep this cannot expand is left to Hydra."""
+    if any(a.startswith(("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir")) for a in argv):
+        return
+    overrides = [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))]
+    parsed = []
+    for override in overrides:
+        try:
+            parsed += OverridesParser.create().parse_overrides([override])
+        except HydraException as e:
+            reason = next((line for line in str(e).splitlines() if line.strip() and not line.startswith("See ")), "")
+            raise UserError(f"cannot parse the override {override!r}: {reason.strip()} (the grammar: "
+                            "https://hydra.cc/docs/advanced/override_grammar/basic)") from None
+    try:
+        values = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
+                  else [o.input_line] for o in parsed]
+    except Exception:  # noqa: BLE001 (an interval or glob sweep: Hydra expands it)
+        return
+    for point in itertools.product(*values):
+        try:
+            _compose(list(point))
+        except (HydraException, OmegaConfBaseException) as e:
+            raise composition_error(e, list(point)) from None
+
+
+_failures = []  # exit statuses of the jobs of a multirun that failed after starting (each has a record)
+_refused = []  # jobs of a multirun refused before starting (bad configuration: no record)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")
@@ -96,7 +140,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         print(f"error: {e}", file=sys.stderr)
         if not multirun:
             sys.exit(2)
-        _failures.append(2)
+        _refused.append(2)
         return
     except Stopped as e:  # a stop ends a multirun too
         where = f"record {e.record} (failed)" if e.record else "no record (stopped before training)"
@@ -114,6 +158,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 def main() -> None:
     try:
         check_overrides(sys.argv[1:])
+        check_composes(sys.argv[1:])
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -122,6 +167,9 @@ def main() -> None:
     except KeyboardInterrupt:  # Ctrl-C outside a run (composing, importing): nothing to record
         print("interrupted", file=sys.stderr)
         sys.exit(128 + signal.SIGINT)
+    if _refused:
+        print(f"{len(_refused)} job(s) refused (bad configuration, no record)", file=sys.stderr)
     if _failures:
         print(f"{len(_failures)} job(s) of the sweep failed (see their records)", file=sys.stderr)
-        sys.exit(max(_failures))
+    if _refused or _failures:
+        sys.exit(max(_refused + _failures))

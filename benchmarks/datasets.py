@@ -3,18 +3,69 @@
 `synthetic` needs no download. Real datasets read the libraries' own on-disk layouts under
 `data_root`; when the files are absent and the download fails (offline), the error is one line
 naming the dataset, the folder searched and how to get the files.
+
+The keys of the `dataset` section are declared per dataset (`options`): `synthetic`'s generator
+parameters (`SyntheticOptions`, whose defaults are conf/dataset/synthetic.yaml's); a real dataset
+takes its `name` alone. `runner.plan` checks them before anything is loaded.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
 from benchmarks.errors import UserError, choose
 from benchmarks.graph import Graph, from_edge_index
+from benchmarks.options import Options, option
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DATA = PROJECT_ROOT / "data"  # Cora and CiteSeer ship here (data/README.md); downloads land here
+
+
+# --------------------------------------------------------------------------- options
+@dataclass
+class DatasetOptions(Options):
+    """A real dataset's section: its name alone (the files decide the rest)."""
+
+    reserved: ClassVar[tuple[str, ...]] = ("name",)
+
+
+@dataclass
+class SyntheticOptions(DatasetOptions):
+    """`dataset=synthetic`: the generator's parameters (`synthetic`); defaults as in its YAML."""
+
+    nodes: int = option(20000, ge=2)
+    avg_degree: float = option(16, "edges per node", gt=0)
+    classes: int = option(8, ge=2)
+    features: int = option(64, ge=1)
+    homophily: float = option(0.8, "probability that an edge stays within its class", ge=0, le=1)
+    feature_noise: float = option(6.0, "std of the noise around each class centroid", ge=0)
+    degree_skew: float = option(1.0, "std of the log-normal degree propensity", ge=0)
+    train_frac: float = option(0.3, "share of the nodes", ge=0, le=1)
+    val_frac: float = option(0.2, "share of the nodes", ge=0, le=1)
+    test_frac: float = option(0.5, "share of the nodes", ge=0, le=1)
+    seed: int = option(0, ge=0)
+
+    def check(self, cfg: dict) -> None:
+        if self.nodes < self.classes:
+            raise UserError(f"synthetic graph needs nodes >= classes >= 2 (got nodes={self.nodes}, "
+                            f"classes={self.classes})")
+        fracs = {"train_frac": self.train_frac, "val_frac": self.val_frac, "test_frac": self.test_frac}
+        if sum(fracs.values()) > 1 + 1e-9:
+            raise UserError(f"dataset.{' + '.join(f'{k}={v}' for k, v in fracs.items())} = {sum(fracs.values()):g} "
+                            "must be at most 1 (the three sets are disjoint)")
+        for key, frac in fracs.items():
+            if int(frac * self.nodes) < 1:
+                raise UserError(f"dataset.{key}={frac} selects no node of {self.nodes} (the {key[:-5]} set would be "
+                                f"empty); make it at least {1 / self.nodes:.2g}")
+
+
+def options(name: str) -> type[DatasetOptions]:
+    """The options class of the dataset `name` (a UserError for an unknown name)."""
+    choose("dataset", name, LOADERS)
+    return SyntheticOptions if name == "synthetic" else DatasetOptions
 
 
 def resolve_data_root(data_root) -> Path:

@@ -1,4 +1,5 @@
-"""What a method plugin is, how plugins and aliases are found, and how a run's method is resolved.
+"""What a method plugin is and how a run's method is resolved (which plugins and aliases exist is
+benchmarks/registry.py's, re-exported here).
 
 A plugin is one module `methods/<name>.py` defining a class `Method` (subclass of `Method` here)
 whose `Options` dataclass declares its options (benchmarks/options.py); nothing else changes to add
@@ -8,24 +9,20 @@ runtime resolves `method=<name>` to `methods.<plugin>` on demand and never impor
 from __future__ import annotations
 
 import importlib
-import os
-import pkgutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 
 from benchmarks.aggregation import HaloPlan, LocalAdjacency
 from benchmarks.comm import Comm, flatten, unflatten_into
 from benchmarks.errors import UserError, choose
 from benchmarks.options import RESERVED, Options, as_dict, defaults, validate
 from benchmarks.partition import Part
+from benchmarks.registry import CONF, aliases, method_names, plugin_names  # noqa: F401 (the registry, re-exported)
 from benchmarks.stores import PartitionedStore, SharedMemory, replicated_store
-
-CONF = Path(__file__).resolve().parent.parent / "conf"
 
 
 @dataclass
@@ -137,39 +134,8 @@ def local_loss(ctx: RankContext, logits: torch.Tensor) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------- registry
-def _plugin_path() -> list[str]:
-    """The `methods` package, plus folders in GNNBENCH_METHODS_PATH (out-of-tree plugins; spawned
-    ranks inherit the variable, so they find the same plugins). Follows the variable as it is now:
-    folders it no longer names are no longer searched."""
-    import methods
-
-    extra = filter(None, os.environ.get("GNNBENCH_METHODS_PATH", "").split(os.pathsep))
-    methods.__path__[:] = [str(Path(methods.__file__).parent), *extra]
-    return methods.__path__
-
-
-def plugin_names() -> list[str]:
-    """The plugin modules (methods/ and GNNBENCH_METHODS_PATH), without importing them."""
-    return sorted(m.name for m in pkgutil.iter_modules(_plugin_path()) if not m.name.startswith("_"))
-
-
-def aliases() -> dict[str, dict]:
-    """conf/method/<alias>.yaml files that name a `plugin`: {alias: its YAML as a dict}. Aliases of a
-    plugin that does not exist here are left out."""
-    plugins = set(plugin_names())
-    found = {}
-    for path in sorted((CONF / "method").glob("*.yaml")):
-        yaml = OmegaConf.to_container(OmegaConf.load(path))
-        if isinstance(yaml, dict) and yaml.get("plugin") in plugins:
-            found[path.stem] = yaml
-    return found
-
-
-def method_names() -> list[str]:
-    """Every name `method=` accepts: plugins and aliases."""
-    return sorted(set(plugin_names()) | set(aliases()))
-
-
+# Which names exist (plugins, aliases) is benchmarks/registry.py's, which imports no torch; here,
+# what a name runs.
 def method_class(name: str) -> type[Method]:
     """The `Method` class `method=<name>` runs (an alias's plugin's)."""
     found = aliases()  # read once: it parses every alias YAML

@@ -6,11 +6,15 @@ and worker count starts from the same weights.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from benchmarks.errors import UserError, choose
+from benchmarks.options import Options, option
 
 
 def _glorot(*shape) -> nn.Parameter:
@@ -165,6 +169,21 @@ class GNN(nn.Module):
 MODELS = ("gcn", "sage", "gat", "mlp")
 
 
+@dataclass
+class ModelOptions(Options):
+    """The `model` section's keys besides its name, one declaration for every model (a preset may set
+    `model.heads` for a sweep over models; the models other than GAT ignore it)."""
+
+    reserved: ClassVar[tuple[str, ...]] = ("name",)
+
+    heads: int = option(4, "GAT's attention heads", ge=1)
+
+    def check(self, cfg: dict) -> None:
+        if cfg.get("model", {}).get("name") == "gat" and "hidden" in cfg and cfg["hidden"] % self.heads:
+            raise UserError(f"hidden={cfg['hidden']} must be divisible by model.heads={self.heads} for GAT "
+                            f"(each head has hidden / heads channels)")
+
+
 def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, dropout: float,
                 seed: int, heads: int = 4, batch_norm: bool = False) -> GNN:
     choose("model", name, MODELS)
@@ -176,7 +195,7 @@ def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, 
         torch.manual_seed(seed)
         if name == "gat":
             if hidden % heads:
-                raise UserError(f"model.hidden={hidden} must be divisible by model.heads={heads} for GAT")
+                raise UserError(f"hidden={hidden} must be divisible by model.heads={heads} for GAT")
             layers = [GATLayer(dims[i], hidden // heads, heads, True, bias=bias[i])
                       for i in range(num_layers - 1)] + [GATLayer(dims[-2], d_out, 1, False)]
         else:

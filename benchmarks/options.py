@@ -1,6 +1,8 @@
-"""Typed method options: each method (and family) declares its options once, as a dataclass whose
-fields carry the default, the type and the allowed range; `validate` turns the composed
-`cfg["method"]` into that dataclass or raises a one-line UserError naming the option.
+"""Typed options: every key of a run's configuration is declared once, as a field of a dataclass that
+carries the default, the type and the allowed range, and `validate` turns a composed section into
+that dataclass or raises a one-line UserError naming the key. Each method (and family) declares its
+`method.*` options; the top-level keys (`benchmarks.config.RunOptions`), each dataset's
+(`datasets.SyntheticOptions`) and the models' (`models.ModelOptions`) are declared the same way.
 
     @dataclass
     class Options(MiniBatchMethod.Options):
@@ -10,16 +12,18 @@ fields carry the default, the type and the allowed range; `validate` turns the c
         def check(self, cfg):       # checks across options, or against the run (`layers`)
             ...
 
-Types: bool, int, float (an int is a number too), str, Literal[...] (choices), Optional[X] (null
-allowed) and list[X] (non-empty; bounds hold for every element). Values are kept as given (no
-conversion), so the validated dict is the composed one, with defaults filled in.
+Types: bool, int, float (an int is a number too; NaN and infinities are not), str, Literal[...]
+(choices), Optional[X] (null allowed), list[X] (non-empty unless `empty=True`; bounds hold for every
+element) and dict (a mapping, its contents not checked). Values are kept as given (no conversion),
+so the validated dict is the composed one, with defaults filled in.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
-from typing import Literal, Union
+from typing import ClassVar, Literal, Union
 
 from benchmarks.errors import UserError, choose
 
@@ -27,12 +31,14 @@ from benchmarks.errors import UserError, choose
 RESERVED = ("name", "plugin")
 
 
-def option(default, doc: str = "", *, ge=None, gt=None, also=(), message: str | None = None):
+def option(default, doc: str = "", *, ge=None, gt=None, le=None, lt=None, also=(), empty: bool = False,
+           message: str | None = None):
     """A declared option: its default; `doc`, what it is (said in the error, in parentheses);
-    numeric bounds `ge`/`gt` (of each element, for a list); `also`, values allowed outside the bounds
-    (-1: every neighbour); `message`, a whole error line with `{value}` where an older message must
-    be kept word for word."""
-    meta = {"doc": doc, "ge": ge, "gt": gt, "also": tuple(also), "message": message}
+    numeric bounds `ge`/`gt`/`le`/`lt` (of each element, for a list); `also`, values allowed outside
+    the bounds (-1: every neighbour); `empty`, whether a list may be empty; `message`, a whole error
+    line with `{value}` where an older message must be kept word for word."""
+    meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "also": tuple(also), "empty": empty,
+            "message": message}
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -40,29 +46,40 @@ def option(default, doc: str = "", *, ge=None, gt=None, also=(), message: str | 
 
 @dataclasses.dataclass
 class Options:
-    """A method's options; the base declares none. Subclass it as a dataclass, fields by `option`."""
+    """A section's options (a method's, a dataset's...); the base declares none. Subclass it as a
+    dataclass, fields by `option`."""
+
+    #: Keys of the section that are valid but not options (checked elsewhere): for a method its name
+    #: and an alias's plugin; a dataset's or a model's name; the top level's sections.
+    reserved: ClassVar[tuple[str, ...]] = RESERVED
 
     def check(self, cfg: dict) -> None:
         """Checks across options or against the rest of the run config `cfg` (each field is already
         valid on its own); raise UserError. Called before launch, with every option filled in."""
 
 
-def validate(options_cls: type[Options], method_cfg: dict, cfg: dict | None = None) -> Options:
-    """`method_cfg` (a composed `cfg["method"]`: name, an alias's plugin, options) as `options_cls`;
-    missing options take their defaults. Unknown keys, wrong types, values out of range and failed
-    `check`s raise a one-line UserError."""
+def validate(options_cls: type[Options], values: dict, cfg: dict | None = None, section: str = "method") -> Options:
+    """`values` (a composed section of the run config, e.g. `cfg["method"]`: name, an alias's
+    plugin, options) as `options_cls`; missing options take their defaults. `section` is where the
+    values sit in the run config (`method`, `dataset`, `model`; "" for the top level): errors name
+    each key with it (`method.mode`, `dataset.homophily`, `lr`). Unknown keys, wrong types, values
+    out of range and failed `check`s raise a one-line UserError."""
     fields = {f.name: f for f in dataclasses.fields(options_cls)}
-    unknown = sorted(set(method_cfg) - set(fields) - set(RESERVED))
+    unknown = sorted(set(values) - set(fields) - set(options_cls.reserved))
     if unknown:
-        name = method_cfg.get("name", "?")
+        plural = "s" if len(unknown) > 1 else ""
+        if not section:
+            raise UserError(f"unknown key{plural} {', '.join(unknown)}; valid keys are: "
+                            f"{', '.join(sorted({*fields, *options_cls.reserved}))}")
+        name = values.get("name", "?")
         valid = f"its options are: {', '.join(sorted(fields))}" if fields else "it takes none"
-        raise UserError(f"unknown option{'s' if len(unknown) > 1 else ''} "
-                        f"{', '.join(f'method.{k}' for k in unknown)} for method={name}; {valid}")
+        raise UserError(f"unknown option{plural} {', '.join(f'{section}.{k}' for k in unknown)} "
+                        f"for {section}={name}; {valid}")
     hints = typing.get_type_hints(options_cls)
-    for key, value in method_cfg.items():
+    for key, value in values.items():
         if key in fields:
-            _check(key, value, hints[key], fields[key].metadata)
-    options = options_cls(**{k: v for k, v in method_cfg.items() if k in fields})
+            _check(f"{section}.{key}" if section else key, value, hints[key], fields[key].metadata)
+    options = options_cls(**{k: v for k, v in values.items() if k in fields})
     options.check(cfg or {})
     return options
 
@@ -91,13 +108,16 @@ def _fits(value, tp, meta) -> bool:
         return isinstance(value, bool)
     if tp is str:
         return isinstance(value, str)
+    if tp is dict:
+        return isinstance(value, dict)
     if tp in (int, float):
         if isinstance(value, bool) or not isinstance(value, int if tp is int else (int, float)):
             return False
         if value in meta["also"]:
             return True
-        return ((meta["ge"] is None or value >= meta["ge"]) and (meta["gt"] is None or value > meta["gt"])
-                and value == value)  # not NaN
+        return (math.isfinite(value)  # not NaN, not infinite
+                and (meta["ge"] is None or value >= meta["ge"]) and (meta["gt"] is None or value > meta["gt"])
+                and (meta["le"] is None or value <= meta["le"]) and (meta["lt"] is None or value < meta["lt"]))
     raise TypeError(f"option type {tp} is not supported")
 
 
@@ -107,9 +127,16 @@ def _requirement(tp, meta, plural: bool = False) -> str:
         return "true or false values" if plural else "true or false"
     if tp is str:
         return "strings" if plural else "a string"
+    if tp is dict:
+        return "mappings" if plural else "a mapping"
     noun = ("integer" if tp is int else "number") + ("s" if plural else "")
-    ge, gt = meta["ge"], meta["gt"]
-    if (tp is int and ge == 1) or gt == 0:
+    ge, gt, le, lt = meta["ge"], meta["gt"], meta["le"], meta["lt"]
+    if (le is not None or lt is not None) and (ge is not None or gt is not None):
+        words = (f"{noun} in {'[' if ge is not None else '('}{ge if ge is not None else gt}, "
+                 f"{le if le is not None else lt}{']' if le is not None else ')'}")
+    elif le is not None or lt is not None:
+        words = f"{noun} {'<=' if le is not None else '<'} {le if le is not None else lt}"
+    elif (tp is int and ge == 1) or gt == 0:
         words = f"positive {noun}"
     elif tp is int and ge == 0:
         words = f"non-negative {noun}"
@@ -121,15 +148,17 @@ def _requirement(tp, meta, plural: bool = False) -> str:
 
 
 def _check(key: str, value, tp, meta) -> None:
+    """`key`: the option's full name (`method.mode`, `dataset.homophily`, `lr`)."""
     tp, optional = _optional(tp)
     if value is None and optional:
         return
     if typing.get_origin(tp) is Literal:
-        choose(f"method.{key}", value, typing.get_args(tp))
+        choose(key, value, typing.get_args(tp))
         return
     if typing.get_origin(tp) is list:
         (item,) = typing.get_args(tp)
-        ok = isinstance(value, list) and bool(value) and all(_fits(v, item, meta) for v in value)
+        ok = (isinstance(value, list) and (bool(value) or meta["empty"])
+              and all(_fits(v, item, meta) for v in value))
         requirement = "a list of " + _requirement(item, meta, plural=True)
     else:
         ok = _fits(value, tp, meta)
@@ -138,5 +167,5 @@ def _check(key: str, value, tp, meta) -> None:
         return
     if meta["message"]:
         raise UserError(meta["message"].format(value=value))
-    raise UserError(f"method.{key}={value!r} must be {requirement}{', or null' if optional else ''}"
+    raise UserError(f"{key}={value!r} must be {requirement}{', or null' if optional else ''}"
                     + (f" ({meta['doc']})" if meta["doc"] else ""))

@@ -35,12 +35,12 @@ import psutil
 import torch
 import torch.distributed as dist
 
+from benchmarks.config import backend_of, check as check_config
 from benchmarks.datasets import load_dataset
-from benchmarks.errors import Stopped, UserError, choose, stop_on_signals
+from benchmarks.errors import Stopped, UserError, stop_on_signals
 from benchmarks.leftovers import owner_tag, remove_leftovers
-from benchmarks.method import Method, method_class, method_defaults, resolve
-from benchmarks.models import MODELS
-from benchmarks.partition import PARTITIONERS, build_parts, load_manifest, load_part, partition_stats, prepare_parts
+from benchmarks.method import Method, method_class, method_defaults
+from benchmarks.partition import build_parts, load_manifest, load_part, partition_stats, prepare_parts
 from benchmarks.probes import cores, fix_mmap_threshold
 from benchmarks.record import RecordBuilder, environment, ok_record, record_path, write_atomic
 from benchmarks.train import Diverged, run_rank
@@ -84,31 +84,12 @@ class Plan:
 
 
 def plan(cfg: dict) -> Plan:
-    """Validate the run config and resolve its method; raises UserError (nothing has run yet)."""
-    for key in ("workers", "epochs", "hidden", "layers"):
-        value = cfg[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise UserError(f"{key} must be a positive integer (got {value!r})")
-    choose("model", cfg["model"]["name"], MODELS)
-    choose("partitioner", cfg["partitioner"], PARTITIONERS)
-    choose("device", cfg["device"], ("cpu", "cuda"))
-    choose("backend", cfg["backend"], ("auto", "gloo", "nccl"))
+    """Validate the run config and resolve its method; raises UserError (nothing has run yet). Every
+    key is held to the schema (`config.check`: types, ranges, names, unknown keys); then what this
+    machine must offer (CUDA, enough GPUs)."""
+    method_cls, options = check_config(cfg)  # the method class and its options, checked
     if cfg["device"] == "cuda" and not torch.cuda.is_available():
         raise UserError("device=cuda but this torch build sees no CUDA device; use device=cpu")
-    backend = backend_of(cfg)
-    if (backend == "nccl") != (cfg["device"] == "cuda"):
-        raise UserError(f"backend={backend} does not fit device={cfg['device']}: use gloo on cpu and nccl on cuda "
-                        "(or backend=auto)")
-    threshold = cfg["malloc_mmap_threshold"]
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int)
-                                  or not 0 < threshold < 2 ** 31):  # mallopt takes a C int
-        raise UserError(f"malloc_mmap_threshold must be null or a number of bytes in [1, 2^31) (got {threshold!r})")
-    if not 0 <= cfg["dropout"] < 1:
-        raise UserError(f"dropout must be in [0, 1) (got {cfg['dropout']})")
-    delays = cfg.get("straggler_delay_s") or []
-    if not isinstance(delays, list) or not all(isinstance(d, (int, float)) and d >= 0 for d in delays):
-        raise UserError(f"straggler_delay_s must be a list of seconds >= 0, one per rank (got {delays!r})")
-    method_cls, options = resolve(cfg)  # the method class and its options, checked
     world = ranks_of(method_cls, cfg)
     if cfg["device"] == "cuda" and world > 1 and not under_torchrun() and world > torch.cuda.device_count():
         raise UserError(f"workers={world} but this machine has {torch.cuda.device_count()} GPUs; NCCL needs one "
@@ -124,12 +105,6 @@ def ranks_of(method_cls: type[Method], cfg: dict) -> int:
 def ranks(cfg: dict) -> int:
     """`ranks_of` for a config whose method is not resolved yet (a sweep checking for records)."""
     return ranks_of(method_class(cfg["method"]["name"]), cfg)
-
-
-def backend_of(cfg: dict) -> str:
-    if cfg["backend"] != "auto":
-        return cfg["backend"]
-    return "nccl" if cfg["device"] == "cuda" else "gloo"
 
 
 def under_torchrun() -> bool:

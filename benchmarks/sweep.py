@@ -19,15 +19,18 @@ What a preset sweeps (all optional; docs/analysis.md has an example of each):
   (or `at_least`) a bound. It probes `start`, steps by `factor` until it has a value that meets the
   bound and one that does not, then bisects until they are within `tolerance` (relative).
 
-Overrides on this command line win over everything the preset adds. A run whose `ok` record exists
-is skipped (`resume=false` reruns it); a failed run is recorded and the sweep goes on; a method the
-preset names but this checkout does not have (a paper table's method not written yet) is skipped
-with a message. Each run's record is found at `record.record_path` of its configuration, never
-by reading the run's output. `--dry-run` prints the command of each run still missing (a bisection
+Overrides on this command line win over everything the preset adds. Every run's configuration is
+composed and checked (`runner.plan`: no data is loaded) before the first run starts, so a bad value
+stops the sweep in one line naming the run. A run whose `ok` record exists is skipped
+(`resume=false` reruns it); a failed run is recorded and the sweep goes on; a method the preset
+names but this checkout does not have (a paper table's method not written yet) is skipped with a
+message. Each run's record is found at `record.record_path` of its configuration, never by reading
+the run's output. `--dry-run` prints the command of each run still missing (a bisection
 prints its first probe), for `torchrun` or a cluster scheduler.
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import shlex
 import subprocess
@@ -36,9 +39,11 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from benchmarks.cli import CONF, check_overrides, registered_methods
+from benchmarks.cli import CONF, check_composes, check_overrides, composition_error, registered_methods
 from benchmarks.errors import Stopped, UserError, stop_on_signals
 
 
@@ -134,6 +139,31 @@ def strategy(argv: list[str]) -> dict | None:
 def config_of(overrides: list[str]) -> dict:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
+
+
+def checked(runs: list[list[str]], spec: dict | None, machine: bool = True) -> list[dict]:
+    """Every run's configuration (a bisection's: its first probe's), composed and checked as the run
+    will check it (`runner.plan`; with `machine=False`, only what needs no look at this machine:
+    `config.check`, for commands printed to run elsewhere). The first bad one raises a UserError
+    naming the run; nothing has started then."""
+    from benchmarks.config import check
+    from benchmarks.runner import plan
+
+    configs = []
+    for i, overrides in enumerate(runs, 1):
+        if spec is not None:
+            overrides = _merge(overrides, [f"{spec['key']}={spec['start']}"])
+        try:
+            try:
+                cfg = config_of(overrides)
+            except (HydraException, OmegaConfBaseException) as e:
+                raise composition_error(e, overrides) from None
+            # a copy: planning completes `method`, and the record's path is computed from the config as composed
+            (plan if machine else check)(copy.deepcopy(cfg))
+        except UserError as e:
+            raise UserError(f"run {i}/{len(runs)} ({' '.join(overrides)}): {e}") from None
+        configs.append(cfg)
+    return configs
 
 
 def path_of(cfg: dict) -> Path:
@@ -244,16 +274,22 @@ def sweep(argv: list[str]) -> None:
     argv = [a for a in argv if a != "--dry-run"]
     try:
         check_overrides(argv)
-        runs, missing = expand(argv)
-        spec = strategy(argv)
+        check_composes(argv)
+        try:
+            runs, missing = expand(argv)
+            spec = strategy(argv)
+        except (HydraException, OmegaConfBaseException) as e:
+            raise composition_error(e, argv) from None
+        configs = checked(runs, spec, machine=not dry_run)
     except UserError as e:
-        sys.exit(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     for name in missing:
         print(f"skip: method '{name}' is not available in this checkout (methods: "
               f"{', '.join(registered_methods())})", flush=True)
     # A probe that does not fit (even one that fails: out of memory) is an answer, not a failure.
     counts = {"ok": 0, "kept": 0, "failed": 0, "failed_probes": 0}
-    for i, overrides in enumerate(runs, 1):
+    for i, (overrides, cfg) in enumerate(zip(runs, configs), 1):
         head = f"[{i}/{len(runs)}] {' '.join(overrides)}"
         if spec is not None:
             if dry_run:
@@ -263,7 +299,6 @@ def sweep(argv: list[str]) -> None:
             print(f"{head}: bisect {spec['key']}", flush=True)
             _bisect_run(overrides, spec, counts)
             continue
-        cfg = config_of(overrides)
         if kept(cfg) is not None:
             counts["kept"] += 1
             print(f"{head}: kept (ok record exists)", flush=True)

@@ -37,6 +37,13 @@ def test_cli_runs_one_configuration_and_says_where_the_record_went(tmp_path):
     (["backend=nccl"], "error: backend=nccl does not fit device=cpu: use gloo on cpu and nccl on cuda"),
     (["method=sar", "method.prefetch=-1", "workers=1", "dataset.nodes=100"],
      "error: method.prefetch must be a non-negative integer (got -1)"),
+    (["lr=-1"], "error: lr=-1 must be a number >= 0 (learning rate)"),  # the schema (tests/benchmarks/test_config.py)
+    (["+foo=1"], "error: unknown key foo; valid keys are: allow_nonfinite, backend, "),
+    # a key the config lacks, without `+`: Hydra's paragraph becomes the schema's line
+    (["epoch=5"], "error: unknown key epoch; valid keys are: allow_nonfinite, backend, "),
+    (["method.unknown=1"], "error: unknown option method.unknown for method=full_halo; it takes none"),
+    (["-m", "workers=1,2", "method.mode=sa"], "error: unknown option method.mode for method=full_halo; it takes none"),
+    (["workers=[1,2"], "error: cannot parse the override 'workers=[1,2': "),
 ])
 def test_bad_input_gets_one_line_and_exit_status_2(tmp_path, args, message):
     out = cli(tmp_path, *args)
@@ -53,3 +60,20 @@ def test_more_workers_than_nodes_is_named(make_cfg):
 def test_missing_real_dataset_is_named(make_cfg, tmp_path):
     with pytest.raises(UserError, match=r"dataset 'citeseer' not found under .*empty"):
         run(make_cfg("dataset=citeseer", f"data_root={tmp_path / 'empty'}"))
+
+
+def test_a_misspelt_method_is_refused_before_torch_is_imported():
+    code = ("import sys; sys.argv = ['benchmarks', 'method=sra']\n"
+            "from benchmarks.__main__ import main\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    print('torch' in sys.modules, e.code)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "2"] and out.stderr.startswith("error: unknown method 'sra'"), out
+
+
+def test_a_multirun_counts_refused_jobs_apart_from_failed_ones(tmp_path):
+    out = cli(tmp_path, "-m", "workers=1,abc", "method=single", "epochs=2", "hidden=8", "log_every=0",
+              "dataset.nodes=300", "dataset.classes=3")
+    assert out.returncode == 2
+    assert "error: workers must be a positive integer (got 'abc')" in out.stderr
+    assert "1 job(s) refused (bad configuration, no record)" in out.stderr and "see their records" not in out.stderr
+    assert len(list((tmp_path / "r").glob("*.json"))) == 1  # the good job ran

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 import pytest
 
@@ -90,3 +90,39 @@ def test_a_method_without_options_takes_none():
     assert validate(Options, {"name": "full_halo"}) == Options()
     with pytest.raises(UserError, match=r"^unknown option method.mode for method=full_halo; it takes none$"):
         validate(Options, {"name": "full_halo", "mode": "sar"})
+
+
+@dataclass
+class Section(Options):
+    """A non-method section: upper bounds, lists that may be empty, mappings, its own reserved keys."""
+
+    reserved: ClassVar[tuple[str, ...]] = ("name",)
+
+    share: float = option(0.5, "a share", ge=0, le=1)
+    below: float = option(0.0, ge=0, lt=1)
+    at_most: int = option(3, le=10)
+    delays: list[float] = option([], ge=0, empty=True)
+    extra: Optional[dict] = option(None)
+
+
+@pytest.mark.parametrize("section, values, message", [
+    ("dataset", {"share": 2}, "dataset.share=2 must be a number in [0, 1] (a share)"),
+    ("dataset", {"below": 1}, "dataset.below=1 must be a number in [0, 1)"),
+    ("model", {"at_most": 11}, "model.at_most=11 must be an integer <= 10"),
+    ("", {"share": float("inf")}, "share=inf must be a number in [0, 1]"),
+    ("", {"delays": [-1]}, "delays=[-1] must be a list of numbers >= 0"),
+    ("", {"extra": [1]}, "extra=[1] must be a mapping, or null"),
+    ("dataset", {"name": "x", "foo": 1}, "unknown option dataset.foo for dataset=x; its options are: at_most, below,"),
+    ("", {"foo": 1, "bar": 2}, "unknown keys bar, foo; valid keys are: at_most, below, delays, extra, name, share"),
+])
+def test_any_section_is_checked_and_named_by_its_prefix(section, values, message):
+    with pytest.raises(UserError) as e:
+        validate(Section, values, section=section)
+    assert str(e.value).startswith(message) and len(str(e.value).splitlines()) == 1, str(e.value)
+
+
+def test_what_a_section_allows():
+    assert validate(Section, {"name": "x", "delays": [], "extra": {"a": 1}, "share": 1, "below": 0.99},
+                    section="dataset").extra == {"a": 1}
+    with pytest.raises(UserError, match=r"^unknown option dataset.plugin"):  # `plugin` is reserved in `method` only
+        validate(Section, {"name": "x", "plugin": "y"}, section="dataset")

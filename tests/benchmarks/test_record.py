@@ -127,7 +127,7 @@ def test_records_are_strict_json_with_non_finite_numbers_as_null(make_cfg, tmp_p
     assert strict_json(b.path.read_text())["summary"]["final_train_loss"] is None
 
 
-@pytest.mark.parametrize("overrides", [["lr=inf"], ["lr=1e30", "model=gat"]])
+@pytest.mark.parametrize("overrides", [["lr=1e30"], ["lr=1e30", "model=gat"]])
 def test_a_diverging_run_ends_failed_naming_the_epoch(make_cfg, overrides):
     path, record = run(make_cfg("method=single", "epochs=4", *SMALL_SYNTHETIC, *overrides))
     assert record["status"] == "failed"
@@ -137,7 +137,7 @@ def test_a_diverging_run_ends_failed_naming_the_epoch(make_cfg, overrides):
 
 
 def test_allow_nonfinite_trains_on_and_records_nulls(make_cfg):
-    path, record = run(make_cfg("method=single", "epochs=4", "lr=inf", "allow_nonfinite=true", *SMALL_SYNTHETIC))
+    path, record = run(make_cfg("method=single", "epochs=4", "lr=1e30", "allow_nonfinite=true", *SMALL_SYNTHETIC))
     assert record["status"] == "ok" and len(record["history"]) == 4
     assert strict_json(path.read_text())["summary"]["final_train_loss"] is None
 

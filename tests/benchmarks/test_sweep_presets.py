@@ -1,12 +1,15 @@
-"""Every experiment preset composes, and its sweep expands to runs whose configurations compose;
-methods a preset names that this checkout lacks are reported, not fatal."""
+"""Every experiment preset composes, and its sweep expands to runs whose configurations compose and
+pass the run config's schema (`config.check`, what `runner.plan` holds a run to); methods a preset
+names that this checkout lacks are reported, not fatal."""
 from __future__ import annotations
 
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from benchmarks.cli import CONF, group_options, registered_methods
-from benchmarks.sweep import bisect, expand, meets, strategy
+from benchmarks.config import check
+from benchmarks.sweep import _merge, bisect, expand, meets, strategy
 
 
 @pytest.mark.parametrize("preset", group_options("experiment"))
@@ -14,12 +17,16 @@ def test_preset_sweep_expands_to_composable_runs(preset):
     runs, missing = expand([f"experiment={preset}"])
     assert runs or missing
     assert set(missing).isdisjoint(registered_methods())
+    spec = strategy([f"experiment={preset}"])
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         for overrides in runs:
+            if spec is not None:  # a bisection's runs start at its first probe
+                overrides = _merge(overrides, [f"{spec['key']}={spec['start']}"])
             cfg = compose("config", overrides=overrides)
             assert cfg.method.name in registered_methods()
             if preset.startswith(("sar_papers_", "llcg_table1_", "planetoid_baselines_")):
                 assert cfg.reproduces  # paper presets say which reference table they reproduce
+            check(OmegaConf.to_container(cfg, resolve=True))  # the schema takes every run of every preset
 
 
 def test_quickstart_sweeps_every_registered_method_and_single_once():

@@ -1,0 +1,67 @@
+"""Which names a run can choose, found without importing torch or any plugin (so a misspelt choice,
+`method=sra`, is refused in a fraction of a second): method plugins (modules in methods/ and
+GNNBENCH_METHODS_PATH), the aliases in conf/method/, each config group's YAMLs.
+`benchmarks.method.method_class` is what imports the plugin a name runs."""
+from __future__ import annotations
+
+import os
+import pkgutil
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from benchmarks.errors import choose
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+#: Config groups a command line chooses from (`method=...`).
+GROUPS = ("method", "dataset", "model", "experiment")
+
+
+def _plugin_path() -> list[str]:
+    """The `methods` package, plus folders in GNNBENCH_METHODS_PATH (out-of-tree plugins; spawned
+    ranks inherit the variable, so they find the same plugins). Follows the variable as it is now:
+    folders it no longer names are no longer searched."""
+    import methods
+
+    extra = filter(None, os.environ.get("GNNBENCH_METHODS_PATH", "").split(os.pathsep))
+    methods.__path__[:] = [str(Path(methods.__file__).parent), *extra]
+    return methods.__path__
+
+
+def plugin_names() -> list[str]:
+    """The plugin modules (methods/ and GNNBENCH_METHODS_PATH), without importing them."""
+    return sorted(m.name for m in pkgutil.iter_modules(_plugin_path()) if not m.name.startswith("_"))
+
+
+def aliases() -> dict[str, dict]:
+    """conf/method/<alias>.yaml files that name a `plugin`: {alias: its YAML as a dict}. Aliases of a
+    plugin that does not exist here are left out."""
+    plugins = set(plugin_names())
+    found = {}
+    for path in sorted((CONF / "method").glob("*.yaml")):
+        yaml = OmegaConf.to_container(OmegaConf.load(path))
+        if isinstance(yaml, dict) and yaml.get("plugin") in plugins:
+            found[path.stem] = yaml
+    return found
+
+
+def method_names() -> list[str]:
+    """Every name `method=` accepts: plugins and aliases."""
+    return sorted(set(plugin_names()) | set(aliases()))
+
+
+
+def group_options(group: str) -> list[str]:
+    """The choices of a config group: its YAMLs (and for `method`, every plugin and alias)."""
+    if group == "method":
+        return method_names()
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Unknown config-group choices get the suite's one-line error before Hydra's longer one."""
+    for arg in argv:
+        key, sep, value = arg.lstrip("+").partition("=")
+        if sep and key in GROUPS:
+            for choice in value.split(","):
+                choose(key, choice, group_options(key))

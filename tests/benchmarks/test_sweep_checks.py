@@ -1,0 +1,61 @@
+"""A sweep checks every run's configuration before it starts any (benchmarks/sweep.py `checked`): a
+bad value stops it in one line naming the run, and Hydra's errors are one line too. In-process: no
+run is started."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from benchmarks import sweep
+from benchmarks.errors import UserError
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.fixture
+def no_runs(monkeypatch):
+    def refuse(overrides, cfg):
+        raise AssertionError(f"a run started: {overrides}")
+
+    monkeypatch.setattr(sweep, "run_one", refuse)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["epochs=abc"], r"error: run 1/11 \(method=cluster_gcn experiment=quickstart epochs=abc results_dir=\S+\): "
+                     r"epochs must be a positive integer \(got 'abc'\)$"),
+    (["epoch=5"], r"error: unknown key epoch; valid keys are: allow_nonfinite, backend, "),
+    (["method=sra"], r"error: unknown method 'sra'; choose one of: "),
+    (["method=sar", "method.mode=fast"], r"error: run 1/1 \(experiment=quickstart method=sar method.mode=fast "
+                                         r"results_dir=\S+\): unknown method.mode 'fast'"),
+])
+def test_a_bad_configuration_stops_the_sweep_before_any_run(no_runs, capsys, tmp_path, args, message):
+    with pytest.raises(SystemExit) as e:
+        sweep.main(["experiment=quickstart", *args, f"results_dir={tmp_path}"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and re.match(message, err.strip()) and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_bad_variant_is_named_with_its_run(tmp_path):
+    runs = [["method=single"], ["method=sar", "method.mode=fast"]]
+    with pytest.raises(UserError, match=r"^run 2/2 \(method=sar method.mode=fast\): unknown method.mode 'fast'"):
+        sweep.checked(runs, None)
+    with pytest.raises(UserError, match=r"^run 1/1 \(method=single method.sync_every=3\): unknown key "
+                                        r"method.sync_every|^run 1/1 .*unknown option method.sync_every"):
+        sweep.checked([["method=single", "method.sync_every=3"]], None)  # a key the method lacks, without +
+
+
+def test_a_dry_run_checks_the_configuration_but_not_this_machine(no_runs, capsys, tmp_path):
+    sweep.main(["experiment=sar_anchor", "device=cuda", "--dry-run", f"results_dir={tmp_path}"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and all(line.startswith("python -m benchmarks ") for line in lines)
+    with pytest.raises(SystemExit):
+        sweep.main(["experiment=sar_anchor", "device=cuda", "lr=-1", "--dry-run", f"results_dir={tmp_path}"])
+    assert "lr=-1 must be a number >= 0" in capsys.readouterr().err
+
+
+def test_checked_returns_each_run_config_as_composed(tmp_path):
+    runs, _ = sweep.expand(["experiment=quickstart", f"results_dir={tmp_path}"])
+    configs = sweep.checked(runs, None)
+    assert [c["method"]["name"] for c in configs] == [r[0].split("=", 1)[1] for r in runs]
+    assert configs == [sweep.config_of(r) for r in runs]  # planning did not complete or change them
