@@ -50,7 +50,6 @@ def method_names() -> list[str]:
     return sorted(set(plugin_names()) | set(aliases()))
 
 
-
 def group_options(group: str) -> list[str]:
     """The choices of a config group: its YAMLs (and for `method`, every plugin and alias)."""
     if group == "method":
