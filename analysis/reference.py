@@ -209,6 +209,7 @@ def compare(agg: pd.DataFrame, runs_df: pd.DataFrame, ref: pd.DataFrame | None =
     rows = []
     for (dataset, model, setting), g in agg.groupby(["dataset", "model", "setting"]):
         table = reproduces.get(setting)
+        table = table if isinstance(table, str) and table else None  # NaN where no run of the setting names one
         # A run stands in for the datasets of its table only when the table has none of its own
         # (synthetic for ogbn-papers100M, CiteSeer for LLCG's Flickr): then shapes, never values.
         in_table = {d.lower() for d in ref.loc[ref["table"] == table, "dataset"]} if table else set()

@@ -168,6 +168,13 @@ def test_per_round_rows_are_never_set_beside_bytes_per_epoch():
     assert_never_over_claims(cmp)
 
 
+def test_records_of_a_preset_and_of_none_in_one_folder_are_each_matched_by_their_own_rule():
+    cmp = compare([*llcg_runs("citeseer"), record("single", 1, dataset="cora", model="gcn")])
+    assert set(cmp.loc[cmp["dataset"] == "citeseer", "reproduction"]) <= {"shape", "not comparable"}
+    assert set(cmp.loc[cmp["dataset"] == "cora", "paper_dataset"]) == {"Cora"}
+    assert_never_over_claims(cmp)
+
+
 def test_another_model_family_or_dataset_never_meets_a_row():
     cmp = compare([record("single", 1, dataset="cora", model="mlp"), record("psgd_pa", 8, dataset="reddit",
                                                                              model="gcn")])
