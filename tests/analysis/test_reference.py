@@ -180,3 +180,50 @@ def test_another_model_family_or_dataset_never_meets_a_row():
                                                                              model="gcn")])
     assert not len(cmp) or not ((cmp["dataset"] == "reddit") & (cmp["table"] == "llcg_table1")).any()
     assert math.isnan(float("nan"))
+
+
+def preset_records(preset: str, **kw) -> list[dict]:
+    """One hand-made record per run of a preset's sweep, carrying the configuration the preset
+    composes for that run (what the runtime writes into `config`)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from benchmarks.cli import CONF
+    from benchmarks.sweep import expand
+
+    runs, _ = expand([f"experiment={preset}"])
+    out = []
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for overrides in runs:
+            cfg = OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
+            workers = 1 if cfg["method"]["name"] == "single" else cfg["workers"]
+            r = record(cfg["method"]["name"], workers, dataset=cfg["dataset"]["name"], model=cfg["model"]["name"],
+                       reproduces=cfg["reproduces"], **kw)
+            r["config"] = {**cfg, "workers": workers}
+            out.append(r)
+    return out
+
+
+def test_the_paper_presets_run_the_regimes_their_rows_record():
+    cmp = compare(preset_records("planetoid_baselines_full"))
+    assert_never_over_claims(cmp)
+    kind = cmp.set_index(["paper_dataset", "source", "paper_model"])["reproduction"]
+    for dataset in ("Cora", "CiteSeer", "PubMed"):
+        assert kind[(dataset, "arXiv 1609.02907 (quoted in dmlc/dgl:examples/pytorch/gcn/README.md)", "GCN")] == "full"
+    gat = cmp[cmp["source"] == "arXiv 1710.10903 (GAT paper)"].set_index("paper_dataset")
+    assert gat.loc["Cora", "reproduction"] == "unconfirmed" and gat.loc["Cora", "unknown"] == "epochs|rounds"
+    assert gat.loc["PubMed", "differs"] == "model.out_heads ?≠8"  # one output head here
+    sage = cmp[cmp["source"].str.contains("graphsage")].iloc[0]
+    assert sage["differs"] == "model.aggregator ?≠gcn"
+
+    cmp = compare(preset_records("ogb_products_full"))
+    assert_never_over_claims(cmp)
+    one = cmp[cmp["workers"] == 1].set_index(["paper_model", "paper_method"])["reproduction"]
+    for row in [("GraphSAGE", "full-batch single machine"), ("GCN", "full-batch single machine"),
+                ("GraphSAGE", "neighbour sampling"), ("GraphSAGE (ClusterGCN, SAGE aggr)", "Cluster-GCN"),
+                ("GraphSAGE (GraphSAINT, SAGE aggr)", "GraphSAINT")]:
+        assert one[row] == "full", row
+    # a row is set beside the run at its own worker count; without one, the 4-worker run is scaled-down
+    four = compare([r for r in preset_records("ogb_products_full") if r["workers"] == 4 and r["method"] == "cluster_gcn"])
+    assert list(four["reproduction"]) == ["scaled-down"]
+    assert four["differs"].iloc[0] == "workers 4≠1, method.num_parts 3750≠15000"
