@@ -172,4 +172,10 @@ def _paper_section(agg: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         parts += [f"{len(uncertain)} of these published values are uncertain: "
                   + "; ".join(sorted({f"{c} ({reference.CERTAINTY.get(c, c)})" for c in uncertain['certainty']}))
                   + ". Read them as approximate.", ""]
+    sources = cmp[cmp["config_source"] != ""].drop_duplicates(["source", "config_source"])
+    if len(sources):
+        parts += ["Where each published row's configuration comes from (papers.csv `config_source`; keys it "
+                  "does not state are unknown, never assumed):", ""]
+        parts += [f"- {r['source']}, {r['paper_dataset']} {r['paper_model']}: {r['config_source']}"
+                  for _, r in sources.iterrows()] + [""]
     return parts
