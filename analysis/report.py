@@ -169,8 +169,8 @@ def _paper_section(agg: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
                         "measured run", "measured as", "certainty", "reproduction"], rows), ""]
     uncertain = cmp[cmp["certainty"].isin(["figure-estimate", "recalled"])]
     if len(uncertain):
-        parts += [f"{len(uncertain)} of these published values are uncertain: "
-                  + "; ".join(sorted({f"{c} ({reference.CERTAINTY.get(c, c)})" for c in uncertain['certainty']}))
+        kinds = uncertain["certainty_text"].value_counts()
+        parts += ["Uncertain published values here: " + ", ".join(f"{n} {text}" for text, n in kinds.items())
                   + ". Read them as approximate.", ""]
     sources = cmp[cmp["config_source"] != ""].drop_duplicates(["source", "config_source"])
     if len(sources):
