@@ -15,7 +15,8 @@ from tests.analysis.handmade import record
 
 pytestmark = pytest.mark.fast
 
-GCN_PAPER = {"dropout": 0.5, "lr": 0.01, "weight_decay": 0.0005}  # arXiv 1609.02907 with hidden 16, 2 layers, 200 epochs
+# arXiv 1609.02907's regime, with hidden 16, 2 layers and 200 epochs
+GCN_PAPER = {"dropout": 0.5, "lr": 0.01, "weight_decay": 0.0005}
 
 
 def compare(records):
@@ -224,6 +225,7 @@ def test_the_paper_presets_run_the_regimes_their_rows_record():
                 ("GraphSAGE (GraphSAINT, SAGE aggr)", "GraphSAINT")]:
         assert one[row] == "full", row
     # a row is set beside the run at its own worker count; without one, the 4-worker run is scaled-down
-    four = compare([r for r in preset_records("ogb_products_full") if r["workers"] == 4 and r["method"] == "cluster_gcn"])
+    four = compare([r for r in preset_records("ogb_products_full")
+                    if r["workers"] == 4 and r["method"] == "cluster_gcn"])
     assert list(four["reproduction"]) == ["scaled-down"]
     assert four["differs"].iloc[0] == "workers 4≠1, method.num_parts 3750≠15000"
