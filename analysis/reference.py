@@ -7,7 +7,7 @@ results/reference/README.md). A configuration of the records meets a row in one 
   paper's value is set beside the measured one when the metric's unit matches (`per`: a per-round
   figure is never set beside bytes per epoch; that pair says `not comparable`). It is **full** only
   when every key the row records (`config`, workers) equals the record's and the row records the
-  core keys (layers, hidden, dropout, lr, epochs or rounds; heads for GAT); **scaled-down** when a
+  core keys (layers, hidden, dropout, lr, epochs, rounds or early stopping; heads for GAT); **scaled-down** when a
   recorded key differs, with the differing keys listed (`lr 0.001≠0.01`: measured≠paper);
   **unconfirmed** when nothing recorded differs but the source leaves core keys unknown (listed,
   never assumed).
@@ -77,7 +77,7 @@ SCALING = {"memory_scaling_factor": ("train_mem_bytes", "training working set, f
 VARIANT_RATIOS = {"memory_ratio_vanilla_over_sar": ("train_mem_bytes", "training working set ratio")}
 
 # The keys a row should state for a `full` claim to mean much; the ones it leaves blank are listed.
-CORE_KEYS = ("layers", "hidden", "dropout", "lr", "epochs|rounds")
+CORE_KEYS = ("layers", "hidden", "dropout", "lr", "epochs|rounds|early_stopping")
 CERTAINTY = {"verified": "verified against the source", "readme": "stated in the source's README or docs",
              "abstract": "from the abstract", "figure-estimate": "read from a figure",
              "recalled": "recalled, unverified"}
