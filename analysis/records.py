@@ -26,7 +26,7 @@ import pandas as pd
 # One configuration = these columns; seeds are averaged within one.
 KEYS = ["dataset", "model", "variant", "workers", "setting"]
 METRICS = ["epoch_time_s", "peak_rss_bytes", "peak_pss_bytes", "peak_pss_sum_bytes", "peak_mem_bytes",
-           "train_mem_bytes", "comm_bytes_per_epoch", "best_val_acc", "test_acc", "train_time_s"]
+           "train_mem_bytes", "comm_bytes_per_epoch", "comm_bytes_per_round", "best_val_acc", "test_acc", "train_time_s"]
 
 
 class NoRecords(ValueError):
@@ -84,6 +84,8 @@ def _run_row(r: dict) -> dict:
         "peak_mem_kind": "PSS" if pss == pss else "RSS",
         "train_mem_bytes": value("train_mem_delta_bytes_max"),
         "comm_bytes_per_epoch": value("comm_bytes_per_epoch"),
+        # only where a method states its rounds (an averaging round is not an epoch); NaN otherwise
+        "comm_bytes_per_round": _num(s and s.get("comm_bytes_per_round")),
         "best_val_acc": _num(s and s.get("best_val_acc")),
         "test_acc": _num(s and s.get("test_acc_at_best_val")),
         "train_time_s": value("train_time_s"),

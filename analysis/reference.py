@@ -1,12 +1,25 @@
-"""Published numbers (`results/reference/papers.csv`) beside measured ones.
+"""Published numbers (`results/reference/papers.csv`) beside measured ones, without over-claiming.
 
-A reference row is compared with a configuration of the records when its method and model map to
-the configuration's (the small explicit maps below) and either the dataset is the same or the runs
-came from a preset that reproduces the row's table (`reproduces: <table>` in the config) on a
-dataset that table does not have (a synthetic graph standing in for ogbn-papers100M). Worker
-counts are paired by rank when they differ: a scaled-down sweep over 1, 2, 4 workers stands for a
-paper's 32, 64, 128. Each comparison says whether it is a full reproduction (dataset, model shape
-and workers as published) or a scaled-down one, and which of those differ.
+Each published row carries the configuration it came from (`family`, `per`, `config`; see
+results/reference/README.md). A configuration of the records meets a row in one of two ways:
+
+- **absolute**: the record's dataset is the row's dataset and its model is the row's `family`. The
+  paper's value is set beside the measured one when the metric's unit matches (`per`: a per-round
+  figure is never set beside bytes per epoch; that pair says `not comparable`). It is **full** only
+  when every key the row records (`config`, workers) equals the record's and the row records the
+  core keys (layers, hidden, dropout, lr, epochs, rounds or early stopping; heads for GAT); **scaled-down** when a
+  recorded key differs, with the differing keys listed (`lr 0.001≠0.01`: measured≠paper);
+  **unconfirmed** when nothing recorded differs but the source leaves core keys unknown (listed,
+  never assumed).
+- **shape**: the runs came from a preset that reproduces the row's table (`reproduces: <table>`)
+  on a dataset the table does not have (a stand-in: a synthetic graph for ogbn-papers100M, CiteSeer
+  for LLCG's Flickr). Absolute values are never compared then: each method is set relative to the
+  table's reference method (`results/reference/tables.csv`), accuracy as a difference in points,
+  time, memory and bytes as a ratio, the paper's shape beside the measured one. Rows that are
+  ratios already (`memory_ratio_vanilla_over_sar`, scaling factors) are shapes as they stand.
+
+Worker counts are paired by rank when they differ: a sweep over 1, 2, 4 workers stands for a
+paper's 32, 64, 128 (and the workers are then listed among the differing keys).
 """
 from __future__ import annotations
 
@@ -15,10 +28,12 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 # The published numbers are files of this checkout (analysis reads files, never the runtime).
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "results" / "reference"
 REFERENCE = REFERENCE_DIR / "papers.csv"
+TABLES = REFERENCE_DIR / "tables.csv"
 
 # Paper method names -> this suite's variants (the `variant` of a record). Methods not written yet
 # simply match nothing until their records exist.
@@ -39,17 +54,21 @@ METHODS = {
 }
 # Paper "A vs B" ratios -> (numerator variant, denominator variant).
 RATIOS = {"SAR vs vanilla": ("full_halo", "sar")}
-# The first word of a paper's model name -> ours ("GraphSAGE 3x256 +BN" -> sage).
+# The first word of a paper's model name -> ours ("GraphSAGE 3x256 +BN" -> sage). Matching reads
+# the row's `family` column; this map only helps fill it.
 MODELS = {"GraphSAGE": "sage", "GAT": "gat", "GCN": "gcn", "MLP": "mlp"}
 
-# metric -> (aggregate column, factor to the paper's unit, what is measured)
+# metric -> (run column, factor to the paper's unit, what is measured, per, how a shape is formed)
 DIRECT = {
-    "peak_memory_per_machine": ("peak_rss_bytes", 1e-9, "peak RSS, largest rank"),
-    "epoch_time": ("epoch_time_s", 1.0, "median epoch time"),
-    "test_accuracy": ("test_acc", 100.0, "test accuracy at best validation"),
-    "test_micro_f1": ("test_acc", 100.0, "test accuracy at best validation (= micro-F1, one label per node)"),
-    "val_accuracy": ("best_val_acc", 100.0, "best validation accuracy"),
-    "comm_per_round": ("comm_bytes_per_epoch", 1e-6, "training MB per epoch, all ranks"),
+    "peak_memory_per_machine": ("peak_rss_bytes", 1e-9, "peak RSS, largest rank", "run", "ratio"),
+    "epoch_time": ("epoch_time_s", 1.0, "median epoch time", "epoch", "ratio"),
+    "test_accuracy": ("test_acc", 100.0, "test accuracy at best validation", "run", "points"),
+    "test_micro_f1": ("test_acc", 100.0, "test accuracy at best validation (= micro-F1, one label per node)", "run",
+                      "points"),
+    "val_accuracy": ("best_val_acc", 100.0, "best validation accuracy", "run", "points"),
+    # bytes per round only where a record states them (`summary.comm_bytes_per_round`); bytes per
+    # epoch are another unit: an epoch of `ggs` is many rounds, `llcg` adds correction traffic.
+    "comm_per_round": ("comm_bytes_per_round", 1e-6, "training MB per round, all ranks", "round", "ratio"),
 }
 # Ratios over worker counts ("32->128") or variants; on the training working set, because a small
 # graph's RSS is mostly the interpreter and torch, which a paper's 100 GB machines do not notice.
@@ -57,9 +76,23 @@ SCALING = {"memory_scaling_factor": ("train_mem_bytes", "training working set, f
            "runtime_scaling": ("epoch_time_s", "median epoch time, fewest/most workers")}
 VARIANT_RATIOS = {"memory_ratio_vanilla_over_sar": ("train_mem_bytes", "training working set ratio")}
 
+# The keys a row should state for a `full` claim to mean much; the ones it leaves blank are listed.
+CORE_KEYS = ("layers", "hidden", "dropout", "lr", "epochs|rounds|early_stopping")
+CERTAINTY = {"verified": "verified against the source", "readme": "stated in the source's README or docs",
+             "abstract": "from the abstract", "figure-estimate": "read from a figure",
+             "recalled": "recalled, unverified"}
+
 
 def load_reference(path: Path = REFERENCE) -> pd.DataFrame:
     return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def load_tables(path: Path = TABLES) -> dict[str, str]:
+    """table -> its reference method (the one shapes are relative to; empty: none)."""
+    if not Path(path).exists():
+        return {}
+    t = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return dict(zip(t["table"], t["reference_method"]))
 
 
 def model_of(paper_model: str) -> str | None:
@@ -77,6 +110,79 @@ def shape_of(paper_model: str) -> dict:
     return out
 
 
+def parse_config(text: str) -> dict:
+    """A row's `config` cell, `key=value; key=value` (values in YAML: 0.01, true, [15, 10, 5])."""
+    out = {}
+    for part in (text or "").split(";"):
+        if "=" in part:
+            key, value = part.split("=", 1)
+            try:
+                out[key.strip()] = yaml.safe_load(value.strip())
+            except yaml.YAMLError:
+                out[key.strip()] = value.strip()
+    return out
+
+
+_MISSING = object()
+
+
+def config_value(cfg: dict, key: str):
+    """The record's value of a row key: a dotted path into its config, or a derived key
+    (`rounds` = epochs / method.avg_every for the averaging methods, whose one step is one epoch)."""
+    if key == "rounds":
+        method = (cfg.get("method") or {})
+        if method.get("name") in ("psgd_pa", "llcg") and cfg.get("epochs") is not None:
+            every = method.get("avg_every") or 1
+            return cfg["epochs"] / every
+        return _MISSING
+    node = cfg
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, str) and isinstance(b, str):
+        return a.lower() == b.lower()
+    return a == b
+
+
+def _text(v) -> str:
+    if v is _MISSING:
+        return "?"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_text(x) for x in v) + "]"
+    return str(v)
+
+
+def differences(row_config: dict, cfg: dict) -> list[str]:
+    """`key measured≠paper` for every key the row records that the record's config does not equal
+    (`?` where the run does not record that key at all)."""
+    out = []
+    for key, want in row_config.items():
+        have = config_value(cfg, key)
+        if have is _MISSING or not _same(have, want):
+            out.append(f"{key} {_text(have)}≠{_text(want)}")
+    return out
+
+
+def unknown_keys(row_config: dict, family: str) -> list[str]:
+    core = [*CORE_KEYS, *(["model.heads"] if family == "gat" else [])]
+    return [k for k in core if not any(part in row_config for part in k.split("|"))]
+
+
 def _workers(text: str) -> list[int]:
     return [int(w) for w in re.findall(r"\d+", text)] if re.fullmatch(r"\d+(->\d+)?", text or "") else []
 
@@ -89,30 +195,45 @@ def _pair(paper_ws: list[int], measured_ws: list[int], w: int) -> int | None:
     return measured_ws[i] if i is not None and i < len(measured_ws) else None
 
 
-def compare(agg: pd.DataFrame, runs_df: pd.DataFrame, ref: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per (reference row, measured configuration) pair: paper value, measured value and
-    whether the reproduction is full or scaled-down."""
+def compare(agg: pd.DataFrame, runs_df: pd.DataFrame, ref: pd.DataFrame | None = None,
+            tables: dict | None = None) -> pd.DataFrame:
+    """One row per (reference row, measured configuration) pair: the paper's value (or shape) and
+    the measured one, and what kind of comparison it is (`reproduction`: full, scaled-down, shape,
+    not comparable) with the differing keys (`differs`) and the keys the source leaves unknown."""
     ref = load_reference() if ref is None else ref
+    tables = load_tables() if tables is None else tables
     reproduces = runs_df.groupby("setting")["reproduces"].first().to_dict()
-    configs = runs_df.groupby("setting")["config"].first().to_dict()
+    configs = {}
+    for s, v, w, c in zip(runs_df["setting"], runs_df["variant"], runs_df["workers"], runs_df["config"]):
+        configs.setdefault((s, v, int(w)), c)
     rows = []
     for (dataset, model, setting), g in agg.groupby(["dataset", "model", "setting"]):
         table = reproduces.get(setting)
-        # A run stands in for another dataset of its table only when the table has none of its own
-        # (synthetic for ogbn-papers100M); CiteSeer runs are compared with CiteSeer rows only.
+        table = table if isinstance(table, str) and table else None  # NaN where no run of the setting names one
+        # A run stands in for the datasets of its table only when the table has none of its own
+        # (synthetic for ogbn-papers100M, CiteSeer for LLCG's Flickr): then shapes, never values.
         in_table = {d.lower() for d in ref.loc[ref["table"] == table, "dataset"]} if table else set()
         stand_in = bool(table) and dataset.lower() not in in_table
-        cands = ref[[model_of(r["model"]) == model and (r["dataset"].lower() == dataset.lower()
-                                                        or (stand_in and r["table"] == table))
-                     for _, r in ref.iterrows()]]
+        family = ref["family"] == model
+        if stand_in:
+            cands = ref[family & (ref["table"] == table)]
+        else:
+            cands = ref[family & (ref["dataset"].str.lower() == dataset.lower())]
+        ctx = {"g": g, "cands": cands, "configs": configs, "setting": setting, "dataset": dataset,
+               "stand_in": stand_in, "reference": tables.get(table or "", "")}
         for _, r in cands.iterrows():
-            row = _measure(r, g, cands, configs[setting])
+            row = _measure(r, ctx)
             if row is not None:
                 rows.append({"table": r["table"], "source": r["source"], "paper_dataset": r["dataset"],
                              "paper_model": r["model"], "paper_method": r["method"], "paper_workers": r["workers"],
-                             "metric": r["metric"], "paper": _float(r["value"]), "unit": r["unit"],
-                             "certainty": r["certainty"], "dataset": dataset, "model": model, **row})
-    return pd.DataFrame(rows)
+                             "metric": r["metric"], "per": r["per"], "certainty": r["certainty"],
+                             "certainty_text": CERTAINTY.get(r["certainty"], r["certainty"]),
+                             "config_source": r["config_source"], "dataset": dataset, "model": model,
+                             "unit": r["unit"], **row})
+    columns = ["table", "source", "paper_dataset", "paper_model", "paper_method", "paper_workers", "metric", "per",
+               "paper", "unit", "certainty", "certainty_text", "config_source", "dataset", "model", "variant",
+               "workers", "measured", "measured_as", "status", "reproduction", "differs", "unknown", "relative_to"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _float(text: str) -> float:
@@ -122,7 +243,8 @@ def _float(text: str) -> float:
         return math.nan
 
 
-def _measure(r, g: pd.DataFrame, cands: pd.DataFrame, cfg: dict) -> dict | None:
+def _measure(r, ctx: dict) -> dict | None:
+    g, cands, stand_in = ctx["g"], ctx["cands"], ctx["stand_in"]
     metric, paper_ws = r["metric"], _workers(r["workers"])
     same = cands[(cands["source"] == r["source"]) & (cands["model"] == r["model"])]
     all_paper_ws = sorted({w for text in same["workers"] for w in _workers(text)})
@@ -135,21 +257,59 @@ def _measure(r, g: pd.DataFrame, cands: pd.DataFrame, cfg: dict) -> dict | None:
         if not len(mine):
             return math.nan, w, None
         hit = mine.iloc[0]
-        return (hit[column] if hit["status"] == "ok" else math.nan), int(hit["workers"]), hit["status"]
+        value = hit[column] if column in hit.index and hit["status"] == "ok" else math.nan
+        return value, int(hit["workers"]), hit["status"]
 
-    if metric in DIRECT and METHODS.get(r["method"]):
-        column, factor, what = DIRECT[metric]
-        value, w, status = at(METHODS[r["method"]], paper_ws[0] if paper_ws else None, column)
+    def cfg_of(variant: str, w) -> dict:
+        return ctx["configs"].get((ctx["setting"], variant, w), {})
+
+    variant = METHODS.get(r["method"])
+    if metric in DIRECT and variant:
+        column, factor, what, per, kind = DIRECT[metric]
+        w0 = paper_ws[0] if paper_ws else None
+        value, w, status = at(variant, w0, column)
         if status is None:
             return None
-        return _row(value * factor, what, METHODS[r["method"]], w, status, r, cfg, paper_ws[:1])
-    if metric in SCALING and METHODS.get(r["method"]) and len(paper_ws) == 2:
+        cfg = cfg_of(variant, w)
+        # a per-round row needs a per-round field in the record; bytes per epoch never stand in for it
+        unit_ok = (r["per"] or per) == per and not (per == "round" and status == "ok" and value != value)
+        if stand_in:
+            reference = ctx["reference"]
+            if not reference or r["method"] == reference:
+                return None  # the reference method is the origin of every shape
+            base = cands[(cands["source"] == r["source"]) & (cands["dataset"] == r["dataset"])
+                         & (cands["family"] == r["family"]) & (cands["metric"] == metric)
+                         & (cands["workers"] == r["workers"]) & (cands["method"] == reference)]
+            ref_variant = METHODS.get(reference)
+            if not len(base) or not ref_variant:
+                return None
+            b, wb, sb = at(ref_variant, w0, column)
+            if sb is None:
+                return None
+            unit_ok = unit_ok and not (per == "round" and sb == "ok" and b != b)
+            paper_v, paper_b = _float(r["value"]), _float(base["value"].iloc[0])
+            if kind == "points":
+                paper, measured, unit = paper_v - paper_b, (value - b) * factor, "pp"
+            else:
+                paper, measured, unit = paper_v / paper_b, value / b, "x"
+            out = _row(measured, f"{what}: {variant} relative to {ref_variant}", variant, w, _worst(status, sb), r,
+                       cfg, paper_ws[:1], ctx, paper=paper, relative_to=reference)
+            out["unit"] = unit
+            if not unit_ok:
+                return _not_comparable(out, r, per)
+            return out
+        out = _row(value * factor, what, variant, w, status, r, cfg, paper_ws[:1], ctx)
+        if not unit_ok:
+            return _not_comparable(out, r, per)
+        return out
+    if metric in SCALING and variant and len(paper_ws) == 2:
         column, what = SCALING[metric]
-        a, wa, sa = at(METHODS[r["method"]], paper_ws[0], column)
-        b, wb, sb = at(METHODS[r["method"]], paper_ws[1], column)
+        a, wa, sa = at(variant, paper_ws[0], column)
+        b, wb, sb = at(variant, paper_ws[1], column)
         if sa is None or sb is None or wa == wb:
             return None
-        return _row(a / b, what, METHODS[r["method"]], f"{wa}->{wb}", _worst(sa, sb), r, cfg, paper_ws, (wa, wb))
+        return _row(a / b, what, variant, f"{wa}->{wb}", _worst(sa, sb), r, cfg_of(variant, wb), paper_ws, ctx,
+                    (wa, wb))
     if metric in VARIANT_RATIOS and r["method"] in RATIOS and paper_ws:
         column, what = VARIANT_RATIOS[metric]
         num, den = RATIOS[r["method"]]
@@ -157,24 +317,37 @@ def _measure(r, g: pd.DataFrame, cands: pd.DataFrame, cfg: dict) -> dict | None:
         b, wb, sb = at(den, paper_ws[0], column)
         if sa is None or sb is None or wa != wb:
             return None
-        return _row(a / b, what, f"{num} / {den}", wa, _worst(sa, sb), r, cfg, paper_ws)
+        return _row(a / b, what, f"{num} / {den}", wa, _worst(sa, sb), r, cfg_of(den, wb), paper_ws, ctx)
     return None
+
+
+def _not_comparable(out: dict, r, per: str) -> dict:
+    out.update(measured=math.nan, reproduction="not comparable",
+               differs=f"unit: paper per {r['per'] or per}, the record has no per-{r['per'] or per} field "
+                       "(bytes per epoch are another unit)")
+    return out
 
 
 def _worst(*statuses: str) -> str:
     return "failed" if "failed" in statuses else "ok"
 
 
-def _row(value, what, variant, workers, status, r, cfg, paper_ws, measured_ws=None) -> dict:
+def _row(value, what, variant, workers, status, r, cfg, paper_ws, ctx, measured_ws=None, paper=None,
+         relative_to="") -> dict:
     measured_ws = measured_ws or ([workers] if workers is not None else [])
+    row_config = parse_config(r["config"])
     diffs = []
-    if r["dataset"].lower() != cfg["dataset"]["name"].lower():
-        diffs.append(f"dataset {cfg['dataset']['name']} (paper {r['dataset']})")
+    if r["dataset"].lower() != ctx["dataset"].lower():
+        diffs.append(f"dataset {ctx['dataset']}≠{r['dataset']} (stand-in)")
     if paper_ws and list(measured_ws) != list(paper_ws):
-        diffs.append(f"workers {'->'.join(map(str, measured_ws))} (paper {'->'.join(map(str, paper_ws))})")
-    for key, want in shape_of(r["model"]).items():
-        if cfg.get(key) != want:
-            diffs.append(f"{key} {cfg.get(key)} (paper {want})")
+        diffs.append(f"workers {'->'.join(map(str, measured_ws))}≠{'->'.join(map(str, paper_ws))}")
+    diffs += differences(row_config, cfg or {})
+    unknown = unknown_keys(row_config, r["family"])
+    # full: every key the row records matches, and the row records the core keys; a row that
+    # leaves some unknown can only be `unconfirmed` (nothing differs that anyone can see)
+    reproduction = ("shape" if ctx["stand_in"] else "scaled-down" if diffs else "unconfirmed" if unknown
+                    else "full")
     return {"variant": variant, "workers": workers, "measured": value if status == "ok" else math.nan,
-            "measured_as": what, "status": status,
-            "reproduction": "full" if not diffs else "scaled-down: " + "; ".join(diffs)}
+            "paper": _float(r["value"]) if paper is None else paper,
+            "measured_as": what, "status": status, "reproduction": reproduction, "differs": ", ".join(diffs),
+            "unknown": ", ".join(unknown), "relative_to": relative_to}

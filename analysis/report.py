@@ -129,20 +129,53 @@ def _img(figs: dict, name: str) -> str:
     return f"![{name.replace('_', ' ')}](figures/{png.name}) ([PDF](figures/{png.stem}.pdf))"
 
 
+def _value(x: float, unit: str, failed: bool = False) -> str:
+    if failed:
+        return "**failed**"
+    if x != x:
+        return "–"
+    sign = "+" if unit == "pp" and x > 0 else ""
+    return f"{sign}{x:.3g} {unit}"
+
+
 def _paper_section(agg: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     cmp = reference.compare(agg, runs)
     parts = ["## Published numbers", ""]
     if not len(cmp):
         return parts + ["No record here matches a published figure (`results/reference/papers.csv`): the runs' "
-                        "datasets are not in it and no preset named a paper table (`reproduces`). The paper presets "
-                        "(`experiment=*_full`, `*_mini`) produce records that do.", ""]
-    parts += ["Paper beside measured. *full*: the dataset, model shape and worker count of the paper; "
-              "*scaled-down*: what differs (worker counts are paired by rank). Certainty is the reference's: "
-              "`figure-estimate` values are read off a plot.", ""]
-    rows = [[r["table"] or "–", r["paper_dataset"], r["paper_model"], r["paper_method"], r["paper_workers"] or "–",
-             r["metric"], f"{r['paper']:.3g} {r['unit']}" if r["paper"] == r["paper"] else "– (no value: OOM)",
-             (f"{r['measured']:.3g} {r['unit']}" if r["status"] == "ok" else "**failed**"),
-             f"{r['variant']} P={r['workers']} on {r['dataset']}", r["measured_as"], r["certainty"], r["reproduction"]]
-            for _, r in cmp.iterrows()]
-    return parts + [md_table(["table", "dataset", "model", "method", "workers", "metric", "paper", "measured",
-                              "measured run", "measured as", "certainty", "reproduction"], rows), ""]
+                        "datasets and model families are not in it and no preset named a paper table (`reproduces`). "
+                        "The paper presets (`experiment=*_full`, `*_mini`) produce records that do.", ""]
+    parts += ["Paper beside measured, matched on dataset, model family and the metric's unit (per epoch, per round, "
+              "per run). *full*: every key the published row records (its `config` in papers.csv, workers) equals "
+              "the run's; *unconfirmed*: nothing recorded differs but the source leaves core keys unknown (listed); "
+              "*scaled-down*: the keys that differ, `key measured≠paper` (`?`: the run does not record it; worker "
+              "counts are paired by rank); *shape*: the run's dataset stands in for the table's (not in it), so "
+              "each method is set relative to the table's reference method, accuracy as a difference in points "
+              "(pp), time, memory and bytes as a ratio (x), and absolute values are not compared; *not comparable*: "
+              "the units differ (MB per round against bytes per epoch). Certainty is the source's.", ""]
+    rows = []
+    for _, r in cmp.iterrows():
+        paper = _value(r["paper"], r["unit"]) if r["paper"] == r["paper"] else "– (no value: OOM)"
+        if r["relative_to"]:
+            paper += f" vs {r['relative_to']}"
+        measured = _value(r["measured"], r["unit"], r["status"] != "ok")
+        kind = r["reproduction"] + (f": {r['differs']}" if r["differs"] else "")
+        if r["unknown"]:
+            kind += f"; source does not state: {r['unknown']}"
+        rows.append([r["table"] or "–", r["paper_dataset"], r["paper_model"], r["paper_method"],
+                     r["paper_workers"] or "–", f"{r['metric']} (per {r['per']})", paper, measured,
+                     f"{r['variant']} P={r['workers']} on {r['dataset']}", r["measured_as"], r["certainty_text"], kind])
+    parts += [md_table(["table", "dataset", "model", "method", "workers", "metric", "paper", "measured",
+                        "measured run", "measured as", "certainty", "reproduction"], rows), ""]
+    uncertain = cmp[cmp["certainty"].isin(["figure-estimate", "recalled"])]
+    if len(uncertain):
+        kinds = uncertain["certainty_text"].value_counts()
+        parts += ["Uncertain published values here: " + ", ".join(f"{n} {text}" for text, n in kinds.items())
+                  + ". Read them as approximate.", ""]
+    sources = cmp[cmp["config_source"] != ""].drop_duplicates(["source", "config_source"])
+    if len(sources):
+        parts += ["Where each published row's configuration comes from (papers.csv `config_source`; keys it "
+                  "does not state are unknown, never assumed):", ""]
+        parts += [f"- {r['source']}, {r['paper_dataset']} {r['paper_model']}: {r['config_source']}"
+                  for _, r in sources.iterrows()] + [""]
+    return parts

@@ -36,3 +36,24 @@ def test_table_prints_the_runs_and_an_empty_folder_gets_one_line(quickstart, tmp
     out = analysis_cli("report", str(tmp_path / "nothing"))
     assert out.returncode == 2
     assert out.stderr.startswith(f"error: no records in {tmp_path / 'nothing'}; run ") and out.stderr.count("\n") == 1
+
+
+def test_the_published_numbers_section_says_what_each_comparison_is(tmp_path):
+    """Hand-made records: a stand-in dataset shows shapes (never LLCG's absolute accuracy), a per-round
+    row says `not comparable`, a differing key is listed, and an uncertain source is flagged."""
+    from analysis import report
+    from tests.analysis.handmade import record, write
+    from tests.analysis.test_reference import llcg_runs
+
+    records = [*llcg_runs("citeseer"),
+               record("single", 1, dataset="cora", model="gat", epochs=300),  # GAT paper: recalled
+               record("single", 1, dataset="cora", model="gcn", hidden=64, layers=2, epochs=200,
+                      extra={"dropout": 0.5, "lr": 0.01, "weight_decay": 0.0005})]
+    text = report.build(write(tmp_path / "records", records), tmp_path / "out").read_text()
+    section = text.split("## Published numbers")[1]
+    rows = [line for line in section.splitlines() if line.startswith("| llcg_table1 |")]
+    assert rows and all("| shape:" in r or "| not comparable:" in r for r in rows)
+    assert "| +2.14 pp vs PSGD-PA |" in section and "| 49.1 % |" not in section  # shape, not Flickr's value
+    assert "not comparable: unit: paper per round" in section
+    assert "scaled-down: hidden 64≠16" in section
+    assert "recalled, unverified" in section and "Uncertain published values here: " in section
