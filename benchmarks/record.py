@@ -108,7 +108,11 @@ def git_commit() -> str | None:
         return None
 
 
-def environment(backend: str, device: str, threads_per_rank: int, launcher: str) -> dict:
+AGG_KERNELS = {"spmm": "csr_spmm_int32+transposed_csr_backward",
+               "messages": "per_edge_messages_gather_scale_index_add"}
+
+
+def environment(backend: str, device: str, threads_per_rank: int, launcher: str, kernel: str = "spmm") -> dict:
     return {
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -120,7 +124,7 @@ def environment(backend: str, device: str, threads_per_rank: int, launcher: str)
         "cuda_device": torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else None,
         "threads_per_rank": threads_per_rank,
         "launcher": launcher,
-        "agg_kernel": "csr_spmm_int32+transposed_csr_backward",
+        "agg_kernel": AGG_KERNELS[kernel],
         "memory_probe": MemoryProbe.DESCRIPTION,
         "git_commit": git_commit(),
     }
