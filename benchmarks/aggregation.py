@@ -18,7 +18,7 @@ Kernels (`kernel`, a top-level config key; `use_kernel` sets the rank's default,
     autograd function whose backward multiplies by a precomputed transposed CSR; attention weights
     the CSR per head (`EdgeSpMM`). This keeps only the adjacency for backward (no E x d message
     tensor) and is several times faster than gather + scatter on CPU (measurement guide §3).
-  - `messages`: what DGL's and PyG's default paths do: gather the source row of every edge
+  - `messages`: what PyG's default path does (DGL's builtins fuse it): gather the source row of every edge
     (E x F; E x H x C for attention), scale it by the edge weight, scatter-add it into its
     destination (`index_add`), all under plain autograd, so attention keeps its E x H x C messages
     for backward. The "vanilla" baseline of SAR's memory claims; same results up to float order.

@@ -45,7 +45,7 @@ class RunOptions(Options):
     seed: int = option(0, ge=0)
     partitioner: Literal[PARTITIONERS] = option("metis")
     kernel: Literal[KERNELS] = option(
-        "spmm", "aggregation kernel: spmm (fused CSR) | messages (per-edge messages, as DGL/PyG: 'vanilla')")
+        "spmm", "aggregation kernel: spmm (fused CSR) | messages (per-edge messages, as PyG: 'vanilla')")
     device: Literal["cpu", "cuda"] = option("cpu")
     backend: Literal["auto", "gloo", "nccl"] = option("auto")
     eval_every: int = option(1, "evaluate every k epochs", ge=1)

@@ -1,5 +1,5 @@
 """The `kernel` option (spmm | messages) and the `metis_edges` partitioner on their own, in process:
-the per-edge message kernel (DGL's and PyG's default path, the "vanilla" baseline) gives the CSR
+the per-edge message kernel (PyG's default path, the "vanilla" baseline) gives the CSR
 kernel's results and gradients; a bad value is one line before anything runs; balancing edges too
 lowers the edge imbalance of a METIS partition of a skewed graph."""
 from __future__ import annotations

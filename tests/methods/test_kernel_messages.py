@@ -1,4 +1,4 @@
-"""`kernel=messages` (per-edge messages, DGL's and PyG's default path: the "vanilla" baseline of SAR's
+"""`kernel=messages` (per-edge messages, PyG's default path: the "vanilla" baseline of SAR's
 memory claims) against the single-process oracle run with the default CSR kernel: same losses,
 epoch-0 gradients and evaluation for GCN, SAGE and GAT under `full_halo` (3 workers) and under `sar`
 (its fused GAT kernel dispatches on the kernel too), and the same analytic halo volume."""
