@@ -36,14 +36,23 @@ NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_time
 AXES = ("method", "workers", "seed")
 
 
+# Keys added after records existed, left out of the name's hash and the setting at these values
+# (what every older record ran with), so older records keep their names and settings.
+LATER_DEFAULTS = {"kernel": "spmm"}
+
+
+def _unless_later_default(cfg: dict) -> dict:
+    return {k: v for k, v in cfg.items() if k not in LATER_DEFAULTS or v != LATER_DEFAULTS[k]}
+
+
 def config_hash(cfg: dict) -> str:
-    return _digest({k: v for k, v in cfg.items() if k not in NON_SEMANTIC}, 10)
+    return _digest({k: v for k, v in _unless_later_default(cfg).items() if k not in NON_SEMANTIC}, 10)
 
 
 def setting_config(cfg: dict) -> dict:
     """What a run shares with the runs it is compared to: its configuration less the axes and
     where things are."""
-    return {k: v for k, v in cfg.items() if k not in (*AXES, *NON_SEMANTIC)}
+    return {k: v for k, v in _unless_later_default(cfg).items() if k not in (*AXES, *NON_SEMANTIC)}
 
 
 def _digest(obj, length: int) -> str:

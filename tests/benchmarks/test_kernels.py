@@ -110,3 +110,12 @@ def test_metis_edges_lowers_the_edge_imbalance_of_a_skewed_graph():
     # METIS cannot meet all three constraints on this small graph (a third of its nodes have only a
     # self-loop), but the edge constraint still cuts the heaviest part's edges (1.73 -> 1.57 max/mean).
     assert ratios["metis_edges"] < ratios["metis"] - 0.1, ratios
+
+
+def test_the_default_kernel_leaves_record_names_and_settings_as_before(make_cfg):
+    from benchmarks.record import config_hash, setting_config
+    cfg = make_cfg()
+    older = {k: v for k, v in cfg.items() if k != "kernel"}  # a config from before the key existed
+    assert config_hash(cfg) == config_hash(older) and setting_config(cfg) == setting_config(older)
+    vanilla = make_cfg("kernel=messages")
+    assert config_hash(vanilla) != config_hash(cfg) and setting_config(vanilla)["kernel"] == "messages"
