@@ -32,8 +32,10 @@ from benchmarks.probes import MemoryProbe, cores
 # Keys that say where things are or how chatty a run is, not what is measured.
 NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "reproduces",
                 "study", "sweep", "allow_nonfinite")
-# The axes a comparison runs along: what a run's setting leaves out.
-AXES = ("method", "workers", "seed")
+# The axes a comparison runs along: what a run's setting leaves out. The aggregation kernel is an
+# implementation of the same math, compared like a method option (SAR against `full_halo
+# kernel=messages`, its papers' vanilla): it is named in the variant (`run_variant`).
+AXES = ("method", "workers", "seed", "kernel")
 
 
 # Keys added after records existed, left out of the name's hash and the setting at these values
@@ -57,6 +59,13 @@ def setting_config(cfg: dict) -> dict:
 
 def _digest(obj, length: int) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:length]
+
+
+def run_variant(cfg: dict, method_defaults: dict) -> str:
+    """The record's variant: the method's label, plus the kernel when it is not the default."""
+    label = variant_label(cfg["method"], method_defaults)
+    kernel = cfg.get("kernel", LATER_DEFAULTS["kernel"])
+    return label if kernel == LATER_DEFAULTS["kernel"] else f"{label} kernel={kernel}"
 
 
 def variant_label(method_cfg: dict, defaults: dict) -> str:
@@ -183,7 +192,7 @@ class RecordBuilder:
         setting = setting_config(cfg)
         self.record = {
             "status": "running", "error": None,
-            "method": cfg["method"]["name"], "variant": variant_label(cfg["method"], method_defaults),
+            "method": cfg["method"]["name"], "variant": run_variant(cfg, method_defaults),
             "dataset": cfg["dataset"]["name"], "model": cfg["model"]["name"],
             "workers": world, "workers_requested": cfg["workers"], "seed": cfg["seed"],
             "setting": _digest(setting, 6), "setting_config": setting,
