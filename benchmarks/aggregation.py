@@ -12,10 +12,16 @@ current weights.
 A method decides where the source rows come from; `HaloAggregator` (used by `single`, `full_halo`
 and the shared evaluation) fetches all halo rows in one all-to-all per layer.
 
-Kernels: sum/mean aggregation is a CSR sparse matmul (int32 indices) inside a custom autograd
-function whose backward multiplies by a precomputed transposed CSR. This keeps only the adjacency
-for backward (no E x d message tensor) and is several times faster than gather + scatter on CPU
-(measurement guide §3).
+Kernels (`kernel`, a top-level config key; `use_kernel` sets the rank's default, which every
+`LocalAdjacency` built on the rank takes):
+  - `spmm` (default): sum/mean aggregation is a CSR sparse matmul (int32 indices) inside a custom
+    autograd function whose backward multiplies by a precomputed transposed CSR; attention weights
+    the CSR per head (`EdgeSpMM`). This keeps only the adjacency for backward (no E x d message
+    tensor) and is several times faster than gather + scatter on CPU (measurement guide §3).
+  - `messages`: what PyG's default path does (DGL's builtins fuse it): gather the source row of every edge
+    (E x F; E x H x C for attention), scale it by the edge weight, scatter-add it into its
+    destination (`index_add`), all under plain autograd, so attention keeps its E x H x C messages
+    for backward. The "vanilla" baseline of SAR's memory claims; same results up to float order.
 """
 from __future__ import annotations
 
@@ -27,9 +33,21 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.comm import Comm
+from benchmarks.errors import choose
 from benchmarks.graph import edge_rows
 
 warnings.filterwarnings("ignore", message=".*[Ss]parse (CSR tensor support|invariant checks).*")
+
+
+KERNELS = ("spmm", "messages")
+_default_kernel = "spmm"
+
+
+def use_kernel(name: str) -> None:
+    """Set the aggregation kernel every `LocalAdjacency` built afterwards in this process takes
+    (`make_context` calls it with the run's `kernel` for every rank)."""
+    global _default_kernel
+    _default_kernel = choose("kernel", name, KERNELS)
 
 
 def csr(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, shape) -> torch.Tensor:
@@ -58,8 +76,7 @@ class EdgeSpMM(torch.autograd.Function):
     def forward(ctx, alpha, z, adj):
         ctx.adj = adj
         ctx.save_for_backward(alpha, z)
-        heads = [adj.with_values(alpha[:, h].contiguous()) @ z[:, h].contiguous() for h in range(z.shape[1])]
-        return torch.stack(heads, 1)
+        return head_spmm(adj, alpha, z)
 
     @staticmethod
     def backward(ctx, grad):
@@ -67,14 +84,33 @@ class EdgeSpMM(torch.autograd.Function):
         adj = ctx.adj
         grad_alpha = grad_z = None
         if ctx.needs_input_grad[1]:
-            grad_z = torch.stack([adj.with_values(alpha[adj.t_perm, h].contiguous(), transposed=True)
-                                  @ grad[:, h].contiguous() for h in range(z.shape[1])], 1)
+            grad_z = head_spmm_t(adj, alpha, grad)
         if ctx.needs_input_grad[0]:
-            pattern = adj.with_values(torch.zeros(adj.nnz, dtype=grad.dtype, device=grad.device))
-            grad_alpha = torch.stack([torch.sparse.sampled_addmm(pattern, grad[:, h].contiguous(),
-                                                                 z[:, h].t().contiguous(), beta=0.0).values()
-                                      for h in range(z.shape[1])], 1)
+            grad_alpha = head_sddmm(adj, grad, z)
         return grad_alpha, grad_z, None
+
+
+# Multi-head CSR kernels, no autograd: one native CSR call per head. Measured against one call on a
+# block-diagonal (n H x m H) CSR (heads as interleaved rows, indices built once): the per-head calls
+# were as fast or faster on CPU (E = 1M, H = 4, C = 64) and need no E x H index copies; the Python
+# loop over H costs microseconds.
+def head_spmm(adj: "LocalAdjacency", alpha: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """out[v, h] = sum over in-edges e = (u, v) of alpha[e, h] z[u, h]; [num_rows, H, C]."""
+    return torch.stack([adj.with_values(alpha[:, h].contiguous()) @ z[:, h].contiguous()
+                        for h in range(z.shape[1])], 1)
+
+
+def head_spmm_t(adj: "LocalAdjacency", alpha: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """The transpose: out[u, h] = sum over out-edges e = (u, v) of alpha[e, h] g[v, h]; [num_cols, H, C]."""
+    return torch.stack([adj.with_values(alpha[adj.t_perm, h].contiguous(), transposed=True) @ g[:, h].contiguous()
+                        for h in range(g.shape[1])], 1)
+
+
+def head_sddmm(adj: "LocalAdjacency", g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """Sampled dense-dense product: out[e, h] = g[v, h] . z[u, h] for every edge e = (u, v); [nnz, H]."""
+    pattern = adj.with_values(torch.zeros(adj.nnz, dtype=g.dtype, device=g.device))
+    return torch.stack([torch.sparse.sampled_addmm(pattern, g[:, h].contiguous(), z[:, h].t().contiguous(),
+                                                   beta=0.0).values() for h in range(g.shape[1])], 1)
 
 
 class LocalAdjacency:
@@ -90,7 +126,9 @@ class LocalAdjacency:
     in-edges is their estimate of the full one)."""
 
     def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, row_deg: torch.Tensor, col_deg: torch.Tensor,
-                 edge_scale: torch.Tensor | None = None, attention_ignores_scale: bool = False):
+                 edge_scale: torch.Tensor | None = None, attention_ignores_scale: bool = False,
+                 kernel: str | None = None):
+        self.kernel = _default_kernel if kernel is None else choose("kernel", kernel, KERNELS)
         self.num_rows, self.num_cols = indptr.numel() - 1, col_deg.numel()
         self.nnz = indices.numel()
         self.indptr = indptr.long()  # int64 offsets, for segment reductions
@@ -128,9 +166,37 @@ class LocalAdjacency:
             self._matrices[norm] = (self.with_values(w), self.with_values(w[self.t_perm].contiguous(), transposed=True))
         return self._matrices[norm]
 
+    def weights(self, norm: str) -> torch.Tensor:
+        """The normalised edge weights in CSR order, built once (the `messages` kernel's)."""
+        key = ("w", norm)
+        if key not in self._matrices:
+            self._matrices[key] = self.edge_weights(norm)
+        return self._matrices[key]
+
     def spmm(self, norm: str, x: torch.Tensor) -> torch.Tensor:
+        """Differentiable A @ x with the given normalisation, by this adjacency's kernel."""
+        if self.kernel == "messages":
+            w = self.weights(norm).view(-1, *([1] * (x.dim() - 1)))
+            messages = x.index_select(0, self.src) * w  # E x F, freed after the scatter (w is constant)
+            return x.new_zeros((self.num_rows, *x.shape[1:])).index_add(0, self.dst, messages)
         A, At = self.matrix(norm)
         return _SpMM.apply(A, At, x)
+
+    def spmm_t(self, norm: str, g: torch.Tensor) -> torch.Tensor:
+        """A^T @ g (no autograd): the gradient of `spmm` with respect to its source rows."""
+        if self.kernel == "messages":
+            w = self.weights(norm).view(-1, *([1] * (g.dim() - 1)))
+            return g.new_zeros((self.num_cols, *g.shape[1:])).index_add_(0, self.src, g.index_select(0, self.dst) * w)
+        return self.matrix(norm)[1] @ g.contiguous()
+
+    def weighted_sum(self, alpha: torch.Tensor, z_src: torch.Tensor) -> torch.Tensor:
+        """Differentiable out[v, h] = sum_e alpha[e, h] z_src[u, h] by this adjacency's kernel:
+        `spmm` never materialises the E x H x C messages; `messages` gathers them, weights them and
+        scatter-adds them under autograd, which keeps them (and alpha) for backward, as PyG does."""
+        if self.kernel == "messages":
+            messages = z_src.index_select(0, self.src) * alpha.unsqueeze(-1)
+            return z_src.new_zeros((self.num_rows, *z_src.shape[1:])).index_add(0, self.dst, messages)
+        return EdgeSpMM.apply(alpha, z_src, self)
 
     def logits(self, z_src: torch.Tensor, er: torch.Tensor, att_src, negative_slope: float) -> torch.Tensor:
         """GAT's edge logits LeakyReLU(a_src . z_u + er_v), [nnz, H]."""
@@ -150,7 +216,7 @@ class LocalAdjacency:
         # Softmax per destination; the max shift is a constant for the gradient, so it is detached.
         ex = torch.exp(e - self.segment(e.detach(), "max").index_select(0, self.dst))
         alpha = ex / self.segment(ex, "sum").index_select(0, self.dst)
-        return EdgeSpMM.apply(alpha, z_src, self)
+        return self.weighted_sum(alpha, z_src)
 
 
 class HaloPlan:
@@ -190,7 +256,7 @@ def keep_halo(part, adj: LocalAdjacency, plan: HaloPlan, keep: Callable[[torch.T
     scale = adj.edge_scale if edge_scale is None else edge_scale
     restricted = LocalAdjacency(torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]),
                                 new_col.index_select(0, adj.src[kept_edge]), adj.row_deg, adj.col_deg[kept_col],
-                                None if scale is None else scale[kept_edge], attention_ignores_scale)
+                                None if scale is None else scale[kept_edge], attention_ignores_scale, adj.kernel)
     kept_sent = keep(plan.send_idx + int(part.offsets[part.rank]))
     return restricted, HaloPlan(plan.send_idx[kept_sent],
                                 [int(k.sum()) for k in kept_sent.split(plan.send_counts)],

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from typing import ClassVar, Literal, Optional
 
 from benchmarks import datasets
+from benchmarks.aggregation import KERNELS
 from benchmarks.errors import UserError, choose
 from benchmarks.method import Method, resolve
 from benchmarks.models import MODELS, ModelOptions
@@ -43,6 +44,8 @@ class RunOptions(Options):
     batch_norm: bool = option(False)
     seed: int = option(0, ge=0)
     partitioner: Literal[PARTITIONERS] = option("metis")
+    kernel: Literal[KERNELS] = option(
+        "spmm", "aggregation kernel: spmm (fused CSR) | messages (per-edge messages, as PyG: 'vanilla')")
     device: Literal["cpu", "cuda"] = option("cpu")
     backend: Literal["auto", "gloo", "nccl"] = option("auto")
     eval_every: int = option(1, "evaluate every k epochs", ge=1)

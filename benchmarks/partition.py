@@ -23,7 +23,7 @@ import torch
 from benchmarks.errors import UserError, choose
 from benchmarks.graph import Graph, edge_rows, permute
 
-PARTITIONERS = ("metis", "random", "contiguous")
+PARTITIONERS = ("metis", "metis_edges", "random", "contiguous")
 CACHE_FORMAT = 1
 
 
@@ -40,15 +40,18 @@ def assign(graph: Graph, partitioner: str, parts: int, seed: int) -> torch.Tenso
         g = torch.Generator().manual_seed(seed)
         return torch.randperm(n, generator=g) % parts
     # Balanced on nodes and on training nodes (two constraints), so every rank gets a fair share of
-    # the loss.
-    return metis(graph.indptr, graph.indices, parts, seed,
-                 torch.stack([torch.ones(n, dtype=torch.int64), graph.train_mask.long()], 1))
+    # the loss; `metis_edges` adds each node's in-degree (its in-edges, the rank's aggregation work
+    # and edge memory) as a third constraint, as SAR's partitions (DGL `balance_edges=True`) do.
+    constraints = [torch.ones(n, dtype=torch.int64), graph.train_mask.long()]
+    if partitioner == "metis_edges":
+        constraints.append((graph.indptr[1:] - graph.indptr[:-1]).long())
+    return metis(graph.indptr, graph.indices, parts, seed, torch.stack(constraints, 1))
 
 
 def metis(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int,
           vweights: torch.Tensor | None = None) -> torch.Tensor:
-    """METIS part of every node of a symmetric in-edge CSR (self-loops ignored); `vweights` [n, c]
-    balances c constraints (default: nodes)."""
+    """METIS part of every node of a symmetric in-edge CSR (self-loops ignored in the adjacency);
+    `vweights` [n, c] balances c constraints (default: nodes)."""
     import pymetis
 
     indptr, indices = indptr.cpu(), indices.cpu()
@@ -140,6 +143,13 @@ def build_parts(graph: Graph, offsets: torch.Tensor) -> list[Part]:
     return parts
 
 
+def imbalance(counts) -> float:
+    """max / mean of per-part counts (1 is perfect balance)."""
+    counts = [float(c) for c in counts]
+    mean = sum(counts) / len(counts)
+    return max(counts) / mean if mean else 1.0
+
+
 def partition_stats(graph: Graph, parts: list[Part], partitioner: str) -> dict:
     cross = sum(int((p.indices >= p.num_local).sum()) for p in parts)  # directed in-edges across parts
     return {
@@ -151,6 +161,7 @@ def partition_stats(graph: Graph, parts: list[Part], partitioner: str) -> dict:
         "edges_per_rank": [p.indices.numel() for p in parts],
         "train_nodes_per_rank": [int(p.train_mask.sum()) for p in parts],
         "halo_nodes_per_rank": [p.num_halo for p in parts],
+        "edge_imbalance": imbalance(p.indices.numel() for p in parts),  # max / mean in-edges per rank
     }
 
 

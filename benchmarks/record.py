@@ -32,22 +32,40 @@ from benchmarks.probes import MemoryProbe, cores
 # Keys that say where things are or how chatty a run is, not what is measured.
 NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "reproduces",
                 "study", "sweep", "allow_nonfinite")
-# The axes a comparison runs along: what a run's setting leaves out.
-AXES = ("method", "workers", "seed")
+# The axes a comparison runs along: what a run's setting leaves out. The aggregation kernel is an
+# implementation of the same math, compared like a method option (SAR against `full_halo
+# kernel=messages`, its papers' vanilla): it is named in the variant (`run_variant`).
+AXES = ("method", "workers", "seed", "kernel")
+
+
+# Keys added after records existed, left out of the name's hash and the setting at these values
+# (what every older record ran with), so older records keep their names and settings.
+LATER_DEFAULTS = {"kernel": "spmm"}
+
+
+def _unless_later_default(cfg: dict) -> dict:
+    return {k: v for k, v in cfg.items() if k not in LATER_DEFAULTS or v != LATER_DEFAULTS[k]}
 
 
 def config_hash(cfg: dict) -> str:
-    return _digest({k: v for k, v in cfg.items() if k not in NON_SEMANTIC}, 10)
+    return _digest({k: v for k, v in _unless_later_default(cfg).items() if k not in NON_SEMANTIC}, 10)
 
 
 def setting_config(cfg: dict) -> dict:
     """What a run shares with the runs it is compared to: its configuration less the axes and
     where things are."""
-    return {k: v for k, v in cfg.items() if k not in (*AXES, *NON_SEMANTIC)}
+    return {k: v for k, v in _unless_later_default(cfg).items() if k not in (*AXES, *NON_SEMANTIC)}
 
 
 def _digest(obj, length: int) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:length]
+
+
+def run_variant(cfg: dict, method_defaults: dict) -> str:
+    """The record's variant: the method's label, plus the kernel when it is not the default."""
+    label = variant_label(cfg["method"], method_defaults)
+    kernel = cfg.get("kernel", LATER_DEFAULTS["kernel"])
+    return label if kernel == LATER_DEFAULTS["kernel"] else f"{label} kernel={kernel}"
 
 
 def variant_label(method_cfg: dict, defaults: dict) -> str:
@@ -108,7 +126,11 @@ def git_commit() -> str | None:
         return None
 
 
-def environment(backend: str, device: str, threads_per_rank: int, launcher: str) -> dict:
+AGG_KERNELS = {"spmm": "csr_spmm_int32+transposed_csr_backward",
+               "messages": "per_edge_messages_gather_scale_index_add"}
+
+
+def environment(backend: str, device: str, threads_per_rank: int, launcher: str, kernel: str = "spmm") -> dict:
     return {
         "torch": torch.__version__,
         "python": platform.python_version(),
@@ -120,7 +142,7 @@ def environment(backend: str, device: str, threads_per_rank: int, launcher: str)
         "cuda_device": torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else None,
         "threads_per_rank": threads_per_rank,
         "launcher": launcher,
-        "agg_kernel": "csr_spmm_int32+transposed_csr_backward",
+        "agg_kernel": AGG_KERNELS[kernel],
         "memory_probe": MemoryProbe.DESCRIPTION,
         "git_commit": git_commit(),
     }
@@ -170,7 +192,7 @@ class RecordBuilder:
         setting = setting_config(cfg)
         self.record = {
             "status": "running", "error": None,
-            "method": cfg["method"]["name"], "variant": variant_label(cfg["method"], method_defaults),
+            "method": cfg["method"]["name"], "variant": run_variant(cfg, method_defaults),
             "dataset": cfg["dataset"]["name"], "model": cfg["model"]["name"],
             "workers": world, "workers_requested": cfg["workers"], "seed": cfg["seed"],
             "setting": _digest(setting, 6), "setting_config": setting,

@@ -159,7 +159,8 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
         scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}", dir=_runs_root(cfg)))
         builder = RecordBuilder(cfg, p.world, p.path, scratch, info,
                                 environment(p.backend, cfg["device"], p.threads(p.world),
-                                            "in-process" if p.world == 1 else "spawn"), p.method_defaults)
+                                            "in-process" if p.world == 1 else "spawn", cfg.get("kernel", "spmm")),
+                                p.method_defaults)
         try:
             if p.world == 1:
                 try:
@@ -360,7 +361,8 @@ def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
     p.check_partition(state["info"])
     scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}r{rank}-", dir=_runs_root(cfg)))
     builder = RecordBuilder(cfg, world, p.path, scratch, state["info"],
-                            environment(p.backend, cfg["device"], p.threads(local_world), "torchrun"),
+                            environment(p.backend, cfg["device"], p.threads(local_world), "torchrun",
+                                        cfg.get("kernel", "spmm")),
                             p.method_defaults)
     try:
         _rank_main(p, builder, rank, local_rank, local_world, state["folder"], init_method=None)

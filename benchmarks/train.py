@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency
+from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency, use_kernel
 from benchmarks.comm import Comm
 from benchmarks.method import Method, RankContext
 from benchmarks.models import build_model
@@ -31,6 +31,7 @@ def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.dev
         if isinstance(value, torch.Tensor) and name not in ("recv_counts", "send_counts", "offsets"):
             setattr(part, name, value.to(device))
     comm = Comm(rank, world)
+    use_kernel(cfg.get("kernel", "spmm"))  # every LocalAdjacency built on this rank from now on
     adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg)
     plan = HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist())
     m = cfg["model"]

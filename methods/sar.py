@@ -25,7 +25,7 @@ from typing import Literal
 
 import torch
 
-from benchmarks.aggregation import Aggregator, EdgeSpMM, HaloAggregator, LocalAdjacency
+from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency, head_sddmm, head_spmm, head_spmm_t
 from benchmarks.families.full_graph import FullGraphMethod
 from benchmarks.method import RankContext
 from benchmarks.options import option
@@ -49,7 +49,8 @@ class Shards:
             keep = (adj.src >= lo) & (adj.src < lo + size)
             indptr = torch.zeros(n + 1, dtype=torch.int64, device=adj.src.device)
             indptr[1:] = torch.cumsum(torch.bincount(adj.dst[keep], minlength=n), 0)
-            self.adj[q] = LocalAdjacency(indptr, adj.src[keep] - lo, row_deg, part.deg[lo:lo + size])
+            self.adj[q] = LocalAdjacency(indptr, adj.src[keep] - lo, row_deg, part.deg[lo:lo + size],
+                                         kernel=adj.kernel)
         send_counts = part.send_counts.tolist()
         offsets = [sum(send_counts[:q]) for q in range(self.world + 1)]
         self.send_rows = {q: part.send_idx[offsets[q]:offsets[q + 1]] for q in range(self.world)}
@@ -134,7 +135,7 @@ class SARAggregator(Aggregator):
         m = torch.stack([adj.segment(e.detach(), "max") for adj, _, e in logits]).amax(0)
         exps = [(adj, zq, torch.exp(e - m.index_select(0, adj.dst))) for adj, zq, e in logits]
         denom = sum(adj.segment(ex, "sum") for adj, _, ex in exps)
-        return sum(EdgeSpMM.apply(ex / denom.index_select(0, adj.dst), zq, adj) for adj, zq, ex in exps)
+        return sum(adj.weighted_sum(ex / denom.index_select(0, adj.dst), zq) for adj, zq, ex in exps)
 
 
 class _GradReturn:
@@ -196,9 +197,9 @@ class _SARLinear(torch.autograd.Function):
     def forward(ctx, h, agg: SARAggregator, norm: str, layer: int):
         s = agg.shards
         pipeline = agg.fetch(h, "halo_fwd", layer)  # remote rounds start now, overlapping the local shard
-        out = s.adj[s.rank].matrix(norm)[0] @ h
+        out = s.adj[s.rank].spmm(norm, h)  # no autograd inside forward: the kernel's plain product
         for _, q, rows in pipeline:
-            out += s.adj[q].matrix(norm)[0] @ rows
+            out += s.adj[q].spmm(norm, rows)
             del rows  # before the next round is posted
         ctx.agg, ctx.norm, ctx.layer = agg, norm, layer
         return out
@@ -207,28 +208,60 @@ class _SARLinear(torch.autograd.Function):
     def backward(ctx, grad):
         s, norm = ctx.agg.shards, ctx.norm
         grad = grad.contiguous()
-        returns = ctx.agg.return_grads(s.adj[s.rank].matrix(norm)[1] @ grad, ctx.layer)
+        returns = ctx.agg.return_grads(s.adj[s.rank].spmm_t(norm, grad), ctx.layer)
         for r in range(1, s.world):  # A_q^T g for every remote shard, sent to its owner q
-            returns.send(r, s.adj[s.ring(r)[1]].matrix(norm)[1] @ grad)
+            returns.send(r, s.adj[s.ring(r)[1]].spmm_t(norm, grad))
         return returns.finish(), None, None, None
 
 
-def _online_softmax_step(adj: LocalAdjacency, zq, er, att_src, negative_slope, state):
-    """Fold one shard into the running (max m, sum l, weighted sum acc) of every destination,
-    in place (no second n x H x C buffer)."""
-    m, l, acc = state
-    e = adj.logits(zq, er, att_src, negative_slope)
-    m_new = torch.maximum(m, adj.segment(e, "max"))
-    safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with no edge yet
-    scale = torch.exp(m - safe)  # exp(-inf) = 0 where nothing was accumulated
-    p = torch.exp(e - safe.index_select(0, adj.dst))
-    l.mul_(scale).add_(adj.segment(p, "sum"))
-    acc.mul_(scale.unsqueeze(-1)).add_(EdgeSpMM.apply(p, zq, adj))
-    return m_new, l, acc
+def _leaky_grad(s: torch.Tensor, negative_slope: float) -> torch.Tensor:
+    """d LeakyReLU(s) / ds, as autograd takes it (slope at s <= 0), applied in place by the caller."""
+    return torch.where(s > 0, s.new_ones(()), s.new_full((), negative_slope))
 
 
 class _SARAttention(torch.autograd.Function):
-    """GAT aggregation across shards with an online softmax; backward rematerialises each shard."""
+    """GAT aggregation across shards: a fused kernel (forward online softmax, hand-written
+    rematerialising backward). No autograd graph is built, no shard's aggregation is recomputed in
+    backward, and the only E-sized tensors are one shard's [E_q, H] logits/weights at a time (the
+    `messages` kernel adds its transient E_q x H x C messages); every op covers all heads at once
+    except the native CSR products (`head_spmm`, `head_spmm_t`, `head_sddmm`, one call per head).
+
+    Forward, per shard q (sources z_q, [m, H, C]): el = a_src . z_q, e = LeakyReLU(el_u + er_v),
+    then the running max m, sum l and weighted sum acc of every destination are rescaled by
+    exp(m_old - m_new) and the shard folded in; out = acc / l, lse = m + log l.
+
+    Backward, per shard, with alpha_uv = exp(e_uv - lse_v) (the final softmax), g = dL/dout,
+    D_v = g_v . out_v: dz_u += sum_v alpha_uv g_v (transposed CSR), de_uv = alpha_uv (g_v . z_u - D_v)
+    (SDDMM), ds = de LeakyReLU'(s); el's gradient (a scatter over sources) goes into dz_u through a_src
+    and into a_src's gradient; er's gradient (a segment sum over destinations) is folded into z and a_dst
+    once, after all shards."""
+
+    @staticmethod
+    def _weights(adj: LocalAdjacency, zq, er, att_src, negative_slope):
+        """(s, e) of one shard: pre-activation el_u + er_v and logits LeakyReLU(s), [E_q, H]."""
+        el = (zq * att_src).sum(-1)
+        s = el.index_select(0, adj.src).add_(er.index_select(0, adj.dst))
+        return s, torch.nn.functional.leaky_relu(s, negative_slope)
+
+    @staticmethod
+    def _aggregate(adj: LocalAdjacency, p, zq):
+        if adj.kernel == "messages":
+            return zq.new_zeros((adj.num_rows, *zq.shape[1:])).index_add_(
+                0, adj.dst, zq.index_select(0, adj.src) * p.unsqueeze(-1))
+        return head_spmm(adj, p, zq)
+
+    @staticmethod
+    def _step(adj: LocalAdjacency, zq, er, att_src, negative_slope, state):
+        """Fold one shard into the running (max m, sum l, weighted sum acc), in place."""
+        m, l, acc = state
+        _, e = _SARAttention._weights(adj, zq, er, att_src, negative_slope)
+        m_new = torch.maximum(m, adj.segment(e, "max"))
+        safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with no edge yet
+        scale = torch.exp(m - safe)  # exp(-inf) = 0 where nothing was accumulated
+        p = e.sub_(safe.index_select(0, adj.dst)).exp_()  # e's buffer reused
+        l.mul_(scale).add_(adj.segment(p, "sum"))
+        acc.mul_(scale.unsqueeze(-1)).add_(_SARAttention._aggregate(adj, p, zq))
+        return m_new, l, acc
 
     @staticmethod
     def forward(ctx, z, att_src, att_dst, agg: SARAggregator, layer: int, negative_slope: float):
@@ -237,9 +270,9 @@ class _SARAttention(torch.autograd.Function):
         pipeline = agg.fetch(z, "halo_fwd", layer)
         er = (z * att_dst).sum(-1)
         state = (z.new_full((n, heads), float("-inf")), z.new_zeros((n, heads)), z.new_zeros((n, heads, ch)))
-        state = _online_softmax_step(s.adj[s.rank], z, er, att_src, negative_slope, state)
+        state = _SARAttention._step(s.adj[s.rank], z, er, att_src, negative_slope, state)
         for _, q, rows in pipeline:
-            state = _online_softmax_step(s.adj[q], rows, er, att_src, negative_slope, state)
+            state = _SARAttention._step(s.adj[q], rows, er, att_src, negative_slope, state)
             del rows
         m, l, acc = state
         out = acc.div_(l.unsqueeze(-1))  # every node has a self-loop, so l > 0
@@ -249,40 +282,47 @@ class _SARAttention(torch.autograd.Function):
         return out
 
     @staticmethod
+    def _shard_backward(adj: LocalAdjacency, zq, er, att_src, lse, grad, delta, negative_slope, acc):
+        """Gradient of one shard's contribution with the softmax normaliser at its final value:
+        returns d zq; adds er's and att_src's gradients into acc."""
+        s, e = _SARAttention._weights(adj, zq, er, att_src, negative_slope)
+        alpha = e.sub_(lse.index_select(0, adj.dst)).exp_()
+        if adj.kernel == "messages":
+            g_dst = grad.index_select(0, adj.dst)  # E_q x H x C, transient
+            g_z = zq.new_zeros(zq.shape).index_add_(0, adj.src, g_dst * alpha.unsqueeze(-1))
+            ds = (g_dst * zq.index_select(0, adj.src)).sum(-1)
+            del g_dst
+        else:
+            g_z = head_spmm_t(adj, alpha, grad)
+            ds = head_sddmm(adj, grad, zq)
+        ds.sub_(delta.index_select(0, adj.dst)).mul_(alpha).mul_(_leaky_grad(s, negative_slope))
+        del s, alpha
+        g_el = ds.new_zeros((adj.num_cols, ds.shape[1])).index_add_(0, adj.src, ds)
+        acc["er"] += adj.segment(ds, "sum")
+        acc["att_src"] += torch.einsum("mh,mhc->hc", g_el, zq).unsqueeze(0)
+        return g_z.add_(g_el.unsqueeze(-1) * att_src)
+
+    @staticmethod
     def backward(ctx, grad):
         z, att_src, att_dst, out, lse = ctx.saved_tensors
         agg, s = ctx.agg, ctx.agg.shards
         # Refetch rounds start now and overlap with the local shard's backward.
-        refetch = agg.fetch(z.detach(), "halo_refetch", ctx.layer)
+        refetch = agg.fetch(z, "halo_refetch", ctx.layer)
+        grad = grad.contiguous()
         delta = (grad * out).sum(-1)  # D_v = g_v . out_v: the softmax's normalisation term
-        er = (z * att_dst).sum(-1).detach().requires_grad_()  # destination term, shared by all shards
-        a_s = att_src.detach().requires_grad_()
-        grads = {"er": torch.zeros_like(er), "att_src": torch.zeros_like(att_src)}
-
-        def shard_grads(adj: LocalAdjacency, zq):
-            """Gradient of this shard's contribution with the softmax normaliser held at its final
-            value: d out_v / d e_uv = alpha_uv (z_u - out_v), hence the -alpha D term. Returns the
-            gradient of the shard's source rows; accumulates those of er and att_src."""
-            with torch.enable_grad():
-                zq = zq.detach().requires_grad_()
-                alpha = torch.exp(adj.logits(zq, er, a_s, ctx.negative_slope) - lse.index_select(0, adj.dst))
-                surrogate = ((grad * EdgeSpMM.apply(alpha, zq, adj)).sum()
-                             - (adj.segment(alpha, "sum") * delta).sum())
-                g_zq, g_er, g_src = torch.autograd.grad(surrogate, (zq, er, a_s))
-            grads["er"] += g_er
-            grads["att_src"] += g_src
-            return g_zq
-
-        returns = agg.return_grads(shard_grads(s.adj[s.rank], z), ctx.layer)
+        er = (z * att_dst).sum(-1)  # destination term, shared by all shards
+        acc = {"er": torch.zeros_like(er), "att_src": torch.zeros_like(att_src)}
+        args = (er, att_src, lse, grad, delta, ctx.negative_slope, acc)
+        returns = agg.return_grads(_SARAttention._shard_backward(s.adj[s.rank], z, *args), ctx.layer)
         for r, q, rows in refetch:  # rematerialise each remote shard, send its gradient home
-            returns.send(r, shard_grads(s.adj[q], rows))
+            returns.send(r, _SARAttention._shard_backward(s.adj[q], rows, *args))
             del rows
         grad_z = returns.finish()
         # er = (z * att_dst).sum(-1), backpropagated once for all shards.
-        g_er = grads["er"].unsqueeze(-1)
+        g_er = acc["er"].unsqueeze(-1)
         grad_z.add_(g_er * att_dst)
         grad_dst = (g_er * z).sum(0, keepdim=True)
-        return grad_z, grads["att_src"], grad_dst, None, None, None
+        return grad_z, acc["att_src"], grad_dst, None, None, None
 
 
 class Method(FullGraphMethod):
