@@ -28,6 +28,7 @@ from benchmarks.families.minibatch import (LocalRoundOptions, LocalRounds, check
 from benchmarks.families.replicas import model_state
 from benchmarks.method import local_loss, sync_gradients
 from benchmarks.options import option
+from benchmarks.stores import replicated_store
 
 
 class Method(LocalRounds):
@@ -62,7 +63,9 @@ class Method(LocalRounds):
             return
         # The server (rank 0) holds the whole graph: structure and features from the replicated store
         # (collective), labels and training mask gathered once (setup).
-        self.server_store = ctx.graph_store("replicated")
+        # Only the server reads it: the other ranks keep their (untouched) mapping on the CPU.
+        self.server_store = replicated_store(part, ctx.comm, ctx.device if ctx.rank == 0 else torch.device("cpu"),
+                                             ctx.partition_folder, builds=ctx.local_rank == 0)
         shares = ctx.comm.all_gather_object((part.y.cpu(), part.train_mask.cpu()))
         if ctx.rank == 0:
             self.server_y = torch.cat([y for y, _ in shares]).to(ctx.device)
