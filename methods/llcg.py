@@ -1,46 +1,96 @@
 """`llcg`: Learn Locally, Correct Globally (Ramezani et al., ICLR 2022, Algorithm 2).
 
-PSGD-PA (local steps on each part with cut edges dropped, parameters averaged every `avg_every`
-steps), then after every averaging round `correction_steps` steps on the whole graph with their own
-Adam (`server_lr`, state kept across rounds). LLCG's server holds the whole graph; here the same
-full-graph step runs distributed over the same partition with exact halo exchange, so its traffic
-is counted (`correction_fwd`, `correction_bwd`, `correction_grad`). Reconstruction choices
-(docs/digest.md): the correction uses every training node and every neighbour (LLCG's code samples
-a mini-batch and neighbours; its theory assumes full neighbours).
+PSGD-PA (rounds of K local steps on each part with cut edges dropped, `benchmarks.families.
+minibatch.LocalRounds`, parameters averaged after every `avg_every` rounds), then after every
+averaging the server's correction: `correction_steps` steps of its own Adam (`server_lr`, state kept
+across rounds).
+
+`correction: sampled` (default, LLCG's code): the server holds the whole graph; each correction
+step is a mini-batch of `server_batch_size` training nodes drawn from the whole graph with
+`server_fanouts` neighbours sampled from the whole graph (global degrees). Here rank 0 is the
+server: it reads the whole graph from the replicated store (`benchmarks/stores.py`, memory-mapped
+from the partition cache; the labels and training mask gathered once at setup), runs the steps and
+broadcasts the corrected model (parameters and batch-norm statistics), counted as `correction`
+(once per round, at rank 0: the suite's rule for a broadcast).
+`correction: full`: the former correction, one exact full-graph step over every training node run
+distributed over the same partition with halo exchange (`correction_fwd`, `correction_bwd`,
+`correction_grad`); LLCG's theory assumes full neighbours.
 """
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 import torch
 
 from benchmarks.aggregation import HaloAggregator
+from benchmarks.comm import flatten, unflatten_into
+from benchmarks.families.minibatch import (LocalRoundOptions, LocalRounds, check_fanouts, per_layer, sampled_step,
+                                           sampler_generator)
+from benchmarks.families.replicas import model_state
 from benchmarks.method import local_loss, sync_gradients
-from benchmarks.families.partition_parallel import PartitionParallelMethod
-from benchmarks.families.replicas import PeriodicAveragingOptions
 from benchmarks.options import option
+from benchmarks.stores import replicated_store
 
 
-class Method(PartitionParallelMethod):
+class Method(LocalRounds):
     @dataclass
-    class Options(PeriodicAveragingOptions):
-        # full-graph steps after each averaging round (LLCG's server_updates)
+    class Options(LocalRoundOptions):
+        # sampled: the server's mini-batches from the whole graph (LLCG's code); full: exact full-graph steps
+        correction: Literal["sampled", "full"] = option("sampled")
+        # server steps per averaging round (LLCG's server_updates: 1 in every Table 1 config)
         correction_steps: int = option(1, ge=0, message="method.correction_steps={value!r} must be an integer >= 0 "
                                                         "(server steps per averaging round)")
         server_lr: Optional[float] = option(None, "the correction's Adam learning rate; null: the training lr", gt=0)
+        # LLCG: 2048 (Reddit, ogbn-arxiv), 512 (Flickr)
+        server_batch_size: int = option(2048, "training nodes per correction step, from the whole graph", ge=1)
+        server_fanouts: Optional[list[int]] = option(None, "the correction's fan-outs; null: method.fanouts",
+                                                     ge=1, also=(-1,))
+
+        def check(self, cfg: dict) -> None:
+            super().check(cfg)
+            if self.server_fanouts is not None:
+                check_fanouts("server_fanouts", self.server_fanouts, cfg)
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        options = ctx.options
+        options, part = ctx.options, ctx.part
         self.correction_steps = options.correction_steps
-        self.server_aggregator = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, ("correction_fwd", "correction_bwd"))
+        self.sampled_correction = options.correction == "sampled"
         self.server_optimizer = torch.optim.Adam(ctx.model.parameters(), lr=options.server_lr or ctx.cfg["lr"],
                                                  weight_decay=ctx.cfg["weight_decay"])
+        if not self.sampled_correction:
+            self.server_aggregator = HaloAggregator(ctx.adj, ctx.plan, ctx.comm,
+                                                    ("correction_fwd", "correction_bwd"))
+            return
+        # The server (rank 0) holds the whole graph: structure and features from the replicated store
+        # (collective), labels and training mask gathered once (setup).
+        # Only the server reads it: the other ranks keep their (untouched) mapping on the CPU.
+        self.server_store = replicated_store(part, ctx.comm, ctx.device if ctx.rank == 0 else torch.device("cpu"),
+                                             ctx.partition_folder, builds=ctx.local_rank == 0)
+        shares = ctx.comm.all_gather_object((part.y.cpu(), part.train_mask.cpu()))
+        if ctx.rank == 0:
+            self.server_y = torch.cat([y for y, _ in shares]).to(ctx.device)
+            self.server_train = torch.cat([m for _, m in shares]).nonzero().squeeze(1).to(ctx.device)
+            self.server_batch_size = options.server_batch_size
+            self.server_fanouts = per_layer(options.server_fanouts or options.fanouts, ctx.cfg["layers"])
+            self.server_generator = sampler_generator(ctx, salt=0x5E4)
 
     def after_average(self) -> None:
+        if self.correction_steps == 0:
+            return
         ctx = self.ctx
-        for _ in range(self.correction_steps):
-            ctx.model.train()
-            self.server_optimizer.zero_grad(set_to_none=True)
-            local_loss(ctx, ctx.model(ctx.part.x, self.server_aggregator)).backward()
-            sync_gradients(ctx, "correction_grad")
-            self.server_optimizer.step()
+        if not self.sampled_correction:
+            for _ in range(self.correction_steps):
+                ctx.model.train()
+                self.server_optimizer.zero_grad(set_to_none=True)
+                local_loss(ctx, ctx.model(ctx.part.x, self.server_aggregator)).backward()
+                sync_gradients(ctx, "correction_grad")
+                self.server_optimizer.step()
+            return
+        if ctx.rank == 0:
+            for _ in range(self.correction_steps):
+                sampled_step(ctx, self.server_optimizer, self.server_store, lambda ids: self.server_store.features(ids, 0),
+                             self.server_y, self.server_train, self.server_batch_size, self.server_fanouts,
+                             self.server_generator)
+        if ctx.world > 1:  # the corrected model, from the server to every worker
+            tensors = [t.data for t in model_state(ctx.model)]
+            unflatten_into(ctx.comm.broadcast(flatten(tensors), 0, "correction"), tensors)

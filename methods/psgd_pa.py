@@ -1,14 +1,18 @@
 """`psgd_pa`: parallel SGD with periodic averaging (LLCG's Algorithm 1, Ramezani et al., ICLR 2022).
 
 Each rank trains on its own part with the edges to other parts dropped (the part's subgraph,
-normalised on its own degrees) and averages parameters with the others every `avg_every` steps
-(one step = one full-partition step = one epoch). The only training traffic is the averaging.
-Reconstruction choices (docs/digest.md): full-partition steps instead of LLCG's neighbour-sampled
-mini-batches; averaging weighted by training nodes (LLCG's code) unless `avg_weighting: uniform`.
+normalised on its own degrees): an epoch is one round of K local steps (`local_steps`, optionally
+growing over rounds by `local_steps_rho`), then parameters are averaged with the other ranks
+(every `avg_every` rounds). A local step is, by default, a neighbour-sampled mini-batch of
+`batch_size` training nodes with `fanouts` neighbours from the part's own subgraph (LLCG's regime:
+nothing crosses ranks); `local: full` makes it a full-partition step (`local: full, local_steps: 1`
+is the suite's former psgd_pa). The only training traffic is the averaging (`param_avg`).
+Reconstruction choices (docs/digest.md): seeds are drawn from the part's training nodes (LLCG's
+code draws them from all the part's nodes and masks the loss); averaging weighted by training
+nodes (LLCG's code) unless `avg_weighting: uniform`.
 """
-from benchmarks.families.partition_parallel import PartitionParallelMethod
-from benchmarks.families.replicas import PeriodicAveragingOptions
+from benchmarks.families.minibatch import LocalRounds
 
 
-class Method(PartitionParallelMethod):
-    Options = PeriodicAveragingOptions
+class Method(LocalRounds):
+    pass

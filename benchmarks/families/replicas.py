@@ -4,6 +4,7 @@ partition-parallel and mini-batch families."""
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from typing import Literal, Optional
 
@@ -48,6 +49,27 @@ class PeriodicAveragingOptions(AveragingOptions):
     """For methods whose point is periodic averaging (PSGD-PA, LLCG): `avg_every` cannot be null."""
 
     avg_every: int = option(1, "local steps between parameter averaging", ge=1)
+
+
+def local_steps_schedule(k: int, rho: float, rounds: int, schedule: str) -> list[int]:
+    """Local steps of each of `rounds` rounds (LLCG's code, MortezaRamezani/llcg
+    dgnn/train/dist/distgnn_correction.py: K_r = ceil(K / rho^r), reversed with `inc_k`):
+    `increase` grows from ceil(K / rho^(rounds-1)) in the first round to K in the last;
+    `decrease` shrinks from K. rho = 1: K every round."""
+    steps = [max(1, math.ceil(k / rho ** r - 1e-9)) for r in range(rounds)]
+    return steps[::-1] if schedule == "increase" else steps
+
+
+@dataclass
+class LocalStepOptions(Options):
+    """How many local steps a round (an epoch) takes; PSGD-PA, LLCG and GGS."""
+
+    # K_r = K every round (rho 1), or growing to K (`increase`) / shrinking from K (`decrease`) by rho a round
+    local_steps_rho: float = option(1.0, "growth factor of the local steps per round; 1: constant", ge=1)
+    local_steps_schedule: Literal["increase", "decrease"] = option("increase")
+
+    def steps_of_round(self, rounds: int) -> list[int]:
+        return local_steps_schedule(self.local_steps, self.local_steps_rho, rounds, self.local_steps_schedule)
 
 
 class ReplicaAveraging(Method):

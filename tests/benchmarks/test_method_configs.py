@@ -36,10 +36,12 @@ def test_every_plugin_composes_with_its_declared_defaults_and_no_yaml():
 
 def test_an_alias_is_its_plugin_with_its_own_values_and_keeps_its_name():
     assert "ggs" in registered_methods() and method_class("ggs") is method_class("neighbor_sampling")
-    assert method_defaults("ggs") == {**method_defaults("neighbor_sampling"), "fanouts": [10], "avg_every": 1}
+    assert method_defaults("ggs") == {**method_defaults("neighbor_sampling"), "fanouts": [10], "batch_size": 256,
+                                      "local_steps": 8, "avg_every": 1}
     cfg = composed("method=ggs", "method.avg_weighting=uniform", "method.batch_size=64")
     assert cfg["method"] == {"name": "ggs", "plugin": "neighbor_sampling", "fanouts": [10], "batch_size": 64,
-                             "store": "partitioned", "avg_every": 1, "avg_weighting": "uniform"}
+                             "store": "partitioned", "avg_every": 1, "avg_weighting": "uniform", "local_steps": 8,
+                             "local_steps_rho": 1.0, "local_steps_schedule": "increase"}
     method_cls, options = resolve(cfg)
     assert options.avg_weighting == "uniform" and options.fanouts == [10] and cfg["method"]["name"] == "ggs"
 

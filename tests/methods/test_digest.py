@@ -9,6 +9,10 @@ from benchmarks.runner import run
 from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, assert_matches, oracle, param_bytes, run_ok
 
+# PSGD-PA's and LLCG's former regime: one full-partition step per round (tests/methods/test_llcg.py
+# holds the neighbour-sampled default).
+FULL_PARTITION = ["method.local=full", "method.local_steps=1"]
+
 # A DIGEST whose every step also checks itself: at a sync step its forward must equal the exact
 # halo forward (same parameters, computed beside it through the shared HaloAggregator); between
 # syncs its halo tables must be exactly the rows of the last sync.
@@ -98,7 +102,7 @@ def test_psgd_pa_sends_only_parameters(make_cfg):
 def test_psgd_pa_with_one_worker_is_single(make_cfg, data_root):
     common = [*DATASETS["citeseer"], "model=sage", f"data_root={data_root}"]
     single, single_grads = oracle(make_cfg, common)
-    path, record = run_ok(make_cfg("method=psgd_pa", "workers=1", *common, "probe_grads=true"))
+    path, record = run_ok(make_cfg("method=psgd_pa", *FULL_PARTITION, "workers=1", *common, "probe_grads=true"))
     assert_matches(record, path, single, single_grads, "psgd_pa, 1 worker")
 
 
@@ -112,10 +116,10 @@ def test_evaluating_between_averaging_rounds_leaves_training_alone(make_cfg):
 
 def test_llcg_is_psgd_pa_plus_counted_full_graph_corrections(make_cfg):
     common = ["workers=3", "epochs=4", "method.avg_every=2", *DATASETS["synthetic"]]
-    _, psgd = run_ok(make_cfg("method=psgd_pa", *common))
-    _, none = run_ok(make_cfg("method=llcg", "method.correction_steps=0", *common))
+    _, psgd = run_ok(make_cfg("method=psgd_pa", *FULL_PARTITION, *common))
+    _, none = run_ok(make_cfg("method=llcg", *FULL_PARTITION, "method.correction_steps=0", *common))
     assert [h["train_loss"] for h in none["history"]] == [h["train_loss"] for h in psgd["history"]]
-    cfg = make_cfg("method=llcg", "method.correction_steps=2", *common)
+    cfg = make_cfg("method=llcg", *FULL_PARTITION, "method.correction=full", "method.correction_steps=2", *common)
     _, llcg = run_ok(cfg)
     got = training_categories(llcg)
     rounds, steps = 2, 2

@@ -209,8 +209,8 @@ def test_shared_pages_count_once_in_pss(make_cfg):
 def test_ggs_averages_parameters_instead_of_gradients(make_cfg):
     """GGS (neighbour sampling with `avg_every`): no gradient all-reduce; parameters averaged every
     `avg_every` steps, P x parameters x 4 bytes a round; one fan-out serves every layer."""
-    cfg = make_cfg("method=ggs", "method.fanouts=[4]", "method.batch_size=64", "method.avg_every=2", "workers=3",
-                   "epochs=2", *DATASETS["synthetic"])
+    cfg = make_cfg("method=ggs", "method.local_steps=null", "method.fanouts=[4]", "method.batch_size=64",
+                   "method.avg_every=2", "workers=3", "epochs=2", *DATASETS["synthetic"])
     _, record = run_ok(cfg)
     moved = {c: b for c, b in record["comm"]["bytes_by_category"].items() if b and c not in ("setup", "eval", "probe")}
     assert set(moved) == {"param_avg", "sample_request", "sample_response", "feature_request", "feature_fetch"}
