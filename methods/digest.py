@@ -5,10 +5,15 @@ Each rank trains on its own part (one full-partition step per epoch) with the fu
 the adjacency (global degrees). In-edges inside the part use fresh rows; in-edges from other parts
 read a table of halo rows, detached (no gradient reaches other ranks, no backward halo traffic):
   - layer 0: the halo input features, exact (they never change), fetched once at the first step
-    (category `halo_inputs`: a one-time cost, like loading the partition);
-  - deeper layers: halo rows of the layer input, refreshed every `sync_every` steps by one exact
-    exchange of the rows this step's forward computed (category `stale_sync`), which that step
-    uses; the first step is always a refresh, so the table starts filled (DIGEST's cold start).
+    (category `halo_inputs`: a one-time cost, like loading the partition), then dropped out every
+    step like the local rows (`halo_input_dropout`, consistent dropout: docs/digest.md);
+  - deeper layers: halo rows of the layer input, refreshed every `sync_every` steps (I) with the
+    rows a sync step's forward computed (category `stale_sync`). `sync: overlapped` (the design):
+    the sync step posts them without waiting and keeps aggregating the rows it has; they are waited
+    for (measured, `summary.per_rank[].sync`) when the next step needs them, so halo rows are 1..I
+    steps old. `sync: blocking` (the ablation): the sync step exchanges and uses them at once
+    (0..I-1 steps old; a sync step's forward is full_halo's). The first step is the cold start in
+    both: one blocking exchange fills the tables. Ages: `summary.per_rank[].halo_age`.
 Halo rows are layer inputs, projected with the current weights (a stale representation, never a
 stale weight). Parameters: gradient all-reduce every step (`avg_every: null`) or periodic averaging.
 
