@@ -38,21 +38,27 @@ class Comm:
         nothing to send is skipped by both ends without asking each other, and a plan that is empty
         on every rank (a halo sampled down to nothing) issues no operation at all, where a collective
         would need the ranks to agree before skipping it (one more collective per step)."""
+        return self.all_to_all_start(send, send_counts, recv_counts, category, layer).wait()
+
+    def all_to_all_start(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
+                         category: str, layer=None, tag: int = 0) -> "Pending":
+        """`all_to_all` without waiting: post the transfers and return a `Pending` whose `wait()`
+        returns the received rows (counted now, at the post). Transfers in flight at the same time
+        between the same pair need distinct `tag`s (gloo matches on them; NCCL keeps order)."""
         row_shape = send.shape[1:]
         out = send.new_empty((sum(recv_counts), *row_shape))
         if self.world == 1:
-            return out
+            return Pending(out, [])
+        send = send.contiguous()
         ops = []
-        for q, (rows, into) in enumerate(zip(send.contiguous().split(send_counts), out.split(recv_counts))):
+        for q, (rows, into) in enumerate(zip(send.split(send_counts), out.split(recv_counts))):
             if q == self.rank:
                 into.copy_(rows)
             else:
-                ops += p2p_ops(rows, q, into, q)
-        for work in dist.batch_isend_irecv(ops) if ops else []:
-            work.wait()
+                ops += p2p_ops(rows, q, into, q, tag)
         peers = send.shape[0] - send_counts[self.rank]
         self.count(category, layer, peers * math.prod(row_shape) * send.element_size())
-        return out
+        return Pending(out, dist.batch_isend_irecv(ops) if ops else [], send)
 
     def all_to_all_v(self, per_peer: list[torch.Tensor], category: str, layer=None) -> list[torch.Tensor]:
         """Variable-size all-to-all: send per_peer[q] to rank q, return what each rank sent me (my own
@@ -119,15 +125,29 @@ class Comm:
         return {f"{cat}/{layer}": b for (cat, layer), b in sorted(self.sent.items(), key=str) if layer is not None}
 
 
-def p2p_ops(send: torch.Tensor, to: int, recv: torch.Tensor, frm: int) -> list:
+class Pending:
+    """Transfers in flight (`Comm.all_to_all_start`): `wait()` waits for them once and returns the
+    received tensor; the send buffer is kept alive until then."""
+
+    def __init__(self, out: torch.Tensor, works: list, send: torch.Tensor | None = None):
+        self.out, self.works, self.send = out, works, send
+
+    def wait(self) -> torch.Tensor:
+        for work in self.works:
+            work.wait()
+        self.works, self.send = [], None
+        return self.out
+
+
+def p2p_ops(send: torch.Tensor, to: int, recv: torch.Tensor, frm: int, tag: int = 0) -> list:
     """The operations sending `send` to rank `to` and receiving into `recv` from rank `frm`. Both
     ends of every transfer know its size, so empty transfers are skipped on both sides and need no
     handshake."""
     ops = []
     if send.numel():
-        ops.append(dist.P2POp(dist.isend, send, to))
+        ops.append(dist.P2POp(dist.isend, send, to, tag=tag))
     if recv.numel():
-        ops.append(dist.P2POp(dist.irecv, recv, frm))
+        ops.append(dist.P2POp(dist.irecv, recv, frm, tag=tag))
     return ops
 
 

@@ -5,10 +5,15 @@ Each rank trains on its own part (one full-partition step per epoch) with the fu
 the adjacency (global degrees). In-edges inside the part use fresh rows; in-edges from other parts
 read a table of halo rows, detached (no gradient reaches other ranks, no backward halo traffic):
   - layer 0: the halo input features, exact (they never change), fetched once at the first step
-    (category `halo_inputs`: a one-time cost, like loading the partition);
-  - deeper layers: halo rows of the layer input, refreshed every `sync_every` steps by one exact
-    exchange of the rows this step's forward computed (category `stale_sync`), which that step
-    uses; the first step is always a refresh, so the table starts filled (DIGEST's cold start).
+    (category `halo_inputs`: a one-time cost, like loading the partition), then dropped out every
+    step like the local rows (`halo_input_dropout`, consistent dropout: docs/digest.md);
+  - deeper layers: halo rows of the layer input, refreshed every `sync_every` steps (I) with the
+    rows a sync step's forward computed (category `stale_sync`). `sync: overlapped` (the design):
+    the sync step posts them without waiting and keeps aggregating the rows it has; they are waited
+    for (measured, `summary.per_rank[].sync`) when the next step needs them, so halo rows are 1..I
+    steps old. `sync: blocking` (the ablation): the sync step exchanges and uses them at once
+    (0..I-1 steps old; a sync step's forward is full_halo's). The first step is the cold start in
+    both: one blocking exchange fills the tables. Ages: `summary.per_rank[].halo_age`.
 Halo rows are layer inputs, projected with the current weights (a stale representation, never a
 stale weight). Parameters: gradient all-reduce every step (`avg_every: null`) or periodic averaging.
 
@@ -24,42 +29,117 @@ Which of these choices are the paper's and which are reconstructions: docs/diges
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
 from benchmarks.aggregation import exchange_rows
 from benchmarks.errors import UserError
+from benchmarks.models import dropout
 from benchmarks.families.partition_parallel import LocalAggregator, PartitionParallelMethod
 from benchmarks.options import option
 from benchmarks.stores import ParameterServer, RepresentationStore
 
 
 class StaleHalo:
-    """Halo rows per layer, called by the aggregator with the detached layer input."""
+    """Halo rows per layer, called by the aggregator with the detached layer input.
 
-    def __init__(self, ctx):
+    `sync` says when the rows a sync step computes reach the tables:
+      - `overlapped` (DIGEST as designed): at a sync step s the forward *posts* the exchange of its
+        fresh rows (non-blocking) and aggregates the rows already in the table (pushed at s - I);
+        the posted rows are waited for when a layer next needs its table (the next step), so they
+        serve steps s+1 ... s+I: halo-row age 1 ... I. No exchange is started and waited inside a
+        forward, except the cold start.
+      - `blocking` (the ablation; the suite's earlier DIGEST): the sync step exchanges its fresh
+        rows with a blocking all-to-all and uses them at once (a sync step's forward is
+        `full_halo`'s): age 0 ... I-1.
+    Step 0 is the cold start in both: one blocking exchange fills the tables (age 0 at step 0).
+    Both modes therefore send the same rows at the same steps (bytes per sync identical).
+    Ages (steps between the step that computed a table's rows and the step that uses them) and the
+    seconds spent on the critical path (waits on posted exchanges, blocking exchanges) are kept for
+    the probes."""
+
+    TAG = 1000  # p2p tag base of posted exchanges: one tag per layer, apart from the blocking ones (0)
+
+    def __init__(self, ctx, sync: str = "blocking", input_dropout: float = 0.0):
         self.ctx, self.tables, self.refresh = ctx, {}, True
+        self.sync, self.input_dropout = sync, input_dropout
+        self.step = 0
+        self.computed = {}  # layer -> the step whose forward computed the table's rows
+        self.pending = {}  # layer -> (Pending, step that posted it): overlapped exchanges in flight
+        self.ages = {}  # layer -> [age at each step that used the table]
+        self.wait_s = []  # seconds waited on posted exchanges (critical path), one entry per wait
+        self.blocking_s = []  # (step, seconds) of blocking exchanges of hidden rows (cold start included)
 
     def __call__(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         if layer == 0:
             if 0 not in self.tables:
                 self.tables[0] = exchange_rows(self.ctx.part.x, self.ctx.plan, self.ctx.comm, "halo_inputs", 0)
-        elif self.refresh or layer not in self.tables:
+            # Consistent dropout: the halo's input rows go through the same dropout as local rows
+            # (a fresh mask every step), as deeper halo rows did when their owner computed them.
+            return dropout(self.tables[0], self.input_dropout, self.ctx.model.training)
+        if layer in self.pending:  # overlapped: rows posted at an earlier step
+            pending, posted = self.pending.pop(layer)
+            start = time.perf_counter()
+            self.tables[layer] = pending.wait()
+            self.wait_s.append(time.perf_counter() - start)
+            self.computed[layer] = posted
+        if layer not in self.tables or (self.refresh and self.sync == "blocking"):
+            start = time.perf_counter()
             self.tables[layer] = self.fetch(h, layer)
+            self.blocking_s.append((self.step, time.perf_counter() - start))
+            self.computed[layer] = self.step
+        elif self.refresh:  # overlapped: post this step's rows, use them from the next step on
+            self.pending[layer] = (self.post(h, layer), self.step)
+        self.ages.setdefault(layer, []).append(self.step - self.computed[layer])
         return self.tables[layer]
 
     def exchange(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         return exchange_rows(h, self.ctx.plan, self.ctx.comm, "stale_sync", layer)
 
+    def post(self, h: torch.Tensor, layer: int):
+        plan = self.ctx.plan
+        return self.ctx.comm.all_to_all_start(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts,
+                                              "stale_sync", layer, tag=self.TAG + layer)
+
+    def drain(self) -> None:
+        """Wait for exchanges still in flight (after the last step; nothing uses them)."""
+        for layer in list(self.pending):
+            self.pending.pop(layer)[0].wait()
+
     fetch = exchange
+
+    def probes(self) -> dict:
+        self.drain()
+        by_layer = {str(layer): {"min": min(a[1:], default=0), "max": max(a[1:], default=0),
+                                 "mean": statistics.fmean(a[1:]) if len(a) > 1 else 0.0}
+                    for layer, a in sorted(self.ages.items())}
+        cold = sum(s for step, s in self.blocking_s if step == 0)
+        blocking = sum(s for step, s in self.blocking_s if step > 0)
+        return {
+            "halo_age": {
+                "unit": "steps between the step that computed a halo row and the step that used it; "
+                        "step 0 (the cold start, age 0) left out of min/max/mean",
+                "by_layer": by_layer,
+                "by_step": self.ages[min(self.ages)] if self.ages else [],  # every hidden layer ages alike
+            },
+            "sync": {
+                "mode": self.sync,
+                "critical_path_s": sum(self.wait_s) + blocking,  # after the cold start
+                "wait_s": sum(self.wait_s), "waits": len(self.wait_s), "max_wait_s": max(self.wait_s, default=0.0),
+                "blocking_s": blocking, "blocking_exchanges": sum(1 for step, _ in self.blocking_s if step > 0),
+                "cold_start_s": cold,
+            },
+        }
 
 
 class StoreHalo(StaleHalo):
     """DIGEST-A: after the cold-start exchange, refreshes go through the representation store."""
 
-    def __init__(self, ctx, store: RepresentationStore, server: ParameterServer):
-        super().__init__(ctx)
+    def __init__(self, ctx, store: RepresentationStore, server: ParameterServer, input_dropout: float = 0.0):
+        super().__init__(ctx, "blocking", input_dropout)  # pulls from the store never wait for a peer
         self.store, self.server, self.cold = store, server, True
         part = ctx.part
         self.boundary = torch.unique(ctx.plan.send_idx)  # my rows some peer needs
@@ -84,6 +164,12 @@ class Method(PartitionParallelMethod):
     class Options(PartitionParallelMethod.Options):
         # steps (= epochs) between halo refreshes; 1 = fresh halo rows every step
         sync_every: int = option(10, "steps between halo refreshes", ge=1)
+        # overlapped: a sync step posts its rows without waiting, they serve the next I steps (age 1..I);
+        # blocking: a sync step exchanges its rows and uses them at once (age 0..I-1; the ablation)
+        sync: Literal["overlapped", "blocking"] = option("overlapped")
+        # true: the halo's input features get the same dropout as local rows (a fresh mask each step);
+        # false: they enter undropped (the suite's earlier DIGEST)
+        halo_input_dropout: bool = option(True)
         # true = DIGEST-A (shared representation store + parameter server, no waiting)
         asynchronous: bool = option(False)
 
@@ -91,6 +177,9 @@ class Method(PartitionParallelMethod):
             if self.asynchronous and self.avg_every is not None:
                 raise UserError("method.asynchronous=true updates the parameters through a parameter server every "
                                 "step; set method.avg_every=null")
+            if self.asynchronous and self.sync == "blocking":
+                raise UserError("method.sync=blocking does not apply to method.asynchronous=true (DIGEST-A's store "
+                                "never waits for a peer); set method.sync=overlapped")
 
     def __init__(self, ctx):
         self.sync_every = ctx.options.sync_every
@@ -101,11 +190,12 @@ class Method(PartitionParallelMethod):
 
     def make_aggregator(self):
         ctx = self.ctx
+        p = ctx.cfg["dropout"] if ctx.options.halo_input_dropout else 0.0
         if self.asynchronous:
             self.server, store = self.open_shared_state()
-            self.halo = StoreHalo(ctx, store, self.server)
+            self.halo = StoreHalo(ctx, store, self.server, p)
         else:
-            self.halo = StaleHalo(ctx)
+            self.halo = StaleHalo(ctx, ctx.options.sync, p)
         return LocalAggregator(ctx.adj, ctx.comm, self.halo)  # the full row panel, global degrees
 
     def open_shared_state(self) -> tuple[ParameterServer, RepresentationStore]:
@@ -124,6 +214,7 @@ class Method(PartitionParallelMethod):
 
     def before_forward(self, step: int) -> None:
         self.halo.refresh = step % self.sync_every == 0
+        self.halo.step = step
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
         if self.synchronous:
@@ -159,7 +250,9 @@ class Method(PartitionParallelMethod):
 
     def probes(self) -> dict:
         out = {"steps": self.steps}
-        if self.asynchronous:
+        if self.synchronous:
+            out.update(self.halo.probes())
+        else:
             rows = {str(layer): {"mean": statistics.fmean(m for m, _ in s), "max": max(x for _, x in s)}
                     for layer, s in sorted(self.halo.staleness.items())}
             out["staleness"] = {

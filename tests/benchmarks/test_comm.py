@@ -20,7 +20,7 @@ def mirror(monkeypatch):
     monkeypatch.setattr(dist, "all_to_all_single", lambda out, send, *counts: out.copy_(send))
     monkeypatch.setattr(dist, "all_reduce", lambda tensor, op=None: tensor)
     monkeypatch.setattr(dist, "broadcast", lambda tensor, src: tensor)
-    monkeypatch.setattr(dist, "P2POp", lambda op, tensor, peer: (op, tensor, peer))
+    monkeypatch.setattr(dist, "P2POp", lambda op, tensor, peer, tag=0: (op, tensor, peer))
     monkeypatch.setattr(dist, "batch_isend_irecv", mirrored_transfers)
 
 
@@ -89,6 +89,18 @@ def test_all_to_all_counts_the_rows_sent_to_other_ranks_under_its_layer(mirror):
     c = Comm(rank=1, world=3)
     c.all_to_all(send, [1, 2, 2], [1, 2, 2], "halo_fwd", 1)
     assert c.by_layer() == {"halo_fwd/1": 3 * 4 * 4}
+
+
+def test_all_to_all_start_counts_at_the_post_and_returns_the_rows_at_the_wait(mirror, monkeypatch):
+    """The non-blocking all_to_all (DIGEST's overlapped sync) counts what all_to_all counts, when it
+    posts; wait() returns the received rows; the tag reaches every point-to-point operation."""
+    tags = []
+    monkeypatch.setattr(comm_module.dist, "P2POp", lambda op, tensor, peer, tag=0: tags.append(tag) or (op, tensor, peer))
+    c = Comm(rank=0, world=3)
+    send = torch.arange(20, dtype=torch.float32).view(5, 4)
+    pending = c.all_to_all_start(send, [0, 2, 3], [0, 2, 3], "stale_sync", 1, tag=1001)
+    assert c.by_layer() == {"stale_sync/1": 5 * 4 * 4}
+    assert torch.equal(pending.wait(), send) and set(tags) == {1001}
 
 
 def test_all_to_all_v_counts_its_size_message_and_the_rows_for_peers_only(mirror):

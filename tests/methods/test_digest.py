@@ -45,11 +45,73 @@ class Method(digest.Method):
 """
 
 
+# A DIGEST that watches its own sync from outside the method: it records every `Comm.all_to_all`
+# (blocking) and `all_to_all_start` (posted) call and whether a forward was running, the layer inputs
+# each step's forward computed (forward pre-hooks on the layers, exchanged after the step through a
+# separate blocking `probe` exchange: the exact halo rows of that step), and the halo table each
+# hidden layer aggregated. After every step it finds, for each hidden layer, the age a >= 0 with
+# table(t) == exact halo rows of step t - a, bit for bit.
+AGE_PLUGIN = """
+import torch
+from benchmarks.aggregation import exchange_rows
+from methods import digest
+
+
+class Method(digest.Method):
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.in_forward, self.step, self.calls, self.depth = False, 0, [], 0
+        self.inputs, self.fresh, self.used, self.ages = {}, {}, {}, []
+        comm = ctx.comm
+        for name in ("all_to_all", "all_to_all_start"):
+            original = getattr(comm, name)
+
+            def watched(*args, _original=original, _name=name, **kwargs):
+                if not self.depth:  # all_to_all posts through all_to_all_start: count the outer call
+                    category = args[3] if len(args) > 3 else kwargs.get("category")
+                    self.calls.append((self.step, self.in_forward, _name, category))
+                self.depth += 1
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    self.depth -= 1
+            setattr(comm, name, watched)
+        ctx.model.register_forward_pre_hook(lambda m, a: setattr(self, "in_forward", m.training))  # not evaluation
+        ctx.model.register_forward_hook(lambda m, a, o: setattr(self, "in_forward", False))
+        for i, layer in enumerate(ctx.model.layers):
+            layer.register_forward_pre_hook(lambda m, a, i=i: self.inputs.__setitem__(i, a[0].detach().clone()))
+        halo = self.aggregator.halo
+
+        def recording(h, layer):
+            table = halo(h, layer)
+            self.used[layer] = table.clone()
+            return table
+        self.aggregator.halo = recording
+
+    def train_epoch(self, epoch):
+        self.step = epoch
+        loss = super().train_epoch(epoch)
+        self.fresh[epoch] = {i: exchange_rows(h, self.ctx.plan, self.ctx.comm, "probe", i)
+                             for i, h in self.inputs.items() if i > 0}
+        ages = []
+        for layer, table in self.used.items():
+            if layer > 0:
+                match = [a for a in range(epoch + 1) if torch.equal(table, self.fresh[epoch - a][layer])]
+                ages.append(match[0] if match else None)
+        self.ages.append(ages)
+        return loss
+
+    def probes(self):
+        return {**super().probes(), "seen_ages": self.ages, "calls": self.calls}
+"""
+
+
 @pytest.fixture
 def probe_plugin(tmp_path, monkeypatch):
     folder = tmp_path / "plugins"
     folder.mkdir()
     (folder / "digest_probe.py").write_text(PROBE_PLUGIN)
+    (folder / "digest_ages.py").write_text(AGE_PLUGIN)
     monkeypatch.setenv("GNNBENCH_METHODS_PATH", str(folder))
 
 
@@ -66,8 +128,8 @@ def test_digest_with_one_worker_is_single(make_cfg, data_root):
 
 @pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
 def test_digest_forward_is_exact_at_syncs_and_stale_between(make_cfg, probe_plugin, model):
-    cfg = make_cfg("method=digest", "method.sync_every=3", f"model={model}", "workers=3", "epochs=7",
-                   *DATASETS["synthetic"])
+    cfg = make_cfg("method=digest", "method.sync=blocking", "method.sync_every=3", f"model={model}", "workers=3",
+                   "epochs=7", *DATASETS["synthetic"])
     cfg["method"]["name"] = "digest_probe"
     _, record = run_ok(cfg)
     for rank in record["summary"]["per_rank"]:
@@ -76,10 +138,75 @@ def test_digest_forward_is_exact_at_syncs_and_stale_between(make_cfg, probe_plug
         assert rank["stale_tables_kept"] == [True] * 4
 
 
-@pytest.mark.parametrize("model", ["gcn", "sage"])
-def test_digest_bytes_are_the_stale_sync_volume_and_nothing_between_syncs(make_cfg, model):
-    cfg = make_cfg("method=digest", "method.sync_every=4", f"model={model}", "workers=4", "epochs=9",
-                   *DATASETS["synthetic"])
+@pytest.mark.parametrize("model, dropout", [("gcn", 0.0), ("sage", 0.5), ("gat", 0.0)])
+def test_digest_overlapped_uses_rows_aged_1_to_I_and_never_blocks_a_forward(make_cfg, probe_plugin, model, dropout):
+    """sync=overlapped: the rows a sync step computes are posted, not waited for, and serve the next
+    I steps (age 1..I, checked bit for bit against that step's exact halo rows); after the cold
+    start no forward starts a blocking exchange, and the only exchanges a forward starts are the
+    posts of sync steps. sync=blocking, watched the same way, does block (age 0 at syncs)."""
+    epochs, every = 8, 3
+    common = ["method.sync_every=3", f"model={model}", "workers=3", f"epochs={epochs}", f"dropout={dropout}",
+              *DATASETS["synthetic"]]
+    for sync, ages in [("overlapped", [0, 1, 2, 3, 1, 2, 3, 1]), ("blocking", [0, 1, 2, 0, 1, 2, 0, 1])]:
+        cfg = make_cfg("method=digest", f"method.sync={sync}", *common)
+        cfg["method"]["name"] = "digest_ages"
+        hidden_layers = cfg["layers"] - 1  # one stale table each
+        _, record = run_ok(cfg)
+        for rank in record["summary"]["per_rank"]:
+            assert rank["seen_ages"] == [[a] * hidden_layers for a in ages], sync
+            assert rank["halo_age"]["by_step"] == ages  # the method's own record agrees
+            assert rank["halo_age"]["by_layer"]["1"]["min"] == (1 if sync == "overlapped" else 0)
+            assert rank["halo_age"]["by_layer"]["1"]["max"] == (every if sync == "overlapped" else every - 1)
+            in_forward = [(step, name, cat) for step, fwd, name, cat in rank["calls"] if fwd]
+            blocking = [(step, cat) for step, name, cat in in_forward if name == "all_to_all" and step > 0]
+            posted = [(step, cat) for step, name, cat in in_forward if name == "all_to_all_start"]
+            assert sorted({(step, cat) for step, name, cat in in_forward if step == 0}) == [
+                (0, "halo_inputs"), (0, "stale_sync")]  # the cold start
+            if sync == "overlapped":
+                assert blocking == []
+                assert posted == [(3, "stale_sync")] * hidden_layers + [(6, "stale_sync")] * hidden_layers
+                assert rank["sync"]["waits"] == 2 * hidden_layers and rank["sync"]["blocking_exchanges"] == 0
+                assert rank["sync"]["critical_path_s"] == pytest.approx(rank["sync"]["wait_s"])
+            else:
+                assert blocking == [(3, "stale_sync")] * hidden_layers + [(6, "stale_sync")] * hidden_layers
+                assert posted == []
+                assert rank["sync"]["waits"] == 0 and rank["sync"]["blocking_exchanges"] == 2 * hidden_layers
+
+
+def test_digest_sync_modes_send_the_same_bytes_at_the_same_steps(make_cfg):
+    common = ["method=digest", "method.sync_every=2", "model=sage", "workers=3", "epochs=6", *DATASETS["synthetic"]]
+    _, blocking = run_ok(make_cfg(*common, "method.sync=blocking"))
+    _, overlapped = run_ok(make_cfg(*common, "method.sync=overlapped"))
+    assert [h["comm_bytes"] for h in overlapped["history"]] == [h["comm_bytes"] for h in blocking["history"]]
+    for b, o in zip(blocking["summary"]["per_rank"], overlapped["summary"]["per_rank"]):
+        assert o["comm_bytes_by_category"] == b["comm_bytes_by_category"]
+        assert o["comm_bytes_by_layer"] == b["comm_bytes_by_layer"]
+
+
+def test_digest_sync_every_1_overlapped_is_one_step_stale(make_cfg):
+    _, record = run_ok(make_cfg("method=digest", "method.sync_every=1", "workers=2", "epochs=5", *SMALL_SYNTHETIC))
+    for rank in record["summary"]["per_rank"]:
+        assert rank["halo_age"]["by_step"] == [0, 1, 1, 1, 1]
+        assert rank["sync"]["mode"] == "overlapped"
+
+
+def test_digest_drops_out_halo_inputs_like_local_rows(make_cfg):
+    """With dropout, halo input rows are dropped out too (halo_input_dropout, the default): the
+    training differs from the run whose halo inputs enter undropped; without dropout nothing does."""
+    common = ["method=digest", "method.sync=blocking", "workers=2", "epochs=3", *SMALL_SYNTHETIC]
+    losses = {}
+    for p in ("0", "0.5"):
+        for flag in ("true", "false"):
+            _, record = run_ok(make_cfg(*common, f"dropout={p}", f"method.halo_input_dropout={flag}"))
+            losses[p, flag] = [h["train_loss"] for h in record["history"]]
+    assert losses["0", "true"] == losses["0", "false"]
+    assert losses["0.5", "true"][0] != losses["0.5", "false"][0]
+
+
+@pytest.mark.parametrize("model, sync", [("gcn", "overlapped"), ("sage", "overlapped"), ("gcn", "blocking")])
+def test_digest_bytes_are_the_stale_sync_volume_and_nothing_between_syncs(make_cfg, model, sync):
+    cfg = make_cfg("method=digest", f"method.sync={sync}", "method.sync_every=4", f"model={model}", "workers=4",
+                   "epochs=9", *DATASETS["synthetic"])
     _, record = run_ok(cfg)
     halo = sum(record["partition"]["halo_nodes_per_rank"])
     grads = record["workers"] * param_bytes(record, cfg)
@@ -170,6 +297,10 @@ def test_digest_a_counts_what_digest_counts_for_the_same_exchange(make_cfg):
 @pytest.mark.parametrize("overrides, message", [
     (["method=digest", "method.sync_every=0"], "method.sync_every=0 must be a positive integer"),
     (["method=digest", "method.asynchronous=true", "method.avg_every=2"], "set method.avg_every=null"),
+    (["method=digest", "method.sync=eager"], "unknown method.sync 'eager'; choose one of: blocking, overlapped"),
+    (["method=digest", "method.asynchronous=true", "method.sync=blocking"],
+     "method.sync=blocking does not apply to method.asynchronous=true"),
+    (["method=digest", "method.halo_input_dropout=maybe"], "method.halo_input_dropout='maybe' must be true or false"),
     (["method=psgd_pa", "method.avg_every=null"], "method.avg_every=None must be a positive integer"),
     (["method=llcg", "method.correction_steps=-1"], "method.correction_steps=-1 must be an integer >= 0"),
     (["method=digest", "method.avg_weighting=equal"], "unknown method.avg_weighting 'equal'"),
