@@ -1,6 +1,8 @@
 """The partition-parallel family: what DIGEST, PSGD-PA and LLCG share.
 
-Each rank trains on its own part, one full-partition step per epoch. Neighbours in other parts are
+Each rank trains on its own part, one full-partition step per epoch here (PSGD-PA and LLCG take
+rounds of neighbour-sampled local steps instead by default: `minibatch.LocalRounds`, with
+`local: full` for these full-partition steps). Neighbours in other parts are
 either dropped (PSGD-PA, LLCG: the part's own subgraph, normalised on its own degrees) or read from
 a table of stale rows (DIGEST: the full row panel, normalised on global degrees). No gradient
 crosses ranks through the graph. Parameters stay in step either by a gradient all-reduce every step
