@@ -33,7 +33,7 @@ def test_cli_runs_one_configuration_and_says_where_the_record_went(tmp_path):
     (["model=gcm"], "error: unknown model 'gcm'; choose one of: gat, gcn, mlp, sage"),
     (["-m", "dataset=cora,citeseerr"], "error: unknown dataset 'citeseerr'; choose one of: citeseer, cora,"),
     (["workers=0"], "error: workers must be a positive integer (got 0)"),
-    (["partitioner=spectral"], "error: unknown partitioner 'spectral'; choose one of: contiguous, metis, random"),
+    (["partitioner=spectral"], "error: unknown partitioner 'spectral'; choose one of: contiguous, metis, metis_edges, random"),
     (["backend=nccl"], "error: backend=nccl does not fit device=cpu: use gloo on cpu and nccl on cuda"),
     (["method=sar", "method.prefetch=-1", "workers=1", "dataset.nodes=100"],
      "error: method.prefetch must be a non-negative integer (got -1)"),
