@@ -263,7 +263,16 @@ def _measure(r, ctx: dict) -> dict | None:
     def cfg_of(variant: str, w) -> dict:
         return ctx["configs"].get((ctx["setting"], variant, w), {})
 
-    variant = METHODS.get(r["method"])
+    def present(name: str | None) -> str | None:
+        """The variant standing for method `name` here: the plain method, else its one variant (a
+        preset that sets the paper's options runs `psgd_pa batch_size=64`; the options it differs
+        in are then listed like any other key). Several variants and no plain one: none is chosen."""
+        if name is None or (g["variant"] == name).any():
+            return name
+        mine = sorted(set(g.loc[g["method"] == name, "variant"]))
+        return mine[0] if len(mine) == 1 else name
+
+    variant = present(METHODS.get(r["method"]))
     if metric in DIRECT and variant:
         column, factor, what, per, kind = DIRECT[metric]
         w0 = paper_ws[0] if paper_ws else None
@@ -280,7 +289,7 @@ def _measure(r, ctx: dict) -> dict | None:
             base = cands[(cands["source"] == r["source"]) & (cands["dataset"] == r["dataset"])
                          & (cands["family"] == r["family"]) & (cands["metric"] == metric)
                          & (cands["workers"] == r["workers"]) & (cands["method"] == reference)]
-            ref_variant = METHODS.get(reference)
+            ref_variant = present(METHODS.get(reference))
             if not len(base) or not ref_variant:
                 return None
             b, wb, sb = at(ref_variant, w0, column)
@@ -312,7 +321,7 @@ def _measure(r, ctx: dict) -> dict | None:
                     (wa, wb))
     if metric in VARIANT_RATIOS and r["method"] in RATIOS and paper_ws:
         column, what = VARIANT_RATIOS[metric]
-        num, den = RATIOS[r["method"]]
+        num, den = (present(v) for v in RATIOS[r["method"]])
         a, wa, sa = at(num, paper_ws[0], column)
         b, wb, sb = at(den, paper_ws[0], column)
         if sa is None or sb is None or wa != wb:

@@ -143,6 +143,21 @@ def test_a_stand_in_dataset_gets_shapes_relative_to_the_tables_reference_method(
     assert comm["differs"].str.contains("unit").all()
 
 
+def test_a_method_run_with_the_papers_options_still_stands_for_it():
+    """llcg_table1_mini sets the paper's batch size, so its variants are `psgd_pa batch_size=64`...:
+    each is the one variant of its method here, matched, its options compared like any key."""
+    runs = llcg_runs("citeseer", options={"batch_size": 64})
+    assert {r["variant"] for r in runs} == {"psgd_pa batch_size=64", "ggs batch_size=64", "llcg batch_size=64"}
+    cmp = compare(runs)
+    assert_never_over_claims(cmp)
+    acc = cmp[(cmp["metric"] == "test_micro_f1")].set_index(["paper_dataset", "paper_method"])
+    assert acc.loc[("Flickr", "GGS")]["measured"] == pytest.approx(5.0)
+    # two variants of one method and no plain one: neither is chosen
+    two = runs + [record("psgd_pa", 8, dataset="citeseer", model="sage", val=(0.3, 0.5), reproduces="llcg_table1",
+                         options={"batch_size": 32})]
+    assert not len(compare(two).query("reproduction == 'shape'"))
+
+
 def test_the_synthetic_stand_in_for_ogbn_products_is_set_beside_shapes_not_leaderboard_values():
     runs = [record(m, 1, dataset="synthetic", model="sage", val=(0.3, v), reproduces="ogb_baselines", epoch_time=t)
             for m, v, t in (("single", 0.80, 2.0), ("neighbor_sampling", 0.82, 1.0), ("cluster_gcn", 0.79, 0.5))]
