@@ -128,10 +128,13 @@ _MISSING = object()
 
 def config_value(cfg: dict, key: str):
     """The record's value of a row key: a dotted path into its config, or a derived key
-    (`rounds` = epochs / method.avg_every for the averaging methods, whose one step is one epoch)."""
+    (`rounds` = epochs / method.avg_every for the averaging methods, whose epoch is one round of
+    local steps; for `ggs` only when it runs in rounds, `method.local_steps` set)."""
     if key == "rounds":
         method = (cfg.get("method") or {})
-        if method.get("name") in ("psgd_pa", "llcg") and cfg.get("epochs") is not None:
+        in_rounds = method.get("name") in ("psgd_pa", "llcg") or (method.get("name") == "ggs"
+                                                                   and method.get("local_steps") is not None)
+        if in_rounds and cfg.get("epochs") is not None:
             every = method.get("avg_every") or 1
             return cfg["epochs"] / every
         return _MISSING
