@@ -177,8 +177,7 @@ class LocalAdjacency:
         """Differentiable A @ x with the given normalisation, by this adjacency's kernel."""
         if self.kernel == "messages":
             w = self.weights(norm).view(-1, *([1] * (x.dim() - 1)))
-            messages = x.index_select(0, self.src) * w  # E x F, freed after the scatter (w is constant)
-            return x.new_zeros((self.num_rows, *x.shape[1:])).index_add(0, self.dst, messages)
+            return self.messages(x, w, self.src, self.dst, self.num_rows)  # w is constant: E x F freed after
         A, At = self.matrix(norm)
         return _SpMM.apply(A, At, x)
 
@@ -186,7 +185,7 @@ class LocalAdjacency:
         """A^T @ g (no autograd): the gradient of `spmm` with respect to its source rows."""
         if self.kernel == "messages":
             w = self.weights(norm).view(-1, *([1] * (g.dim() - 1)))
-            return g.new_zeros((self.num_cols, *g.shape[1:])).index_add_(0, self.src, g.index_select(0, self.dst) * w)
+            return self.messages(g, w, self.dst, self.src, self.num_cols)
         return self.matrix(norm)[1] @ g.contiguous()
 
     def weighted_sum(self, alpha: torch.Tensor, z_src: torch.Tensor) -> torch.Tensor:
@@ -194,9 +193,14 @@ class LocalAdjacency:
         `spmm` never materialises the E x H x C messages; `messages` gathers them, weights them and
         scatter-adds them under autograd, which keeps them (and alpha) for backward, as PyG does."""
         if self.kernel == "messages":
-            messages = z_src.index_select(0, self.src) * alpha.unsqueeze(-1)
-            return z_src.new_zeros((self.num_rows, *z_src.shape[1:])).index_add(0, self.dst, messages)
+            return self.messages(z_src, alpha.unsqueeze(-1), self.src, self.dst, self.num_rows)
         return EdgeSpMM.apply(alpha, z_src, self)
+
+    @staticmethod
+    def messages(x: torch.Tensor, w: torch.Tensor, frm: torch.Tensor, to: torch.Tensor, rows: int) -> torch.Tensor:
+        """The `messages` kernel: gather x's row `frm[e]` for every edge (the E x ... message tensor),
+        scale it by w[e], scatter-add it into row `to[e]` of a `rows`-row result."""
+        return x.new_zeros((rows, *x.shape[1:])).index_add(0, to, x.index_select(0, frm) * w)
 
     def logits(self, z_src: torch.Tensor, er: torch.Tensor, att_src, negative_slope: float) -> torch.Tensor:
         """GAT's edge logits LeakyReLU(a_src . z_u + er_v), [nnz, H]."""
@@ -303,6 +307,12 @@ class _HaloExchange(torch.autograd.Function):
 def exchange_rows(h: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, layer) -> torch.Tensor:
     """The halo rows of `h` (rows peers need sent, my halo rows received, in halo order); no autograd."""
     return comm.all_to_all(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts, category, layer)
+
+
+def start_exchange_rows(h: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, layer, tag: int = 0):
+    """`exchange_rows` posted without waiting: a `comm.Pending` whose `wait()` returns the rows."""
+    return comm.all_to_all_start(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts, category,
+                                 layer, tag)
 
 
 class _AllReduceSum(torch.autograd.Function):

@@ -79,7 +79,7 @@ def composition_error(e: Exception, overrides: list[str]) -> UserError:
         try:
             from benchmarks.config import check
 
-            check(OmegaConf.to_container(_compose(added), resolve=True))
+            check(config_of(added))
         except UserError as schema:
             return schema
         except Exception:  # noqa: BLE001 (the generic line below says what Hydra said)
@@ -89,9 +89,10 @@ def composition_error(e: Exception, overrides: list[str]) -> UserError:
     return UserError(said + (f" ({cause})" if cause else ""))
 
 
-def _compose(overrides: list[str]) -> DictConfig:
+def config_of(overrides: list[str]) -> dict:
+    """The run configuration these overrides compose to, resolved (Hydra's errors raised as they are)."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=overrides)
+        return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
 
 
 def check_composes(argv: list[str]) -> None:
@@ -116,7 +117,7 @@ def check_composes(argv: list[str]) -> None:
         return
     for point in itertools.product(*values):
         try:
-            _compose(list(point))
+            config_of(list(point))
         except (HydraException, OmegaConfBaseException) as e:
             raise composition_error(e, list(point)) from None
 

@@ -19,9 +19,11 @@ def start_time(pid: int) -> int | None:
         return None
 
 
-def owner_tag() -> str:
-    """`<pid>-<start time>-` of this process: the part of a name `remove_leftovers` reads."""
-    return f"{os.getpid()}-{start_time(os.getpid()) or 0}-"
+def owner_tag(pid: int | None = None) -> str:
+    """`<pid>-<start time>-` of process `pid` (this one by default): the part of a name
+    `remove_leftovers` reads."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}-{start_time(pid) or 0}-"
 
 
 def remove_leftovers(folder, prefix: str) -> list[str]:

@@ -54,7 +54,7 @@ def config_hash(cfg: dict) -> str:
 def setting_config(cfg: dict) -> dict:
     """What a run shares with the runs it is compared to: its configuration less the axes and
     where things are."""
-    return {k: v for k, v in _unless_later_default(cfg).items() if k not in (*AXES, *NON_SEMANTIC)}
+    return {k: v for k, v in cfg.items() if k not in (*AXES, *NON_SEMANTIC)}  # LATER_DEFAULTS' keys are axes
 
 
 def _digest(obj, length: int) -> str:

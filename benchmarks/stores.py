@@ -38,7 +38,7 @@ import torch
 from benchmarks.comm import Comm, flatten, unflatten_into
 from benchmarks.errors import UserError
 from benchmarks.graph import concat_ranges
-from benchmarks.leftovers import remove_leftovers, start_time
+from benchmarks.leftovers import owner_tag, remove_leftovers
 from benchmarks.partition import load_part
 from benchmarks.sampling import sample_neighbors
 
@@ -165,9 +165,9 @@ class SharedMemory:
         if comm.rank == 0:
             remove_leftovers(SHM_FOLDER, SHM_PREFIX)
         # os.urandom, not torch's generator: the dropout masks' random stream stays untouched.
-        creator = [os.getpid(), start_time(os.getpid()) or 0, int.from_bytes(os.urandom(7), "little")]
-        pid, started, token = comm.broadcast(torch.tensor(creator), 0, "setup").tolist()
-        base = os.path.join(SHM_FOLDER, f"{SHM_PREFIX}{pid}-{started}-{token:x}")  # rank 0 owns them
+        creator = torch.tensor([os.getpid(), int.from_bytes(os.urandom(7), "little")])
+        pid, token = comm.broadcast(creator, 0, "setup").tolist()
+        base = os.path.join(SHM_FOLDER, f"{SHM_PREFIX}{owner_tag(pid)}{token:x}")  # rank 0 owns them (one machine)
         paths = {name: f"{base}-{name}" for name in specs}
         lock_path = f"{base}.lock"
         self.tensors = {}

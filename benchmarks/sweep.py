@@ -43,7 +43,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from benchmarks.cli import CONF, check_composes, check_overrides, composition_error, registered_methods
+from benchmarks.cli import CONF, check_composes, check_overrides, composition_error, config_of, registered_methods
 from benchmarks.errors import Stopped, UserError, stop_on_signals
 
 
@@ -134,11 +134,6 @@ def strategy(argv: list[str]) -> dict | None:
     """The preset's `sweep.bisect` (None: one run per point)."""
     parsed = OverridesParser.create().parse_overrides(argv)
     return _preset([o.input_line for o in parsed if not o.is_sweep_override()])[2].get("bisect")
-
-
-def config_of(overrides: list[str]) -> dict:
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
 
 
 def checked(runs: list[list[str]], spec: dict | None, machine: bool = True) -> list[dict]:

@@ -35,7 +35,7 @@ from typing import Literal
 
 import torch
 
-from benchmarks.aggregation import exchange_rows
+from benchmarks.aggregation import exchange_rows, start_exchange_rows
 from benchmarks.errors import UserError
 from benchmarks.models import dropout
 from benchmarks.families.partition_parallel import LocalAggregator, PartitionParallelMethod
@@ -100,9 +100,7 @@ class StaleHalo:
         return exchange_rows(h, self.ctx.plan, self.ctx.comm, "stale_sync", layer)
 
     def post(self, h: torch.Tensor, layer: int):
-        plan = self.ctx.plan
-        return self.ctx.comm.all_to_all_start(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts,
-                                              "stale_sync", layer, tag=self.TAG + layer)
+        return start_exchange_rows(h, self.ctx.plan, self.ctx.comm, "stale_sync", layer, tag=self.TAG + layer)
 
     def drain(self) -> None:
         """Wait for exchanges still in flight (after the last step; nothing uses them)."""

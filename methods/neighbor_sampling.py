@@ -31,8 +31,7 @@ from typing import Literal
 
 import torch
 
-from benchmarks.errors import UserError
-from benchmarks.families.minibatch import Batch, BlockAggregator, MiniBatchMethod
+from benchmarks.families.minibatch import Batch, BlockAggregator, MiniBatchMethod, check_fanouts, per_layer
 from benchmarks.options import option
 from benchmarks.sampling import sample_blocks
 
@@ -48,14 +47,12 @@ class Method(MiniBatchMethod):
         store: Literal["partitioned", "replicated"] = option("partitioned")
 
         def check(self, cfg: dict) -> None:
-            if len(self.fanouts) not in (1, cfg["layers"]):
-                raise UserError(f"method.fanouts={self.fanouts} has {len(self.fanouts)} entries but "
-                                f"layers={cfg['layers']}; give one fan-out per layer, or one for every layer")
+            check_fanouts("fanouts", self.fanouts, cfg)
 
     def __init__(self, ctx):
         super().__init__(ctx)
         options, part = ctx.options, ctx.part
-        self.fanouts = list(options.fanouts) * (ctx.cfg["layers"] if len(options.fanouts) == 1 else 1)
+        self.fanouts = per_layer(options.fanouts, ctx.cfg["layers"])
         self.store = ctx.graph_store(options.store)
         self.lo = int(part.offsets[ctx.rank])
         self.train_nodes = part.train_mask.nonzero().squeeze(1)

@@ -25,7 +25,7 @@ from typing import Literal
 
 import torch
 
-from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency, head_sddmm, head_spmm, head_spmm_t
+from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency, head_sddmm, head_spmm_t
 from benchmarks.families.full_graph import FullGraphMethod
 from benchmarks.method import RankContext
 from benchmarks.options import option
@@ -244,13 +244,6 @@ class _SARAttention(torch.autograd.Function):
         return s, torch.nn.functional.leaky_relu(s, negative_slope)
 
     @staticmethod
-    def _aggregate(adj: LocalAdjacency, p, zq):
-        if adj.kernel == "messages":
-            return zq.new_zeros((adj.num_rows, *zq.shape[1:])).index_add_(
-                0, adj.dst, zq.index_select(0, adj.src) * p.unsqueeze(-1))
-        return head_spmm(adj, p, zq)
-
-    @staticmethod
     def _step(adj: LocalAdjacency, zq, er, att_src, negative_slope, state):
         """Fold one shard into the running (max m, sum l, weighted sum acc), in place."""
         m, l, acc = state
@@ -260,7 +253,7 @@ class _SARAttention(torch.autograd.Function):
         scale = torch.exp(m - safe)  # exp(-inf) = 0 where nothing was accumulated
         p = e.sub_(safe.index_select(0, adj.dst)).exp_()  # e's buffer reused
         l.mul_(scale).add_(adj.segment(p, "sum"))
-        acc.mul_(scale.unsqueeze(-1)).add_(_SARAttention._aggregate(adj, p, zq))
+        acc.mul_(scale.unsqueeze(-1)).add_(adj.weighted_sum(p, zq))  # no autograd inside forward
         return m_new, l, acc
 
     @staticmethod
@@ -288,7 +281,7 @@ class _SARAttention(torch.autograd.Function):
         s, e = _SARAttention._weights(adj, zq, er, att_src, negative_slope)
         alpha = e.sub_(lse.index_select(0, adj.dst)).exp_()
         if adj.kernel == "messages":
-            g_dst = grad.index_select(0, adj.dst)  # E_q x H x C, transient
+            g_dst = grad.index_select(0, adj.dst)  # E_q x H x C, transient, shared by both products
             g_z = zq.new_zeros(zq.shape).index_add_(0, adj.src, g_dst * alpha.unsqueeze(-1))
             ds = (g_dst * zq.index_select(0, adj.src)).sum(-1)
             del g_dst

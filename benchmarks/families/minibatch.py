@@ -109,7 +109,7 @@ class MiniBatchMethod(ReplicaAveraging):
         self.loss_scale = 1.0 if self.avg_every is None else 1.0 / max(share, 1e-12)
         # The sampler's own stream, never the dropout masks' (torch's global generator, seeded with
         # seed * 1000 + rank): equal seeds would draw the same numbers for masks and samples.
-        self.generator = torch.Generator(device=ctx.device).manual_seed(SAMPLER_SEED + ctx.cfg["seed"] * 7919 + ctx.rank)
+        self.generator = sampler_generator(ctx)
         self.phase_time = dict.fromkeys(PHASES, 0.0)
         self.steps_done = self.sampled_edges = 0
         # Every rank's training-node count (known to all after one small gather at setup).
