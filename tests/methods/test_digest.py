@@ -267,7 +267,10 @@ def test_digest_a_with_stragglers_completes_and_records_staleness(make_cfg):
     assert steps[0] > steps[1]  # the unslowed worker contributed more than the slowest
     for r in ranks:
         st = r["staleness"]
-        assert set(st["halo_rows_by_layer"]) == {"1", "2"}
+        # A rank pulls from the store at its own refresh steps after the cold start (steps 2, 4, ...):
+        # a worker slowed enough to make only its first sync_every steps has pulled nothing.
+        pulled = r["steps"] > 2
+        assert set(st["halo_rows_by_layer"]) == ({"1", "2"} if pulled else set())
         assert all(0 <= v["mean"] <= v["max"] for v in st["halo_rows_by_layer"].values())
     assert max(r["staleness"]["model_max"] for r in ranks) > 0  # others updated while a rank computed
     got = training_categories(record)
