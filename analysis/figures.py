@@ -274,6 +274,32 @@ def memory_time_scatter(agg: pd.DataFrame, out_dir) -> list[Path]:
     return save(fig, out_dir, "memory_time_scatter")
 
 
+def accuracy_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
+    """Study `boundary`: each method as one point per (dataset, workers), test accuracy (mean, bar =
+    standard deviation over seeds) against halo bytes per epoch (log axis; a method that sends no
+    halo rows sits at the left edge, marked 0). Upper left is better."""
+    sty = style(t["variant"])
+    panels = list(t.groupby(["dataset", "workers"], sort=True))
+    fig, axes = _grid(len(panels))
+    for ax, ((dataset, workers), g) in zip(axes.flat, panels):
+        sent = g["halo_bytes_per_epoch"][g["halo_bytes_per_epoch"] > 0]
+        floor = sent.min() / 4 if len(sent) else 1.0  # where a method with no halo bytes is drawn
+        for _, r in g.iterrows():
+            x = (r["halo_bytes_per_epoch"] or floor) / 1e6
+            ax.errorbar(x, 100 * r["test_acc"], yerr=100 * r["test_acc_std"] if r["test_acc_std"] == r["test_acc_std"]
+                        else None, linestyle="none", capsize=3, label=r["variant"], **sty[r["variant"]])
+            if not r["halo_bytes_per_epoch"]:
+                ax.annotate("0 bytes", (x, 100 * r["test_acc"]), xytext=(4, -10), textcoords="offset points", fontsize=7)
+        ax.set_xscale("log")
+        ax.set_xlabel("halo MB per epoch, all ranks (log)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title(f"{dataset} · P={workers}")
+    _hide_unused(axes, len(panels))
+    fig.suptitle("Accuracy against halo traffic")
+    _legend(fig, axes, False)
+    return save(fig, out_dir, "accuracy_vs_halo_bytes")
+
+
 def _hide_unused(axes, n: int) -> None:
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)

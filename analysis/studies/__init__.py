@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.studies import digest, runtime, sampling, sar
+from analysis.studies import boundary, digest, runtime, sampling, sar
 
 SECTIONS = {
     "runtime": runtime.section,
@@ -16,6 +16,7 @@ SECTIONS = {
     "digest": digest.section,
     "digest_stragglers": digest.stragglers_section,
     "sampling": sampling.section,
+    "boundary": boundary.section,
 }
 
 

@@ -78,3 +78,35 @@ def test_runtime_section_gives_the_ratios_against_plain_pyg(tmp_path):
     assert "| synthetic | gcn | 2.000 | 1.000 | 1.200 | 2.00x | 1.20x | 1.00 | 1.00 |" in text
     assert "- synthetic sage: PyG / single 5.00x (goal >= 3: met)" in text
     assert "- synthetic gcn: full_halo(1) / single 1.20x (goal <= 1.1: NOT met)" in text
+
+
+def boundary_run(method, seed, val, by_cat, blocked, options=None):
+    """3 epochs, 2 ranks; `blocked`: each rank's seconds blocked in halo_fwd over the run."""
+    per_rank = [{"rank": i, "comm_blocked_s_by_category": {"halo_fwd": b, "grad_allreduce": 9.0}}
+                for i, b in enumerate(blocked)]
+    return record(method, 2, seed=seed, val=val, by_cat=by_cat, options=options, dataset="cora",
+                  extra={"study": "boundary", "partitioner": "metis"}, summary={"per_rank": per_rank})
+
+
+def test_boundary_goals_hold_each_method_against_full_halo_seed_means_and_worst_rank(tmp_path):
+    folder = write(tmp_path / "b", [
+        boundary_run("full_halo", 0, (0.5, 0.8, 0.9), {"halo_fwd": 3000, "halo_bwd": 3000}, [3.0, 6.0]),
+        boundary_run("full_halo", 1, (0.5, 0.8, 0.8), {"halo_fwd": 3000, "halo_bwd": 3000}, [3.0, 6.0]),
+        # 0.3x the bytes (one skip flag counted as halo), 0.6 pt below on the mean of two seeds
+        boundary_run("sancus", 0, (0.5, 0.8, 0.89), {"halo_fwd": 900, "halo_bwd": 800, "skip_flags": 100,
+                                                      "halo_inputs": 300}, [1.0, 1.0]),
+        boundary_run("sancus", 1, (0.5, 0.8, 0.8), {"halo_fwd": 900, "halo_bwd": 800, "skip_flags": 100}, [1.0, 1.0]),
+        # waits 0.1x and 0.5x of full_halo's, rank by rank: the worst rank misses the goal
+        boundary_run("pipegcn", 0, (0.5, 0.8, 0.85), {"halo_fwd": 3000, "halo_bwd": 3000}, [0.3, 3.0]),
+    ])
+    t = studies.boundary.table(records.load(folder))
+    by = {r["variant"]: r for r in t.to_dict("records")}
+    assert by["sancus"]["bytes_ratio"] == pytest.approx(1800 / 6000)
+    assert by["sancus"]["acc_gap_pt"] == pytest.approx(100 * (0.84 - (0.88 + 0.79) / 2))  # full_halo 0.84
+    assert by["sancus"]["inputs_bytes_per_epoch"] == pytest.approx(150 / 3)  # one seed of two fetched, per epoch
+    assert by["pipegcn"]["wait_ratio_worst"] == pytest.approx(0.5)
+    lines = "\n".join(studies.boundary.goals(t))
+    assert "cora P=2 sancus: test gap +0.5 pt (goal <= 1: met); halo bytes 0.300x (goal <= 0.5: met)" in lines
+    assert "pipegcn: test gap +0.0 pt (goal <= 1: met); halo wait 0.50x on its worst rank (goal <= 0.2: NOT met)" in lines
+    text = "\n".join(studies.sections(records.load(folder), tmp_path / "out"))
+    assert "## Study: boundary communication" in text and (tmp_path / "out/figures/boundary/accuracy_vs_halo_bytes.png").exists()
