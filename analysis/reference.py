@@ -51,6 +51,18 @@ METHODS = {
     "GGS": "ggs",
     "Cluster-GCN": "cluster_gcn",
     "GraphSAINT": "graphsaint",
+    # partition-parallel full-graph methods; a paper's variant (PipeGCN-GF, BNS-GCN p=0.1) is the
+    # suite's method with options, which the row's `config` states (`method.boundary_fraction=0.1`)
+    "vanilla partition-parallel": "full_halo",
+    "Vanilla": "full_halo",  # AdaQP's full-precision baseline
+    "PipeGCN": "pipegcn",
+    "PipeGCN-G": "pipegcn",
+    "PipeGCN-F": "pipegcn",
+    "PipeGCN-GF": "pipegcn",
+    "BNS-GCN": "bns_gcn",
+    "BNS-GCN p=0.1": "bns_gcn",
+    "Sancus": "sancus",
+    "AdaQP": "adaqp",
 }
 # Paper "A vs B" ratios -> (numerator variant, denominator variant).
 RATIOS = {"SAR vs vanilla": ("full_halo", "sar")}
