@@ -284,15 +284,34 @@ def keep_with_probability(p: float, seed: int, epoch: int) -> Callable[[torch.Te
     return keep
 
 
+class Replay:
+    """Rows a checkpointed forward fetched, handed back to its recompute in backward
+    (`memory.checkpoint`, `Comm.recomputing`) instead of fetched again: always for fetches with side
+    effects (a stale table that a sync step replaces, a posted exchange), and for plain halo
+    exchanges under `memory.checkpoint_halo=keep`. Each kept row set is released at its replay."""
+
+    def __init__(self, always: bool):
+        self.always, self.kept = always, {}
+
+    def __call__(self, comm: Comm, key, fetch: Callable[[], torch.Tensor]) -> torch.Tensor:
+        if comm.recomputing and key in self.kept:
+            return self.kept.pop(key)
+        rows = fetch()
+        if comm.checkpointing and not comm.recomputing and (self.always or comm.checkpointing == "keep"):
+            self.kept[key] = rows.detach()
+        return rows
+
+
 class _HaloExchange(torch.autograd.Function):
-    """Forward: gather the rows peers need and all-to-all them. Backward: the reverse all-to-all of
-    the halo gradients, added into the rows they came from."""
+    """Forward: gather the rows peers need and all-to-all them (or, in a checkpoint's recompute, the
+    rows `replay` kept). Backward: the reverse all-to-all of the halo gradients, added into the rows
+    they came from."""
 
     @staticmethod
-    def forward(ctx, h, plan: HaloPlan, comm: Comm, categories: tuple[str, str], layer):
+    def forward(ctx, h, plan: HaloPlan, comm: Comm, categories: tuple[str, str], layer, replay: Replay):
         ctx.plan, ctx.comm, ctx.layer, ctx.num_rows = plan, comm, layer, h.shape[0]
         ctx.backward_category = categories[1]
-        return exchange_rows(h, plan, comm, categories[0], layer)
+        return replay(comm, layer, lambda: exchange_rows(h, plan, comm, categories[0], layer))
 
     @staticmethod
     def backward(ctx, grad):
@@ -301,7 +320,7 @@ class _HaloExchange(torch.autograd.Function):
                                    ctx.layer)
         out = grad.new_zeros((ctx.num_rows, *grad.shape[1:]))
         out.index_add_(0, plan.send_idx, back)
-        return out, None, None, None, None
+        return out, None, None, None, None, None
 
 
 def exchange_rows(h: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, layer) -> torch.Tensor:
@@ -373,12 +392,13 @@ class HaloAggregator(Aggregator):
     def __init__(self, adj: LocalAdjacency, plan: HaloPlan, comm: Comm,
                  categories: tuple[str, str] = ("halo_fwd", "halo_bwd")):
         self.adj, self.plan, self.comm, self.categories = adj, plan, comm, categories
+        self.replay = Replay(always=False)
 
     def sources(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         """[local rows | halo rows], the column space of the local adjacency."""
         if self.comm.world == 1:
             return h
-        return torch.cat([h, _HaloExchange.apply(h, self.plan, self.comm, self.categories, layer)])
+        return torch.cat([h, _HaloExchange.apply(h, self.plan, self.comm, self.categories, layer, self.replay)])
 
     def propagate(self, h: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         return self.adj.spmm(norm, self.sources(h, layer))

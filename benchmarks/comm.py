@@ -21,11 +21,18 @@ class Comm:
     def __init__(self, rank: int = 0, world: int = 1):
         self.rank, self.world = rank, world
         self.sent = defaultdict(int)  # (category, layer or None) -> bytes this rank sent
+        # Activation checkpointing (`memory.checkpoint`, models.GNN): `checkpointing` is the run's
+        # `memory.checkpoint_halo` (None when off) and `recomputing` is true while backward re-runs a
+        # checkpointed forward. The aggregators read them, since every one shares this rank's Comm:
+        # a recompute's traffic is counted apart (`<category>_recompute`), and rows an aggregator
+        # must not fetch twice (stale tables, posted exchanges, `keep`) are replayed.
+        self.checkpointing: str | None = None
+        self.recomputing = False
 
     def count(self, category: str, layer, nbytes: int) -> None:
         """Also for transfers that do not go through torch.distributed (a shared-memory store)."""
         if self.world > 1 and nbytes:
-            self.sent[(category, layer)] += int(nbytes)
+            self.sent[(f"{category}_recompute" if self.recomputing else category, layer)] += int(nbytes)
 
     def all_to_all(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
                    category: str, layer=None) -> torch.Tensor:

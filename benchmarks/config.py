@@ -19,19 +19,21 @@ from benchmarks import datasets
 from benchmarks.aggregation import KERNELS
 from benchmarks.errors import UserError, choose
 from benchmarks.method import Method, resolve
-from benchmarks.models import MODELS, ModelOptions
+from benchmarks.models import MODELS, MemoryOptions, ModelOptions
 from benchmarks.options import Options, option, validate
 from benchmarks.partition import PARTITIONERS
 
 #: The sections of a run config, each one config group (`method=...`) with its own options.
 SECTIONS = ("method", "dataset", "model")
+#: Sections of options that compose with any method (the survey's savers), each one dataclass.
+SAVERS = {"memory": MemoryOptions}
 
 
 @dataclass
 class RunOptions(Options):
     """The top-level keys of a run config (conf/config.yaml says the same, with the defaults)."""
 
-    reserved: ClassVar[tuple[str, ...]] = SECTIONS
+    reserved: ClassVar[tuple[str, ...]] = (*SECTIONS, *SAVERS)
 
     # Messages of the form `<key> must be ... (got <value>)` are older than this schema; kept word for word.
     workers: int = option(2, ge=1, message="workers must be a positive integer (got {value!r})")
@@ -100,4 +102,13 @@ def check(cfg: dict) -> tuple[type[Method], Options]:
     validate(options_cls, dataset, cfg, section="dataset")
     choose("model", cfg["model"]["name"], MODELS)
     validate(ModelOptions, cfg["model"], cfg, section="model")
-    return resolve(cfg)
+    for section, options_cls in SAVERS.items():
+        if not isinstance(cfg.get(section, {}), dict):
+            raise UserError(f"{section} is a section of options ({section}.<option>=<value>), not a value "
+                            f"(got {section}={cfg[section]!r})")
+        validate(options_cls, cfg.get(section, {}), cfg, section=section)
+    method_cls, options = resolve(cfg)
+    if (cfg.get("memory") or {}).get("checkpoint", "none") != "none" and not method_cls.recomputable:
+        raise UserError(f"memory.checkpoint does not apply to method={cfg['method']['name']}: its aggregation "
+                        "keeps state across a step that a recompute would change (use memory.checkpoint=none)")
+    return method_cls, options

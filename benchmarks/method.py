@@ -85,6 +85,9 @@ class Method:
     #: False for methods whose ranks step without waiting for each other (DIGEST-A): the runtime
     #: then reduces its per-epoch probes only at evaluation points, the only barriers left.
     synchronous = True
+    #: False for methods whose aggregation changes state during a step in a way that a recompute in
+    #: backward (`memory.checkpoint`) would repeat and that `aggregation.Replay` does not cover.
+    recomputable = True
     #: The method's options (a dataclass, benchmarks/options.py); subclasses extend their family's.
     Options = Options
 

@@ -6,11 +6,13 @@ and worker count starts from the same weights.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch import nn
 
 from benchmarks.errors import UserError, choose
@@ -135,29 +137,47 @@ class BatchNorm(nn.Module):
             mean = sums[:d] / n
             var = (sums[d:2 * d] / n - mean * mean).clamp(min=0)
             mean, var = mean.to(h.dtype), var.to(h.dtype)
-            with torch.no_grad():
-                self.running_mean.lerp_(mean, self.momentum)
-                self.running_var.lerp_(var * (n / (n - 1).clamp(min=1)).to(h.dtype), self.momentum)
+            if not agg.comm.recomputing:  # a checkpointed block re-run in backward took its statistics already
+                with torch.no_grad():
+                    self.running_mean.lerp_(mean, self.momentum)
+                    self.running_var.lerp_(var * (n / (n - 1).clamp(min=1)).to(h.dtype), self.momentum)
         else:
             mean, var = self.running_mean, self.running_var
         return (h - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
 
 
 class GNN(nn.Module):
-    def __init__(self, layers: list[nn.Module], activation, dropout: float, norms: list[nn.Module] = ()):
+    """`checkpoint` (`memory.checkpoint`): `none` keeps every activation for backward; `layer` keeps
+    each GNN layer's input and output and recomputes what the layer itself saves (aggregation,
+    projections, attention) in backward; `all` keeps only each block's input and recomputes the whole
+    block (dropout, layer, norm, activation)."""
+
+    def __init__(self, layers: list[nn.Module], activation, dropout: float, norms: list[nn.Module] = (),
+                 checkpoint: str = "none"):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.norms = nn.ModuleList(norms)  # one per hidden layer, or none
         self.activation, self.dropout = activation, dropout
+        self.checkpoint = choose("memory.checkpoint", checkpoint, CHECKPOINTS)
 
     def forward(self, x, agg):
+        mode = self.checkpoint if self.training and torch.is_grad_enabled() else "none"
         h = x
-        for i, layer in enumerate(self.layers):
-            h = layer(dropout(h, self.dropout, self.training), agg, i)
-            if i < len(self.layers) - 1:
-                if self.norms:
-                    h = self.norms[i](h, agg)
-                h = self.activation(h)
+        for i in range(len(self.layers)):
+            if mode == "all":
+                h = recomputed(self.block, agg, h, agg, i)
+            else:
+                h = self.block(h, agg, i, checkpoint_layer=mode == "layer")
+        return h
+
+    def block(self, h, agg, i: int, checkpoint_layer: bool = False):
+        layer = self.layers[i]
+        h = dropout(h, self.dropout, self.training)
+        h = recomputed(layer, agg, h, agg, i) if checkpoint_layer else layer(h, agg, i)
+        if i < len(self.layers) - 1:
+            if self.norms:
+                h = self.norms[i](h, agg)
+            h = self.activation(h)
         return h
 
     def exchanges(self) -> list[tuple[int, bool]]:
@@ -167,6 +187,41 @@ class GNN(nn.Module):
 
 
 MODELS = ("gcn", "sage", "gat", "mlp")
+CHECKPOINTS = ("none", "layer", "all")
+
+
+def recomputed(fn, agg, *args):
+    """fn(*args) under activation checkpointing: what fn would save for backward is dropped and
+    recomputed when backward needs it. The recompute runs with `agg.comm.recomputing` set, so its
+    communication is counted apart and aggregators replay rows they must not fetch twice; dropout
+    draws the same masks (the RNG state is saved and restored)."""
+    comm = agg.comm
+
+    @contextlib.contextmanager
+    def recomputing():
+        comm.recomputing = True
+        try:
+            yield
+        finally:
+            comm.recomputing = False
+
+    return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True,
+                                             context_fn=lambda: (contextlib.nullcontext(), recomputing()))
+
+
+@dataclass
+class MemoryOptions(Options):
+    """The `memory` section: activation checkpointing (models.GNN)."""
+
+    checkpoint: Literal[CHECKPOINTS] = option("none", "none | layer (recompute each GNN layer) | all (each block)")
+    # In the recompute, halo rows are fetched again and counted as `<category>_recompute` (`refetch`)
+    # or the rows the forward received are kept until then (`keep`: no second exchange, their memory
+    # held). Stale tables and posted exchanges (DIGEST) are always replayed, never fetched twice.
+    checkpoint_halo: Literal["refetch", "keep"] = option("refetch", "refetch | keep")
+
+    def check(self, cfg: dict) -> None:
+        if self.checkpoint_halo == "keep" and self.checkpoint == "none":
+            raise UserError("memory.checkpoint_halo=keep applies to a recompute: set memory.checkpoint=layer or all")
 
 
 @dataclass
@@ -185,7 +240,7 @@ class ModelOptions(Options):
 
 
 def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, dropout: float,
-                seed: int, heads: int = 4, batch_norm: bool = False) -> GNN:
+                seed: int, heads: int = 4, batch_norm: bool = False, checkpoint: str = "none") -> GNN:
     choose("model", name, MODELS)
     dims = [d_in] + [hidden] * (num_layers - 1) + [d_out]
     # A bias right before batch norm is cancelled by it (its gradient is zero up to rounding, which
@@ -203,4 +258,4 @@ def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, 
             layers = [cls(dims[i], dims[i + 1], bias=bias[i]) for i in range(num_layers)]
         activation = F.elu if name == "gat" else F.relu
         norms = [BatchNorm(hidden) for _ in range(num_layers - 1)] if batch_norm else []
-        return GNN(layers, activation, dropout, norms)
+        return GNN(layers, activation, dropout, norms, checkpoint)

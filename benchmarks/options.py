@@ -71,10 +71,10 @@ def validate(options_cls: type[Options], values: dict, cfg: dict | None = None, 
         if not section:
             raise UserError(f"unknown key{plural} {', '.join(unknown)}; valid keys are: "
                             f"{', '.join(sorted({*fields, *options_cls.reserved}))}")
-        name = values.get("name", "?")
+        name = values.get("name")
         valid = f"its options are: {', '.join(sorted(fields))}" if fields else "it takes none"
-        raise UserError(f"unknown option{plural} {', '.join(f'{section}.{k}' for k in unknown)} "
-                        f"for {section}={name}; {valid}")
+        raise UserError(f"unknown option{plural} {', '.join(f'{section}.{k}' for k in unknown)}"
+                        f"{f' for {section}={name}' if name else ''}; {valid}")
     hints = typing.get_type_hints(options_cls)
     for key, value in values.items():
         if key in fields:

@@ -35,12 +35,15 @@ NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_time
 # The axes a comparison runs along: what a run's setting leaves out. The aggregation kernel is an
 # implementation of the same math, compared like a method option (SAR against `full_halo
 # kernel=messages`, its papers' vanilla): it is named in the variant (`run_variant`).
-AXES = ("method", "workers", "seed", "kernel")
+# The savers (`memory`, activation checkpointing) are options that compose with any method, and
+# are named in the variant the same way.
+AXES = ("method", "workers", "seed", "kernel", "memory")
 
 
 # Keys added after records existed, left out of the name's hash and the setting at these values
-# (what every older record ran with), so older records keep their names and settings.
-LATER_DEFAULTS = {"kernel": "spmm"}
+# (what every older record ran with), so older records keep their names and settings. They are the
+# axes a variant names beside the method's options (`run_variant`).
+LATER_DEFAULTS = {"kernel": "spmm", "memory": {"checkpoint": "none", "checkpoint_halo": "refetch"}}
 
 
 def _unless_later_default(cfg: dict) -> dict:
@@ -62,10 +65,16 @@ def _digest(obj, length: int) -> str:
 
 
 def run_variant(cfg: dict, method_defaults: dict) -> str:
-    """The record's variant: the method's label, plus the kernel when it is not the default."""
-    label = variant_label(cfg["method"], method_defaults)
-    kernel = cfg.get("kernel", LATER_DEFAULTS["kernel"])
-    return label if kernel == LATER_DEFAULTS["kernel"] else f"{label} kernel={kernel}"
+    """The record's variant: the method's label, plus the kernel and savers that are not the default
+    (`sar kernel=messages`, `full_halo memory.checkpoint=layer`)."""
+    extra = []
+    for key, default in LATER_DEFAULTS.items():
+        value = cfg.get(key, default)
+        if isinstance(default, dict):
+            extra += [f"{key}.{k}={v}" for k, v in sorted(value.items()) if default.get(k) != v]
+        elif value != default:
+            extra.append(f"{key}={value}")
+    return " ".join([variant_label(cfg["method"], method_defaults), *extra])
 
 
 def variant_label(method_cfg: dict, defaults: dict) -> str:

@@ -31,13 +31,16 @@ def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.dev
         if isinstance(value, torch.Tensor) and name not in ("recv_counts", "send_counts", "offsets"):
             setattr(part, name, value.to(device))
     comm = Comm(rank, world)
+    memory = cfg.get("memory") or {}
+    checkpoint = memory.get("checkpoint", "none")
+    comm.checkpointing = None if checkpoint == "none" else memory.get("checkpoint_halo", "refetch")
     use_kernel(cfg.get("kernel", "spmm"))  # every LocalAdjacency built on this rank from now on
     adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg)
     plan = HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist())
     m = cfg["model"]
     model = build_model(m["name"], part.x.shape[1], cfg["hidden"], part.num_classes, cfg["layers"],
                         cfg["dropout"], cfg["seed"], heads=m.get("heads", 4),
-                        batch_norm=cfg.get("batch_norm", False)).to(device)
+                        batch_norm=cfg.get("batch_norm", False), checkpoint=checkpoint).to(device)
     # Every rank built the same weights from the seed; the broadcast makes it a guarantee.
     for t in [*model.parameters(), *model.buffers()]:
         comm.broadcast(t.data, 0, "setup")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import Aggregator, LocalAdjacency
+from benchmarks.aggregation import Aggregator, LocalAdjacency, Replay
 from benchmarks.comm import Comm
 from benchmarks.families.replicas import ReplicaAveraging
 from benchmarks.method import RankContext, sync_gradients
@@ -41,9 +41,13 @@ class LocalAggregator(Aggregator):
 
     def __init__(self, adj: LocalAdjacency, comm: Comm, halo=None):
         self.adj, self.comm, self.halo = adj, comm, halo
+        self.replay = Replay(always=True)  # `halo` has side effects (a sync step's exchange): never run twice a step
+
+    def halo_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        return self.replay(self.comm, layer, lambda: self.halo(h.detach(), layer))
 
     def sources(self, h: torch.Tensor, layer: int) -> torch.Tensor:
-        return h if self.halo is None else torch.cat([h, self.halo(h.detach(), layer)])
+        return h if self.halo is None else torch.cat([h, self.halo_rows(h, layer)])
 
     def propagate(self, h, norm: str, layer: int):
         return self.adj.spmm(norm, self.sources(h, layer))
@@ -51,7 +55,7 @@ class LocalAggregator(Aggregator):
     def projected_sources(self, h: torch.Tensor, weight: torch.Tensor, layer: int) -> torch.Tensor:
         """[h W^T | halo W^T], projecting the two blocks apart (no copy of the wider input rows)."""
         local = F.linear(h, weight)
-        return local if self.halo is None else torch.cat([local, F.linear(self.halo(h.detach(), layer), weight)])
+        return local if self.halo is None else torch.cat([local, F.linear(self.halo_rows(h, layer), weight)])
 
     def propagate_linear(self, h, weight, norm: str, layer: int):
         return self.adj.spmm(norm, self.projected_sources(h, weight, layer))

@@ -10,10 +10,11 @@ from omegaconf import OmegaConf
 
 from benchmarks import datasets
 from benchmarks.cli import CONF, group_options
-from benchmarks.config import SECTIONS, RunOptions, check
+from benchmarks.config import SAVERS, SECTIONS, RunOptions, check
 from benchmarks.errors import UserError
 from benchmarks.models import ModelOptions
 from benchmarks.options import defaults, validate
+from benchmarks.record import LATER_DEFAULTS
 from benchmarks.runner import plan
 
 pytestmark = pytest.mark.fast
@@ -90,8 +91,11 @@ def _yaml(path) -> dict:
 
 def test_the_declared_defaults_are_the_yamls():
     top = {k: v for k, v in _yaml(CONF / "config.yaml").items() if k not in ("defaults", "hydra")}
+    savers = {name: top.pop(name) for name in SAVERS}
     assert top == defaults(RunOptions)  # a key added to config.yaml is declared in RunOptions too
-    assert set(RunOptions.reserved) == set(SECTIONS)
+    assert savers == {name: defaults(cls) for name, cls in SAVERS.items()}  # and a saver's in its section
+    assert set(RunOptions.reserved) == {*SECTIONS, *SAVERS}
+    assert savers == {k: LATER_DEFAULTS[k] for k in SAVERS}  # added after records existed: their names kept
     synthetic = _yaml(CONF / "dataset" / "synthetic.yaml")
     assert synthetic.pop("name") == "synthetic" and synthetic == defaults(datasets.SyntheticOptions)
     for name in group_options("dataset"):
