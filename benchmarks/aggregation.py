@@ -25,6 +25,7 @@ Kernels (`kernel`, a top-level config key; `use_kernel` sets the rank's default,
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import warnings
 from typing import Callable
@@ -113,6 +114,22 @@ def head_sddmm(adj: "LocalAdjacency", g: torch.Tensor, z: torch.Tensor) -> torch
                                                    beta=0.0).values() for h in range(g.shape[1])], 1)
 
 
+def in_fp32(kernel):
+    """An aggregation kernel (a `LocalAdjacency` method) run in fp32 whatever the autocast around it
+    (`precision`): its floating-point tensor arguments are cast to fp32 and autocast is off inside
+    (CPU's sparse CSR kernels have no bf16, and fp32 sums keep the normalisation exact); rows
+    exchanged before it may travel in bf16."""
+
+    @functools.wraps(kernel)
+    def run(self, *args):
+        device = next((a.device.type for a in args if isinstance(a, torch.Tensor)), "cpu")
+        with torch.autocast(device, enabled=False):
+            return kernel(self, *(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                                  for a in args))
+
+    return run
+
+
 class LocalAdjacency:
     """A rank's in-edges as CSR over columns [local nodes | halo nodes], the transposed structure,
     and the normalised matrices built on first use. Shared by every aggregator on the rank.
@@ -173,6 +190,7 @@ class LocalAdjacency:
             self._matrices[key] = self.edge_weights(norm)
         return self._matrices[key]
 
+    @in_fp32
     def spmm(self, norm: str, x: torch.Tensor) -> torch.Tensor:
         """Differentiable A @ x with the given normalisation, by this adjacency's kernel."""
         if self.kernel == "messages":
@@ -181,6 +199,7 @@ class LocalAdjacency:
         A, At = self.matrix(norm)
         return _SpMM.apply(A, At, x)
 
+    @in_fp32
     def spmm_t(self, norm: str, g: torch.Tensor) -> torch.Tensor:
         """A^T @ g (no autograd): the gradient of `spmm` with respect to its source rows."""
         if self.kernel == "messages":
@@ -188,6 +207,7 @@ class LocalAdjacency:
             return self.messages(g, w, self.dst, self.src, self.num_cols)
         return self.matrix(norm)[1] @ g.contiguous()
 
+    @in_fp32
     def weighted_sum(self, alpha: torch.Tensor, z_src: torch.Tensor) -> torch.Tensor:
         """Differentiable out[v, h] = sum_e alpha[e, h] z_src[u, h] by this adjacency's kernel:
         `spmm` never materialises the E x H x C messages; `messages` gathers them, weights them and
@@ -211,6 +231,7 @@ class LocalAdjacency:
         """Reduce per-edge values over each destination's in-edges (empty rows: 0 for sum, -inf for max)."""
         return torch.segment_reduce(values, reduce, offsets=self.indptr, axis=0)
 
+    @in_fp32
     def attention(self, z_src: torch.Tensor, z_dst: torch.Tensor, att_src, att_dst, negative_slope: float):
         """GAT aggregation given all source rows (z_src, [num_cols, H, C]) and destination rows."""
         if self.edge_scale is not None and not self.attention_ignores_scale:

@@ -19,7 +19,7 @@ from benchmarks import datasets
 from benchmarks.aggregation import KERNELS
 from benchmarks.errors import UserError, choose
 from benchmarks.method import Method, resolve
-from benchmarks.models import MODELS, MemoryOptions, ModelOptions
+from benchmarks.models import MODELS, PRECISIONS, MemoryOptions, ModelOptions
 from benchmarks.options import Options, option, validate
 from benchmarks.partition import PARTITIONERS
 
@@ -48,6 +48,7 @@ class RunOptions(Options):
     partitioner: Literal[PARTITIONERS] = option("metis")
     kernel: Literal[KERNELS] = option(
         "spmm", "aggregation kernel: spmm (fused CSR) | messages (per-edge messages, as PyG: 'vanilla')")
+    precision: Literal[tuple(PRECISIONS)] = option("fp32", "autocast dtype of the dense parts: fp32 | bf16")
     device: Literal["cpu", "cuda"] = option("cpu")
     backend: Literal["auto", "gloo", "nccl"] = option("auto")
     eval_every: int = option(1, "evaluate every k epochs", ge=1)

@@ -153,22 +153,24 @@ class GNN(nn.Module):
     block (dropout, layer, norm, activation)."""
 
     def __init__(self, layers: list[nn.Module], activation, dropout: float, norms: list[nn.Module] = (),
-                 checkpoint: str = "none"):
+                 checkpoint: str = "none", precision: str = "fp32"):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.norms = nn.ModuleList(norms)  # one per hidden layer, or none
         self.activation, self.dropout = activation, dropout
         self.checkpoint = choose("memory.checkpoint", checkpoint, CHECKPOINTS)
+        self.autocast = PRECISIONS[choose("precision", precision, PRECISIONS)]
 
     def forward(self, x, agg):
         mode = self.checkpoint if self.training and torch.is_grad_enabled() else "none"
         h = x
-        for i in range(len(self.layers)):
-            if mode == "all":
-                h = recomputed(self.block, agg, h, agg, i)
-            else:
-                h = self.block(h, agg, i, checkpoint_layer=mode == "layer")
-        return h
+        with torch.autocast(x.device.type, dtype=self.autocast, enabled=self.autocast is not None):
+            for i in range(len(self.layers)):
+                if mode == "all":
+                    h = recomputed(self.block, agg, h, agg, i)
+                else:
+                    h = self.block(h, agg, i, checkpoint_layer=mode == "layer")
+        return h.float()  # the loss and the evaluation read fp32 logits at every precision
 
     def block(self, h, agg, i: int, checkpoint_layer: bool = False):
         layer = self.layers[i]
@@ -188,6 +190,10 @@ class GNN(nn.Module):
 
 MODELS = ("gcn", "sage", "gat", "mlp")
 CHECKPOINTS = ("none", "layer", "all")
+# `precision`: the autocast dtype of the dense parts (projections, attention logits, activations;
+# rows exchanged after a projection travel in it); aggregations run in fp32 (aggregation.py: CPU's
+# sparse kernels have no bf16, and fp32 sums keep the degree normalisation exact).
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 
 
 def recomputed(fn, agg, *args):
@@ -240,7 +246,8 @@ class ModelOptions(Options):
 
 
 def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, dropout: float,
-                seed: int, heads: int = 4, batch_norm: bool = False, checkpoint: str = "none") -> GNN:
+                seed: int, heads: int = 4, batch_norm: bool = False, checkpoint: str = "none",
+                precision: str = "fp32") -> GNN:
     choose("model", name, MODELS)
     dims = [d_in] + [hidden] * (num_layers - 1) + [d_out]
     # A bias right before batch norm is cancelled by it (its gradient is zero up to rounding, which
@@ -258,4 +265,4 @@ def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, 
             layers = [cls(dims[i], dims[i + 1], bias=bias[i]) for i in range(num_layers)]
         activation = F.elu if name == "gat" else F.relu
         norms = [BatchNorm(hidden) for _ in range(num_layers - 1)] if batch_norm else []
-        return GNN(layers, activation, dropout, norms, checkpoint)
+        return GNN(layers, activation, dropout, norms, checkpoint, precision)

@@ -126,7 +126,10 @@ class SARAggregator(Aggregator):
 
     def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
         if self.mode == "sar":
-            return _SARAttention.apply(z, att_src, att_dst, self, layer, negative_slope)
+            # The fused kernel (forward and rematerialising backward) is written for fp32: under
+            # `precision=bf16` its rows are upcast first, so they also travel in fp32.
+            with torch.autocast(z.device.type, enabled=False):
+                return _SARAttention.apply(z.float(), att_src, att_dst, self, layer, negative_slope)
         # SA: logits of every shard are kept, then one softmax over all of them.
         s = self.shards
         er = (z * att_dst).sum(-1)

@@ -1,0 +1,41 @@
+"""`precision=bf16`: the dense parts run under autocast, aggregations in fp32, on every method; rows
+exchanged after a projection travel in bf16 (half the bytes), and the losses stay close to fp32's."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.errors import UserError
+from benchmarks.runner import plan
+from tests.methods.exactness import DATASETS, run_ok
+
+
+def test_bf16_trains_close_to_fp32_and_sends_projected_rows_in_half_the_bytes(make_cfg, data_root):
+    common = ["method=full_halo", "workers=3", *DATASETS["citeseer"], "model=gcn", f"data_root={data_root}",
+              "epochs=5"]
+    _, fp32 = run_ok(make_cfg(*common))
+    _, bf16 = run_ok(make_cfg(*common, "precision=bf16"))
+    assert bf16["variant"] == "full_halo precision=bf16"
+    assert [h["train_loss"] for h in bf16["history"]] == pytest.approx([h["train_loss"] for h in fp32["history"]],
+                                                                       rel=0.02)
+    got, want = bf16["comm"]["bytes_by_category"], fp32["comm"]["bytes_by_category"]
+    # GCN projects before aggregating: every exchanged row and its gradient is bf16; the parameter
+    # gradients stay fp32 (autocast keeps the parameters and their gradients in fp32).
+    assert got["halo_fwd"] * 2 == want["halo_fwd"] and got["halo_bwd"] * 2 == want["halo_bwd"]
+    assert got["grad_allreduce"] == want["grad_allreduce"]
+
+
+@pytest.mark.parametrize("method", ["sar", "digest"])
+def test_bf16_composes_with_methods_and_checkpointing(make_cfg, method):
+    cfg = make_cfg(f"method={method}", *DATASETS["synthetic"], "model=gat", "precision=bf16", "dropout=0.5",
+                   "epochs=2")
+    _, plain = run_ok(cfg)
+    _, checkpointed = run_ok(make_cfg(f"method={method}", *DATASETS["synthetic"], "model=gat", "precision=bf16",
+                                      "dropout=0.5", "epochs=2", "memory.checkpoint=layer"))
+    assert [h["train_loss"] for h in checkpointed["history"]] == pytest.approx(
+        [h["train_loss"] for h in plain["history"]], rel=1e-3)
+
+
+def test_fp16_is_refused_in_one_line(make_cfg):
+    with pytest.raises(UserError, match="precision") as e:
+        plan(make_cfg("precision=fp16"))
+    assert "\n" not in str(e.value)
