@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 TORCH_SPEC ?= torch==2.13.0
 RESULTS ?= results/quickstart
 
-.PHONY: run test test-fast install clean
+.PHONY: run test test-fast gpu-check install clean
 
 install: $(STAMP)
 
@@ -31,6 +31,10 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m fast
+
+gpu-check: $(STAMP)
+	@# the CUDA/NCCL paths CI cannot run (benchmarks/gpu_check.py): one rank per GPU; never part of `make test`
+	$(BIN)/python -m benchmarks.gpu_check
 
 clean:
 	rm -rf .cache results/quickstart

@@ -39,3 +39,13 @@ def test_fp16_is_refused_in_one_line(make_cfg):
     with pytest.raises(UserError, match="precision") as e:
         plan(make_cfg("precision=fp16"))
     assert "\n" not in str(e.value)
+
+
+def test_the_gpu_check_says_in_one_line_that_there_is_no_gpu_here(capsys):
+    import torch
+
+    from benchmarks import gpu_check
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: run `make gpu-check` itself")
+    assert gpu_check.main([]) == 2
+    assert capsys.readouterr().out.strip() == "gpu-check: no CUDA device here (torch.cuda.is_available() is false)"
