@@ -174,6 +174,20 @@ def _file_checksum(path: Path) -> str:
     return h.hexdigest()
 
 
+# Checksums this process has computed, by file identity: a cache used by run after run (a sweep's,
+# the tests') is hashed once, not before every run. Any write to a file changes its identity
+# (size, modification time in ns, inode), so a changed or replaced file is hashed again.
+_checksums: dict[tuple, str] = {}
+
+
+def _verified_checksum(path: Path) -> str:
+    st = path.stat()
+    identity = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+    if identity not in _checksums:
+        _checksums[identity] = _file_checksum(path)
+    return _checksums[identity]
+
+
 def cache_key(graph: Graph, partitioner: str, parts: int, seed: int) -> dict:
     return {"format": CACHE_FORMAT, "dataset": graph.name, "fingerprint": graph.fingerprint(),
             "partitioner": partitioner, "parts": parts, "seed": seed}
@@ -194,7 +208,7 @@ def _validate(folder: Path, key: dict) -> str | None:
         path = folder / name
         if not path.exists():
             return f"{name} is missing"
-        if _file_checksum(path) != checksum:
+        if _verified_checksum(path) != checksum:
             return f"{name} fails its checksum"
     if len(manifest.get("checksums", {})) != key["parts"]:
         return "part files are missing from the manifest"

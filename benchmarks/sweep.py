@@ -104,6 +104,7 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
     from benchmarks.method import method_class
 
     available = registered_methods()
+    single_process = {}  # per method, not per run: resolving a method reads every alias YAML
     runs, missing, seen = [], [], set()
     for coordinates, variant in itertools.product(itertools.product(*axes.values()), variants):
         point = dict(zip(axes, coordinates)) | {_key(o): o.split("=", 1)[1] for o in fixed}
@@ -121,7 +122,9 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
         for rule in sweep.get("where") or []:
             if _matches(values, rule["if"]):
                 job = _merge(job, rule["add"])
-        if method_class(method).single_process:  # it ignores `workers`: one run, not one per count
+        if method not in single_process:
+            single_process[method] = method_class(method).single_process
+        if single_process[method]:  # it ignores `workers`: one run, not one per count
             job = [o for o in job if _key(o) != "workers"]
         overrides = _merge(job, fixed)  # the command line last: it wins
         if tuple(overrides) not in seen:

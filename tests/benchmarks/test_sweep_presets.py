@@ -16,14 +16,15 @@ from benchmarks.sweep import _merge, bisect, expand, meets, strategy
 def test_preset_sweep_expands_to_composable_runs(preset):
     runs, missing = expand([f"experiment={preset}"])
     assert runs or missing
-    assert set(missing).isdisjoint(registered_methods())
+    methods = registered_methods()  # once: it reads every plugin's name and every alias YAML
+    assert set(missing).isdisjoint(methods)
     spec = strategy([f"experiment={preset}"])
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         for overrides in runs:
             if spec is not None:  # a bisection's runs start at its first probe
                 overrides = _merge(overrides, [f"{spec['key']}={spec['start']}"])
             cfg = compose("config", overrides=overrides)
-            assert cfg.method.name in registered_methods()
+            assert cfg.method.name in methods
             if preset.startswith(("sar_papers_", "llcg_table1_", "planetoid_baselines_")):
                 assert cfg.reproduces  # paper presets say which reference table they reproduce
             check(OmegaConf.to_container(cfg, resolve=True))  # the schema takes every run of every preset
