@@ -108,7 +108,8 @@ class Method(FullGraphMethod):
     def __init__(self, ctx):
         self.p = ctx.options.boundary_fraction
         self.halo_inputs = None
-        self.kept = None  # (kept rows by owner at epoch 0, kept rows received over all epochs)
+        self.kept_epoch0 = None  # rows received from each owner per layer >= 1 at epoch 0
+        self.kept_total = 0  # rows received per layer >= 1, all epochs
         super().__init__(ctx)
         self.edge_scale = (inverse_ratio_scale(ctx.part, ctx.adj, ctx.plan, self.p)
                            if ctx.options.scale == "inverse_ratio" else None)
@@ -129,15 +130,16 @@ class Method(FullGraphMethod):
         kept_halo, kept_sent = boundary_sample(ctx.part, ctx.plan, self.p, ctx.cfg["seed"], epoch)
         adj, plan = keep_halo_rows(ctx.part, ctx.adj, ctx.plan, kept_halo, kept_sent, self.edge_scale,
                                    attention_ignores_scale=True)
-        by_owner, total = (plan.recv_counts, 0) if self.kept is None else self.kept
-        self.kept = (by_owner, total + sum(plan.recv_counts))
+        if self.kept_epoch0 is None:
+            self.kept_epoch0 = plan.recv_counts
+        self.kept_total += sum(plan.recv_counts)
         return LayerZeroExact(self.first, HaloAggregator(adj, plan, ctx.comm), ctx.comm)
 
     def probes(self) -> dict:
-        by_owner, total = self.kept or ([0] * self.ctx.world, 0)
         boundary = self.ctx.plan.recv_counts
+        by_owner = self.kept_epoch0 or [0] * len(boundary)
         return {"boundary_rows_kept": {
             "unit": "halo rows this rank receives per layer >= 1 (its boundary rows from each owner: boundary_by_owner)",
-            "by_owner_epoch0": by_owner, "boundary_by_owner": boundary, "total_all_epochs": total,
+            "by_owner_epoch0": by_owner, "boundary_by_owner": boundary, "total_all_epochs": self.kept_total,
             "fraction": sum(by_owner) / sum(boundary) if sum(boundary) else 0.0,
         }}

@@ -107,7 +107,7 @@ def test_both_ends_of_a_pair_draw_the_same_fresh_sample_of_exactly_floor_p_rows(
 
 
 def test_the_scaled_sampled_aggregation_is_unbiased_and_includes_each_row_at_rate_s_over_b():
-    views, p, K = rank_views(2), 0.25, 400
+    views, p, K = rank_views(2), 0.25, 300
     x = torch.randn(GRAPH.num_nodes, 3, dtype=torch.float64)
     for part, adj, plan in views:
         lo = int(part.offsets[part.rank])
