@@ -20,9 +20,9 @@ from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok
 
 
 def assert_bns_bytes(record, cfg, p: float):
-    """Every rank sends each peer floor(p |B_ij|) rows per layer >= 1 and epoch (and each owner
-    their gradients back), and the halo's input features once (layer 0 is exact); nothing else moves but the gradient
-    all-reduce (and the evaluation, kept apart)."""
+    """Every rank sends each peer floor(p |B_ij|) rows per layer >= 1 and epoch (and returns the
+    gradients of the rows it received), and the halo's input features once (layer 0 is exact);
+    nothing else moves but the gradient all-reduce (and the evaluation, kept apart)."""
     ranks = record["summary"]["per_rank"]
     boundary = [r["boundary_rows_kept"]["boundary_by_owner"] for r in ranks]  # boundary[j][i] = |B_ij|
     epochs, g = cfg["epochs"], record["graph"]
