@@ -258,22 +258,34 @@ class HaloPlan:
 def keep_halo(part, adj: LocalAdjacency, plan: HaloPlan, keep: Callable[[torch.Tensor], torch.Tensor],
               edge_scale: torch.Tensor | None = None,
               attention_ignores_scale: bool = False) -> tuple[LocalAdjacency, HaloPlan]:
-    """The rank's adjacency and plan with only the halo nodes `keep` selects (BNS-GCN's boundary
-    sampling, a fixed subset, none at all).
+    """The rank's adjacency and plan with only the halo nodes `keep` selects (a Bernoulli sample of
+    the halo, a fixed subset, none at all).
 
     `keep(global_ids) -> bool mask` must be a deterministic function of the global id (and of what
     it closes over, such as seed and epoch: `keep_with_probability`), the same on every rank: the
     receiver applies it to its halo ids, each sender to the global ids of the rows it sends, and the
     two agree without communicating because the rows a rank sends a peer are in that peer's halo order
-    (`HaloPlan`). Returns (adjacency over columns [local | kept halo], edges from dropped halo
-    columns removed, row order kept; plan sending only the kept rows).
+    (`HaloPlan`). Returns `keep_halo_rows`'s result for those two masks."""
+    return keep_halo_rows(part, adj, plan, keep(part.halo_ids), keep(plan.send_idx + int(part.offsets[part.rank])),
+                          edge_scale, attention_ignores_scale)
+
+
+def keep_halo_rows(part, adj: LocalAdjacency, plan: HaloPlan, kept_halo: torch.Tensor, kept_sent: torch.Tensor,
+                   edge_scale: torch.Tensor | None = None,
+                   attention_ignores_scale: bool = False) -> tuple[LocalAdjacency, HaloPlan]:
+    """The rank's adjacency and plan restricted by two masks: `kept_halo` (one per halo column, in
+    halo order) and `kept_sent` (one per row of `plan.send_idx`). A rule that is not a function of the
+    global id alone (BNS-GCN's exact count per pair: whether a node is kept depends on the other
+    nodes of its pair) computes the masks itself; sender and receiver must still select the same
+    rows of every pair (the rows a rank sends a peer are in that peer's halo order, `HaloPlan`).
+    Returns (adjacency over columns [local | kept halo], edges from dropped halo columns removed, row
+    order kept; plan sending only the kept rows).
 
     Normalisation: degrees stay the global ones (`adj`'s), so keeping every halo node gives `adj`
     back and keeping none gives the full aggregation without the cut edges' terms; a caller that
     wants an estimate of the full aggregation passes `edge_scale` (one factor per edge of `adj`,
     e.g. 1/p on halo edges; default `adj`'s own), restricted here to the kept edges."""
     n = part.num_local
-    kept_halo = keep(part.halo_ids)
     kept_col = torch.cat([kept_halo.new_ones(n), kept_halo])
     new_col = torch.cumsum(kept_col, 0) - 1
     kept_edge = kept_col.index_select(0, adj.src)
@@ -282,25 +294,30 @@ def keep_halo(part, adj: LocalAdjacency, plan: HaloPlan, keep: Callable[[torch.T
     restricted = LocalAdjacency(torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]),
                                 new_col.index_select(0, adj.src[kept_edge]), adj.row_deg, adj.col_deg[kept_col],
                                 None if scale is None else scale[kept_edge], attention_ignores_scale, adj.kernel)
-    kept_sent = keep(plan.send_idx + int(part.offsets[part.rank]))
     return restricted, HaloPlan(plan.send_idx[kept_sent],
                                 [int(k.sum()) for k in kept_sent.split(plan.send_counts)],
                                 [int(k.sum()) for k in kept_halo.split(plan.recv_counts)])
 
 
+def keyed_hash(ids: torch.Tensor, *key) -> torch.Tensor:
+    """A pseudo-random value in [0, 2^31) per global id, a different function per `key` (seed, epoch,
+    ...), computed alike on every rank and device: a hash of the id, not a random stream (ranks would
+    have to draw for every node of the graph to agree)."""
+    salt = int.from_bytes(hashlib.blake2b(":".join(map(str, key)).encode(), digest_size=4).digest(), "little")
+    low31 = (1 << 31) - 1
+    h = (ids ^ salt) & low31
+    for odd in (0x6B43A9B5, 0x2C1B3C6D):  # multipliers below 2^31: products stay inside int64
+        h = (h * odd) & low31
+        h = h ^ (h >> 15)
+    return h
+
+
 def keep_with_probability(p: float, seed: int, epoch: int) -> Callable[[torch.Tensor], torch.Tensor]:
     """A `keep_halo` rule keeping each node independently with probability p, a different draw per
-    (seed, epoch) and the same on every rank: a hash of the global id, not a random stream (ranks
-    would have to draw for every node of the graph to agree)."""
-    key = int.from_bytes(hashlib.blake2b(f"{seed}:{epoch}".encode(), digest_size=4).digest(), "little")
+    (seed, epoch) and the same on every rank (`keyed_hash`)."""
 
     def keep(ids: torch.Tensor) -> torch.Tensor:
-        low31 = (1 << 31) - 1
-        h = (ids ^ key) & low31
-        for odd in (0x6B43A9B5, 0x2C1B3C6D):  # multipliers below 2^31: products stay inside int64
-            h = (h * odd) & low31
-            h = h ^ (h >> 15)
-        return h.double() / (1 << 31) < p
+        return keyed_hash(ids, seed, epoch).double() / (1 << 31) < p
 
     return keep
 

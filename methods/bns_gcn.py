@@ -1,0 +1,145 @@
+"""`bns_gcn`: BNS-GCN, boundary node sampling (Wan, Li, Li, Kim, Lin, MLSys 2022, arXiv 2203.10983).
+
+Full-graph training on partitions, like `full_halo`, except that each epoch every owner i sends each
+receiver j only s_ij = floor(p |B_ij|) of the boundary rows j needs from it (B_ij), drawn uniformly
+without replacement, independently per pair (a node two peers need is sampled twice), a fresh draw
+every epoch (p = `boundary_fraction`):
+  - layer 0 is exact, as the authors' code with its required `--use-pp`: the input features of the
+    whole halo are fetched once (category `halo_inputs`) and kept; each step projects them with the
+    current weights, so layer 0's output and gradients are `full_halo`'s (their dropout: a fresh
+    mask each step, like the local rows; docs/bns_gcn.md);
+  - layers >= 1 aggregate over local rows plus the epoch's sampled halo rows (the same sample in
+    every layer >= 1, forward and backward; categories `halo_fwd` / `halo_bwd`, as `full_halo`);
+    edges from a sampled row of owner i are scaled by 1 / r_ij (r_ij = s_ij / |B_ij|, `scale:
+    inverse_ratio`), so each layer's neighbour sum is an unbiased (Horvitz-Thompson) estimate given
+    its input; degrees stay the global ones. GAT softmaxes over the edges present, unscaled.
+Sender and receiver agree on the sample without sending ids: both rank B_ij by a hash of each global
+id keyed by (seed, epoch, i, j) and keep the s_ij smallest; the receiver knows B_ij as its halo ids
+from i, the sender as its rows for j, in the same order (`HaloPlan`). p = 1 is `full_halo`; p = 0
+sends no halo row in layers >= 1 (`full_halo` with those rows zeroed, full-degree denominators).
+What differs from the paper and the authors' code: docs/bns_gcn.md.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from benchmarks.aggregation import (Aggregator, HaloAggregator, HaloPlan, exchange_rows, keep_halo_rows,
+                                    keyed_hash)
+from benchmarks.families.full_graph import FullGraphMethod
+from benchmarks.families.partition_parallel import LocalAggregator
+from benchmarks.models import dropout
+from benchmarks.options import option
+
+
+def kept_count(p: float, boundary: int) -> int:
+    """s_ij = floor(p |B_ij|): how many of a pair's boundary rows are kept."""
+    return math.floor(p * boundary)
+
+
+def sample_pairs(ids: torch.Tensor, counts: list[int], pairs: list[tuple[int, int]], p: float, seed: int,
+                 epoch: int) -> torch.Tensor:
+    """Keep mask over `ids` (global ids, one segment of `counts[k]` ids per (owner, receiver) pair
+    `pairs[k]`): in each segment the `kept_count` ids of smallest `keyed_hash(id, seed, epoch, owner,
+    receiver)`, ties broken by position. A uniform sample without replacement that depends only on
+    the segment's ids and order, so both ends of a pair compute the same one."""
+    keep = torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
+    start = 0
+    for segment, (owner, receiver) in zip(ids.split(counts), pairs):
+        order = torch.argsort(keyed_hash(segment, seed, epoch, owner, receiver), stable=True)
+        keep[start + order[:kept_count(p, segment.numel())]] = True
+        start += segment.numel()
+    return keep
+
+
+def boundary_sample(part, plan: HaloPlan, p: float, seed: int, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(kept halo columns, kept sent rows) of this rank for the epoch: as receiver, from each owner i;
+    as owner, for each receiver j."""
+    me, peers = part.rank, range(part.num_parts)
+    kept_halo = sample_pairs(part.halo_ids, plan.recv_counts, [(i, me) for i in peers], p, seed, epoch)
+    kept_sent = sample_pairs(plan.send_idx + int(part.offsets[me]), plan.send_counts, [(me, j) for j in peers],
+                             p, seed, epoch)
+    return kept_halo, kept_sent
+
+
+def inverse_ratio_scale(part, adj, plan: HaloPlan, p: float) -> torch.Tensor:
+    """One factor per edge of `adj`: 1 from local columns, |B_ij| / s_ij from a halo column owned by
+    peer i (1 where s_ij = 0: those edges are all dropped)."""
+    inverse = [b / kept_count(p, b) if kept_count(p, b) else 1.0 for b in plan.recv_counts]
+    halo = torch.repeat_interleave(torch.tensor(inverse, dtype=torch.float32),
+                                   torch.tensor(plan.recv_counts, dtype=torch.int64))
+    column = torch.cat([torch.ones(part.num_local), halo]).to(adj.src.device)
+    return column.index_select(0, adj.src)
+
+
+class LayerZeroExact(Aggregator):
+    """Layer 0 through `first` (exact, over the whole halo), deeper layers through `sampled`."""
+
+    def __init__(self, first: Aggregator, sampled: Aggregator, comm):
+        self.first, self.sampled, self.comm = first, sampled, comm
+
+    def at(self, layer: int) -> Aggregator:
+        return self.first if layer == 0 else self.sampled
+
+    def propagate(self, h, norm: str, layer: int):
+        return self.at(layer).propagate(h, norm, layer)
+
+    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
+        return self.at(layer).attention(z, att_src, att_dst, layer, negative_slope)
+
+    def propagate_linear(self, h, weight, norm: str, layer: int):
+        return self.at(layer).propagate_linear(h, weight, norm, layer)
+
+    def attention_linear(self, h, weight, heads: int, att_src, att_dst, layer: int, negative_slope: float = 0.2):
+        return self.at(layer).attention_linear(h, weight, heads, att_src, att_dst, layer, negative_slope)
+
+
+class Method(FullGraphMethod):
+    @dataclass
+    class Options(FullGraphMethod.Options):
+        # p: each pair keeps floor(p |B_ij|) of its boundary rows in layers >= 1 (1 = full_halo)
+        boundary_fraction: float = option(0.1, "share of each pair's boundary rows sent per epoch", ge=0, le=1)
+        # inverse_ratio: kept rows weigh |B_ij| / s_ij (unbiased, the authors'); none: dropped rows just vanish
+        scale: Literal["inverse_ratio", "none"] = option("inverse_ratio")
+
+    def __init__(self, ctx):
+        self.p = ctx.options.boundary_fraction
+        self.halo_inputs = None
+        self.kept_epoch0 = None  # rows received from each owner per layer >= 1 at epoch 0
+        self.kept_total = 0  # rows received per layer >= 1, all epochs
+        super().__init__(ctx)
+        self.edge_scale = (inverse_ratio_scale(ctx.part, ctx.adj, ctx.plan, self.p)
+                           if ctx.options.scale == "inverse_ratio" else None)
+        self.first = LocalAggregator(ctx.adj, ctx.comm, self.layer_zero_halo)
+
+    def make_aggregator(self):
+        return None  # a new one every epoch (aggregator_for)
+
+    def layer_zero_halo(self, x: torch.Tensor, layer: int) -> torch.Tensor:
+        """The halo's input rows, fetched once, dropped out like the local rows (a fresh mask per step)."""
+        ctx = self.ctx
+        if self.halo_inputs is None:
+            self.halo_inputs = exchange_rows(ctx.part.x, ctx.plan, ctx.comm, "halo_inputs", 0)
+        return dropout(self.halo_inputs, ctx.cfg["dropout"], ctx.model.training)
+
+    def aggregator_for(self, epoch: int):
+        ctx = self.ctx
+        kept_halo, kept_sent = boundary_sample(ctx.part, ctx.plan, self.p, ctx.cfg["seed"], epoch)
+        adj, plan = keep_halo_rows(ctx.part, ctx.adj, ctx.plan, kept_halo, kept_sent, self.edge_scale,
+                                   attention_ignores_scale=True)
+        if self.kept_epoch0 is None:
+            self.kept_epoch0 = plan.recv_counts
+        self.kept_total += sum(plan.recv_counts)
+        return LayerZeroExact(self.first, HaloAggregator(adj, plan, ctx.comm), ctx.comm)
+
+    def probes(self) -> dict:
+        boundary = self.ctx.plan.recv_counts
+        by_owner = self.kept_epoch0 or [0] * len(boundary)
+        return {"boundary_rows_kept": {
+            "unit": "halo rows this rank receives per layer >= 1 (its boundary rows from each owner: boundary_by_owner)",
+            "by_owner_epoch0": by_owner, "boundary_by_owner": boundary, "total_all_epochs": self.kept_total,
+            "fraction": sum(by_owner) / sum(boundary) if sum(boundary) else 0.0,
+        }}
