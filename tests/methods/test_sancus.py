@@ -31,9 +31,12 @@ def bits(mask: int) -> set[int]:
 def check_definition(record, cfg) -> dict:
     """Bytes from the skip logs (per epoch and per layer), the same decisions at both ends of every
     pair, staleness within max_staleness. Returns {(direction, layer): skipped sends, all ranks}."""
-    max_staleness = cfg["method"]["max_staleness"]
-    epochs, workers = cfg["epochs"], record["workers"]
+    if record["workers"] == 1:  # no halo: nothing to exchange, nothing logged
+        assert record["summary"]["comm_bytes_per_epoch"] == 0
+        return {}
+    max_staleness, epochs = cfg["method"]["max_staleness"], cfg["epochs"]
     per_rank = record["summary"]["per_rank"]
+    widths = [width for width, _ in exchanges(record, cfg)]
     per_epoch = [0] * epochs
     skipped = {}
     for rank, probes in enumerate(per_rank):
@@ -41,11 +44,11 @@ def check_definition(record, cfg) -> dict:
         flag_bytes = {}  # layer -> one byte per flag, both directions
         for key, p in probes["sancus"].items():
             direction, layer = key.split("/")
-            width = exchanges(record, cfg)[int(layer)][0]
+            width = widths[int(layer)]
             peers = [q for q, rows in enumerate(p["block_rows"]) if rows and q != rank]
             assert len(p["skipped_to"]) == len(p["skipped_by"]) == epochs
             run_length = {q: 0 for q in peers}
-            halo = flags = 0
+            halo = flags = oldest = 0
             for epoch, mask in enumerate(p["skipped_to"]):
                 assert bits(mask) <= set(peers), key
                 for q in peers:  # both ends of the pair saw the same decision
@@ -57,22 +60,22 @@ def check_definition(record, cfg) -> dict:
                 per_epoch[epoch] += sent + len(eligible)
                 for q in peers:
                     run_length[q] = run_length[q] + 1 if q in bits(mask) else 0
-            assert p["max_staleness_used"] <= max_staleness
+                    oldest = max(oldest, run_length[q])
+            assert p["max_staleness_used"] == oldest <= max_staleness, key
             flag_bytes[layer] = flag_bytes.get(layer, 0) + flags
             assert by_layer.get(f"halo_{direction}/{layer}", 0) == halo, f"rank {rank}, {key}"
             assert p["sends"] == epochs * len(peers)
             skipped[(direction, int(layer))] = skipped.get((direction, int(layer)), 0) + p["skipped"]
         for layer, n in flag_bytes.items():
             assert by_layer.get(f"skip_flags/{layer}", 0) == n, f"rank {rank}, layer {layer}"
-    if workers > 1:
-        got = record["comm"]["bytes_by_category"]
-        inputs = sum(record["partition"]["halo_nodes_per_rank"]) * record["graph"]["features"] * 4
-        assert got.get("halo_inputs", 0) == inputs  # once, at the first step
-        per_epoch[0] += inputs
-        grads = got["grad_allreduce"] // epochs
-        assert set(got) - {"setup", "eval", "probe"} <= {"halo_inputs", "halo_fwd", "halo_bwd", "skip_flags",
-                                                         "grad_allreduce"}  # nothing else moved
-        assert [h["comm_bytes"] for h in record["history"]] == [b + grads for b in per_epoch]
+    got = record["comm"]["bytes_by_category"]
+    inputs = sum(record["partition"]["halo_nodes_per_rank"]) * record["graph"]["features"] * 4
+    assert got.get("halo_inputs", 0) == inputs  # once, at the first step
+    per_epoch[0] += inputs
+    grads = got["grad_allreduce"] // epochs
+    assert set(got) - {"setup", "eval", "probe"} <= {"halo_inputs", "halo_fwd", "halo_bwd", "skip_flags",
+                                                     "grad_allreduce"}  # nothing else moved
+    assert [h["comm_bytes"] for h in record["history"]] == [b + grads for b in per_epoch]
     return skipped
 
 
@@ -91,7 +94,7 @@ def test_threshold_zero_is_exact(make_cfg, data_root, model):
             label = f"{dataset}, {workers} workers, {options}"
             assert_matches(record, path, single, single_grads, label)
             check_definition(record, cfg)
-            if never and workers > 1:
+            if never:
                 assert "skip_flags" not in record["comm"]["bytes_by_category"], label
 
 
