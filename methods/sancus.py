@@ -87,7 +87,7 @@ class SkippingExchange:
                                   self.layer).tolist()
             for s in (s for s, m in enumerate(may_recv) if m):
                 skipped_by[s] = bool(got.pop(0))
-        send = torch.cat([b for b, s in zip(blocks, skip) if not s]) if not all(skip) else rows[:0]
+        send = torch.cat([b for b, s in zip(blocks, skip) if not s] or [rows[:0]])
         out = comm.all_to_all(send, [0 if s else n for n, s in zip(self.send_counts, skip)],
                               [0 if s else n for n, s in zip(self.recv_counts, skipped_by)], self.category, self.layer)
         # The sender's side: remember what went, count what did not.
@@ -114,7 +114,7 @@ class SkippingExchange:
             halo.append(block)
         self.sent_log.append(sum(1 << q for q, s in enumerate(skip) if s))
         self.received_log.append(sum(1 << s for s, k in enumerate(skipped_by) if k))
-        return torch.cat(halo) if halo else out
+        return torch.cat(halo)
 
     def probes(self) -> dict:
         return {"sends": self.decided, "skipped": self.skipped,
