@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import Aggregator, exchange_rows
+from benchmarks.aggregation import Aggregator, Replay, exchange_rows
 from benchmarks.comm import Comm
 from benchmarks.families.full_graph import FullGraphMethod
 from benchmarks.families.partition_parallel import LocalAggregator
@@ -129,16 +129,19 @@ class _SkippingHalo(torch.autograd.Function):
     added into the rows they came from."""
 
     @staticmethod
-    def forward(ctx, h, send_idx: torch.Tensor, forward: SkippingExchange, backward: SkippingExchange):
+    def forward(ctx, h, send_idx: torch.Tensor, forward: SkippingExchange, backward: SkippingExchange,
+                replay: Replay):
         ctx.send_idx, ctx.backward, ctx.num_rows = send_idx, backward, h.shape[0]
-        return forward(h.detach().index_select(0, send_idx))
+        # A checkpoint's recompute (memory.checkpoint) gets this step's rows back: deciding again
+        # would count a second send and move the skip counters.
+        return replay(forward.comm, forward.layer, lambda: forward(h.detach().index_select(0, send_idx)))
 
     @staticmethod
     def backward(ctx, grad):
         back = ctx.backward(grad.contiguous())
         out = grad.new_zeros((ctx.num_rows, *grad.shape[1:]))
         out.index_add_(0, ctx.send_idx, back)
-        return out, None, None, None
+        return out, None, None, None, None
 
 
 class SancusAggregator(LocalAggregator):
@@ -169,7 +172,7 @@ class SancusAggregator(LocalAggregator):
             return super().sources(h, layer)
         if self.comm.world == 1:
             return h
-        return torch.cat([h, _SkippingHalo.apply(h, self.ctx.plan.send_idx, *self.exchanges[layer])])
+        return torch.cat([h, _SkippingHalo.apply(h, self.ctx.plan.send_idx, *self.exchanges[layer], self.replay)])
 
     def propagate_linear(self, h, weight, norm: str, layer: int):
         if layer == 0:
