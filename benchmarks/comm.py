@@ -144,21 +144,23 @@ class Comm:
 
 class Pending:
     """Transfers in flight (`Comm.all_to_all_start`, `Comm.exchange`): `wait()` waits for them once,
-    charges the seconds it was blocked to `comm.blocked[category]` and returns the received tensor;
-    the send buffer is kept alive until then."""
+    keeps the seconds it was blocked in `waited_s`, charges them to `comm.blocked[category]` and
+    returns the received tensor; the send buffer is kept alive until then."""
 
     def __init__(self, out: torch.Tensor, works: list, send: torch.Tensor | None = None, comm: Comm | None = None,
                  category: str = ""):
         self.out, self.works, self.send, self.comm, self.category = out, works, send, comm, category
+        self.waited_s = 0.0
 
     def wait(self) -> torch.Tensor:
         if self.works:
             start = time.perf_counter()
             for work in self.works:
                 work.wait()
+            self.waited_s = time.perf_counter() - start
             if self.comm is not None:
-                self.comm.blocked[self.category] += time.perf_counter() - start
-        self.works, self.send = [], None
+                self.comm.blocked[self.category] += self.waited_s
+        self.works, self.send = [], None  # freeing the send buffer is not waiting: after the clock
         return self.out
 
 
