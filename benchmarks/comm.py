@@ -1,5 +1,10 @@
 """The one communication layer: every collective in the suite goes through `Comm`, which counts the
-logical payload bytes this rank sends, keyed by (category, layer).
+logical payload bytes this rank sends, keyed by (category, layer), and the seconds this rank was
+blocked in communication, keyed by category (`blocked`): inside a blocking collective (`all_reduce`,
+`broadcast`) or waiting for transfers to finish (`Pending.wait`, which the blocking `all_to_all` and
+every posted exchange end in). Blocked time is what a transfer costs the rank's critical path: an
+exchange posted early and waited for late is charged only the wait. Host time: under NCCL a wait
+returns once the transfer is ordered on the device stream, so it measures little there.
 
 Categories (measurement guide §6): `setup`, `halo_fwd`, `halo_bwd`, `grad_allreduce`, `eval`
 (kept out of training totals) and `probe` (the runtime's own bookkeeping, also kept out), plus those
@@ -9,6 +14,7 @@ local and nothing is counted.
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
 
 import torch
@@ -21,6 +27,7 @@ class Comm:
     def __init__(self, rank: int = 0, world: int = 1):
         self.rank, self.world = rank, world
         self.sent = defaultdict(int)  # (category, layer or None) -> bytes this rank sent
+        self.blocked = defaultdict(float)  # category -> seconds this rank was blocked communicating
         # Activation checkpointing (`memory.checkpoint`, models.GNN): `checkpointing` is the run's
         # `memory.checkpoint_halo` (None when off) and `recomputing` is true while backward re-runs a
         # checkpointed forward. The aggregators read them, since every one shares this rank's Comm:
@@ -65,7 +72,7 @@ class Comm:
                 ops += p2p_ops(rows, q, into, q, tag)
         peers = send.shape[0] - send_counts[self.rank]
         self.count(category, layer, peers * math.prod(row_shape) * send.element_size())
-        return Pending(out, dist.batch_isend_irecv(ops) if ops else [], send)
+        return Pending(out, dist.batch_isend_irecv(ops) if ops else [], send, self, category)
 
     def all_to_all_v(self, per_peer: list[torch.Tensor], category: str, layer=None) -> list[torch.Tensor]:
         """Variable-size all-to-all: send per_peer[q] to rank q, return what each rank sent me (my own
@@ -84,23 +91,28 @@ class Comm:
         received[self.rank] = mine
         return received
 
-    def exchange(self, send: torch.Tensor, to: int, recv: torch.Tensor, frm: int, category: str, layer=None) -> list:
+    def exchange(self, send: torch.Tensor, to: int, recv: torch.Tensor, frm: int, category: str,
+                 layer=None) -> "Pending":
         """Post a send of `send` to rank `to` and a receive into `recv` from rank `frm`; return the
-        works to wait on (none for empty transfers, see `p2p_ops`)."""
+        `Pending` whose `wait()` returns `recv` (no work to wait on for empty transfers, see `p2p_ops`)."""
         ops = p2p_ops(send, to, recv, frm)
         self.count(category, layer, send.numel() * send.element_size())
-        return dist.batch_isend_irecv(ops) if ops else []
+        return Pending(recv, dist.batch_isend_irecv(ops) if ops else [], send, self, category)
 
     def all_reduce(self, tensor: torch.Tensor, category: str, op=dist.ReduceOp.SUM, layer=None) -> torch.Tensor:
         """In place; returns the tensor for chaining."""
         if self.world > 1:
+            start = time.perf_counter()
             dist.all_reduce(tensor, op=op)
+            self.blocked[category] += time.perf_counter() - start
             self.count(category, layer, tensor.numel() * tensor.element_size())
         return tensor
 
     def broadcast(self, tensor: torch.Tensor, src: int, category: str) -> torch.Tensor:
         if self.world > 1:
+            start = time.perf_counter()
             dist.broadcast(tensor, src)
+            self.blocked[category] += time.perf_counter() - start
             if self.rank == src:
                 self.count(category, None, tensor.numel() * tensor.element_size())
         return tensor
@@ -127,22 +139,35 @@ class Comm:
             out[cat] += b
         return dict(sorted(out.items()))
 
+    def blocked_by_category(self) -> dict[str, float]:
+        """category -> seconds this rank was blocked in communication (the record's
+        `summary.per_rank[].comm_blocked_s_by_category`)."""
+        return dict(sorted(self.blocked.items()))
+
     def by_layer(self) -> dict[str, int]:
         """'category/layer' -> bytes, for the per-layer breakdown in records."""
         return {f"{cat}/{layer}": b for (cat, layer), b in sorted(self.sent.items(), key=str) if layer is not None}
 
 
 class Pending:
-    """Transfers in flight (`Comm.all_to_all_start`): `wait()` waits for them once and returns the
-    received tensor; the send buffer is kept alive until then."""
+    """Transfers in flight (`Comm.all_to_all_start`, `Comm.exchange`): `wait()` waits for them once,
+    keeps the seconds it was blocked in `waited_s`, charges them to `comm.blocked[category]` and
+    returns the received tensor; the send buffer is kept alive until then."""
 
-    def __init__(self, out: torch.Tensor, works: list, send: torch.Tensor | None = None):
-        self.out, self.works, self.send = out, works, send
+    def __init__(self, out: torch.Tensor, works: list, send: torch.Tensor | None = None, comm: Comm | None = None,
+                 category: str = ""):
+        self.out, self.works, self.send, self.comm, self.category = out, works, send, comm, category
+        self.waited_s = 0.0
 
     def wait(self) -> torch.Tensor:
-        for work in self.works:
-            work.wait()
-        self.works, self.send = [], None
+        if self.works:
+            start = time.perf_counter()
+            for work in self.works:
+                work.wait()
+            self.waited_s = time.perf_counter() - start
+            if self.comm is not None:
+                self.comm.blocked[self.category] += self.waited_s
+        self.works, self.send = [], None  # freeing the send buffer is not waiting: after the clock
         return self.out
 
 

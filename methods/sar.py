@@ -63,7 +63,7 @@ class Shards:
 
 class _Pipeline:
     """Runs rounds 1..P-1 of a ring exchange with up to `prefetch` rounds in flight beyond the one
-    being consumed. `post(r)` starts round r and returns (works, send buffer, payload); iterating
+    being consumed. `post(r)` starts round r and returns (its `comm.Pending`, send buffer, payload); iterating
     waits for each round in order, drops its send buffer and yields its payload. Construction posts
     the first rounds at once, so they overlap with whatever the caller computes before iterating
     (the local shard). Nothing here keeps a payload once yielded: a consumer that `del`s it at the
@@ -84,8 +84,7 @@ class _Pipeline:
 
     def __iter__(self):
         while self.inflight:
-            for w in self.inflight[0][0]:
-                w.wait()
+            self.inflight[0][0].wait()
             yield self.inflight.popleft()[2]
             self._fill()
 
@@ -98,7 +97,7 @@ class SARAggregator(Aggregator):
     # ---------------------------------------------------------------- ring transfers
     def post_round(self, h: torch.Tensor, r: int, category: str, layer: int):
         """Start round r of a forward ring: send the rows (rank + r) needs, receive those I need from
-        (rank - r). Returns (works, send buffer, (r, owner, receive buffer))."""
+        (rank - r). Returns (its `comm.Pending`, send buffer, (r, owner, receive buffer))."""
         s = self.shards
         to, frm = s.ring(r)
         send = h.index_select(0, s.send_rows[to])
@@ -155,15 +154,14 @@ class _GradReturn:
         peer, owner = s.ring(r)  # I fetched from `owner` in round r; `peer` fetched from me
         recv = self.grad_local.new_empty((s.send_rows[peer].numel(), *self.grad_local.shape[1:]))
         send = grad_rows.contiguous()
-        works = self.agg.comm.exchange(send, owner, recv, peer, "halo_bwd", self.layer)
-        self.pending.append((works, peer, recv, send))
+        transfer = self.agg.comm.exchange(send, owner, recv, peer, "halo_bwd", self.layer)
+        self.pending.append((transfer, peer, recv, send))
         while len(self.pending) > self.agg.prefetch:
             self._complete()
 
     def _complete(self) -> None:
-        works, peer, recv, _ = self.pending.popleft()
-        for w in works:
-            w.wait()
+        transfer, peer, recv, _ = self.pending.popleft()
+        transfer.wait()
         self.grad_local.index_add_(0, self.agg.shards.send_rows[peer], recv)
 
     def finish(self) -> torch.Tensor:
@@ -179,9 +177,8 @@ class _Fetch(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h, agg: SARAggregator, r: int, layer: int):
-        works, _, (_, _, recv) = agg.post_round(h, r, "halo_fwd", layer)
-        for w in works:
-            w.wait()
+        transfer, _, (_, _, recv) = agg.post_round(h, r, "halo_fwd", layer)
+        transfer.wait()
         ctx.agg, ctx.r, ctx.layer, ctx.rows = agg, r, layer, h.shape[0]
         return recv
 

@@ -116,7 +116,29 @@ def test_all_to_all_v_counts_its_size_message_and_the_rows_for_peers_only(mirror
 def test_exchange_counts_only_non_empty_sends(mirror):
     """A point-to-point exchange counts what it sends; empty transfers are skipped and not counted."""
     c = Comm(rank=1, world=2)
-    ops = c.exchange(torch.ones(6), 0, torch.empty(6), 0, "halo_fwd", 2)
-    assert len(ops) == 2 and c.by_layer() == {"halo_fwd/2": 24}
-    assert c.exchange(torch.ones(0), 0, torch.empty(0), 0, "halo_fwd", 2) == []
+    transfer = c.exchange(torch.ones(6), 0, torch.empty(6), 0, "halo_fwd", 2)
+    assert len(transfer.works) == 2 and c.by_layer() == {"halo_fwd/2": 24}
+    assert torch.equal(transfer.wait(), torch.ones(6))
+    assert c.exchange(torch.ones(0), 0, torch.empty(0), 0, "halo_fwd", 2).works == []
     assert c.by_layer() == {"halo_fwd/2": 24}
+
+
+def test_blocked_seconds_are_kept_by_category_and_leave_the_bytes_alone(mirror):
+    """Seconds blocked in a collective or in a wait go under the category; a posted exchange is
+    charged at its wait, once; nothing to wait for (one rank, an empty transfer) charges nothing."""
+    c = Comm(rank=0, world=3)
+    send = torch.ones(5, 4)
+    c.all_to_all(send, [0, 2, 3], [0, 2, 3], "halo_fwd", 1)
+    pending = c.all_to_all_start(send, [0, 2, 3], [0, 2, 3], "halo_bwd", 1, tag=7)
+    assert "halo_bwd" not in c.blocked_by_category()  # posted, not yet waited for
+    pending.wait()
+    pending.wait()
+    c.all_reduce(torch.ones(3), "grad_allreduce")
+    c.exchange(torch.ones(0), 1, torch.empty(0), 2, "stale_push").wait()
+    blocked = c.blocked_by_category()
+    assert list(blocked) == ["grad_allreduce", "halo_bwd", "halo_fwd"] and all(s >= 0 for s in blocked.values())
+    assert c.by_category() == {"grad_allreduce": 12, "halo_bwd": 80, "halo_fwd": 80}
+    one = Comm()
+    one.all_to_all(send, [5], [5], "halo_fwd", 1)
+    one.all_reduce(torch.ones(3), "grad_allreduce")
+    assert one.blocked_by_category() == {}

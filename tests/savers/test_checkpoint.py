@@ -19,6 +19,9 @@ CASES = {
     # stale rows and posted exchanges are replayed, never fetched twice
     "digest": (["method=digest", "method.sync_every=2", "workers=3"], ("layer", "all"), set()),
     "neighbor_sampling": (["method=neighbor_sampling", "method.fanouts=[5,5]", "workers=2"], ("layer",), set()),
+    # stale blocks posted a step ago and blocks a skip rule decided on: replayed too
+    "pipegcn": (["method=pipegcn", "workers=3"], ("all",), set()),
+    "sancus": (["method=sancus", "workers=3"], ("layer",), set()),
 }
 
 
