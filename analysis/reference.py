@@ -108,6 +108,24 @@ def load_tables(path: Path = TABLES) -> dict[str, str]:
     return dict(zip(t["table"], t["reference_method"]))
 
 
+def why_unmatched(table: str, datasets: list[str], ref: pd.DataFrame | None = None,
+                  tables: dict | None = None) -> str:
+    """One line saying why runs that name `table` (`reproduces`) on `datasets` got no comparison."""
+    ref = load_reference() if ref is None else ref
+    tables = load_tables() if tables is None else tables
+    rows = ref[ref["table"] == table]
+    if not len(rows):
+        return f"- `{table}`: no published row of this table is in papers.csv yet."
+    own = ", ".join(sorted(set(rows["dataset"])))
+    reference = tables.get(table, "")
+    methods = set(rows["method"])
+    why = (f"its reference method ({reference}) has no row, so no shape can be formed either"
+           if reference and reference not in methods else "no row of it is of these runs' model family and metric")
+    return (f"- `{table}` (rows on {own}; methods {', '.join(sorted(methods))}): these runs are on "
+            f"{', '.join(datasets)}, which stands in for the table's datasets, and {why}. Nothing measured is set "
+            "beside its numbers.")
+
+
 def model_of(paper_model: str) -> str | None:
     return MODELS.get(paper_model.split(" ")[0]) if paper_model else None
 

@@ -142,9 +142,13 @@ def _paper_section(agg: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     cmp = reference.compare(agg, runs)
     parts = ["## Published numbers", ""]
     if not len(cmp):
-        return parts + ["No record here matches a published figure (`results/reference/papers.csv`): the runs' "
-                        "datasets and model families are not in it and no preset named a paper table (`reproduces`). "
-                        "The paper presets (`experiment=*_full`, `*_mini`) produce records that do.", ""]
+        named = sorted({t for t in runs["reproduces"] if isinstance(t, str) and t})
+        if not named:
+            return parts + ["No record here matches a published figure (`results/reference/papers.csv`): the runs' "
+                            "datasets and model families are not in it and no preset named a paper table "
+                            "(`reproduces`). The paper presets (`experiment=*_full`, `*_mini`) produce records that "
+                            "do.", ""]
+        return parts + [reference.why_unmatched(table, sorted(set(runs["dataset"]))) for table in named] + [""]
     parts += ["Paper beside measured, matched on dataset, model family and the metric's unit (per epoch, per round, "
               "per run). *full*: every key the published row records (its `config` in papers.csv, workers) equals "
               "the run's; *unconfirmed*: nothing recorded differs but the source leaves core keys unknown (listed); "

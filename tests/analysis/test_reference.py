@@ -249,3 +249,12 @@ def test_the_paper_presets_run_the_regimes_their_rows_record():
                     if r["workers"] == 4 and r["method"] == "cluster_gcn"])
     assert list(four["reproduction"]) == ["scaled-down"]
     assert four["differs"].iloc[0] == "workers 4≠1, method.num_parts 3750≠15000"
+
+
+def test_a_stand_in_for_a_table_without_its_reference_method_says_why_nothing_is_compared():
+    # The PipeGCN README has PipeGCN's Reddit run and no vanilla row: a synthetic stand-in gets no shape.
+    line = reference.why_unmatched("pipegcn_readme", ["synthetic"])
+    assert "`pipegcn_readme` (rows on Reddit; methods PipeGCN)" in line
+    assert "its reference method (vanilla partition-parallel) has no row" in line and "\n" not in line
+    runs = rec.runs([record("pipegcn", 2, reproduces="pipegcn_readme")])
+    assert not len(reference.compare(rec.aggregate(runs), runs))
