@@ -27,11 +27,9 @@ from typing import Literal
 
 import torch
 
-from benchmarks.aggregation import (Aggregator, HaloAggregator, HaloPlan, exchange_rows, keep_halo_rows,
-                                    keyed_hash)
+from benchmarks.aggregation import Aggregator, HaloAggregator, HaloPlan, keep_halo_rows, keyed_hash
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.families.partition_parallel import LocalAggregator
-from benchmarks.models import dropout
+from benchmarks.families.partition_parallel import CachedHaloInputs, LocalAggregator
 from benchmarks.options import option
 
 
@@ -107,23 +105,15 @@ class Method(FullGraphMethod):
 
     def __init__(self, ctx):
         self.p = ctx.options.boundary_fraction
-        self.halo_inputs = None
         self.kept_epoch0 = None  # rows received from each owner per layer >= 1 at epoch 0
         self.kept_total = 0  # rows received per layer >= 1, all epochs
         super().__init__(ctx)
         self.edge_scale = (inverse_ratio_scale(ctx.part, ctx.adj, ctx.plan, self.p)
                            if ctx.options.scale == "inverse_ratio" else None)
-        self.first = LocalAggregator(ctx.adj, ctx.comm, self.layer_zero_halo)
+        self.first = LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, ctx.cfg["dropout"]))
 
     def make_aggregator(self):
         return None  # a new one every epoch (aggregator_for)
-
-    def layer_zero_halo(self, x: torch.Tensor, layer: int) -> torch.Tensor:
-        """The halo's input rows, fetched once, dropped out like the local rows (a fresh mask per step)."""
-        ctx = self.ctx
-        if self.halo_inputs is None:
-            self.halo_inputs = exchange_rows(ctx.part.x, ctx.plan, ctx.comm, "halo_inputs", 0)
-        return dropout(self.halo_inputs, ctx.cfg["dropout"], ctx.model.training)
 
     def aggregator_for(self, epoch: int):
         ctx = self.ctx

@@ -37,8 +37,7 @@ import torch
 
 from benchmarks.aggregation import exchange_rows, start_exchange_rows
 from benchmarks.errors import UserError
-from benchmarks.models import dropout
-from benchmarks.families.partition_parallel import LocalAggregator, PartitionParallelMethod
+from benchmarks.families.partition_parallel import CachedHaloInputs, LocalAggregator, PartitionParallelMethod
 from benchmarks.options import option
 from benchmarks.stores import ParameterServer, RepresentationStore
 
@@ -65,7 +64,7 @@ class StaleHalo:
 
     def __init__(self, ctx, sync: str = "blocking", input_dropout: float = 0.0):
         self.ctx, self.tables, self.refresh = ctx, {}, True
-        self.sync, self.input_dropout = sync, input_dropout
+        self.sync, self.inputs = sync, CachedHaloInputs(ctx, input_dropout)
         self.step = 0
         self.computed = {}  # layer -> the step whose forward computed the table's rows
         self.pending = {}  # layer -> (Pending, step that posted it): overlapped exchanges in flight
@@ -75,11 +74,9 @@ class StaleHalo:
 
     def __call__(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         if layer == 0:
-            if 0 not in self.tables:
-                self.tables[0] = exchange_rows(self.ctx.part.x, self.ctx.plan, self.ctx.comm, "halo_inputs", 0)
             # Consistent dropout: the halo's input rows go through the same dropout as local rows
             # (a fresh mask every step), as deeper halo rows did when their owner computed them.
-            return dropout(self.tables[0], self.input_dropout, self.ctx.model.training)
+            return self.inputs(h, 0)
         if layer in self.pending:  # overlapped: rows posted at an earlier step
             pending, posted = self.pending.pop(layer)
             start = time.perf_counter()

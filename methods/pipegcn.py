@@ -33,11 +33,10 @@ from typing import Callable, Literal
 
 import torch
 
-from benchmarks.aggregation import HaloAggregator, Replay, exchange_rows, start_exchange_rows
+from benchmarks.aggregation import HaloAggregator, Replay, start_exchange_rows
 from benchmarks.comm import Pending
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.families.partition_parallel import LocalAggregator
-from benchmarks.models import dropout
+from benchmarks.families.partition_parallel import CachedHaloInputs, LocalAggregator
 from benchmarks.options import option
 
 # p2p tags of the posted exchanges, one per layer and direction: apart from the blocking exchanges
@@ -123,9 +122,10 @@ class PipelinedAggregator(HaloAggregator):
 
     def __init__(self, ctx, options):
         super().__init__(ctx.adj, ctx.plan, ctx.comm)
-        self.ctx, self.epoch, self.inputs = ctx, 0, None
+        self.ctx, self.epoch = ctx, 0
         self.stale_replay = Replay(always=True)
-        self.first = LocalAggregator(ctx.adj, ctx.comm, self.halo_inputs if ctx.world > 1 else None)
+        self.first = LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, ctx.cfg["dropout"]) if ctx.world > 1
+                                     else None)
         plan, comm = ctx.plan, ctx.comm
         settings = dict(pipeline=options.pipeline, gamma=options.gamma, epoch0=options.epoch0)
         self.blocks = {}  # layer -> (forward rows, backward gradients)
@@ -137,14 +137,6 @@ class PipelinedAggregator(HaloAggregator):
                 grad, plan.recv_counts, plan.send_counts, "halo_bwd", layer, BACKWARD_TAG + layer),
                 sum(plan.send_counts), f"halo_bwd/{layer}", smooth=options.smooth_grads, **settings)
             self.blocks[layer] = (fwd, bwd)
-
-    def halo_inputs(self, _h: torch.Tensor, layer: int) -> torch.Tensor:
-        """Layer 0's halo rows: the halo's input features, fetched once. They get the local rows'
-        dropout (a fresh mask every step, drawn here), as the authors' layers drop out the exchanged
-        rows after the exchange."""
-        if self.inputs is None:
-            self.inputs = exchange_rows(self.ctx.part.x, self.plan, self.comm, "halo_inputs", 0)
-        return dropout(self.inputs, self.ctx.cfg["dropout"], self.ctx.model.training)
 
     def sources(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         if self.comm.world == 1:

@@ -29,11 +29,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import Aggregator, Replay, exchange_rows
+from benchmarks.aggregation import Aggregator, Replay
 from benchmarks.comm import Comm
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.families.partition_parallel import LocalAggregator
-from benchmarks.models import dropout
+from benchmarks.families.partition_parallel import CachedHaloInputs, LocalAggregator
 from benchmarks.options import option
 
 EPS = 1e-12  # keeps the relative change finite for an all-zero cached block
@@ -150,8 +149,8 @@ class SancusAggregator(LocalAggregator):
     skipping exchange, with gradients, as `HaloAggregator` does without skips."""
 
     def __init__(self, ctx, threshold: float, max_staleness: int, skip_grads: bool):
-        super().__init__(ctx.adj, ctx.comm, halo=self.halo_inputs)
-        self.ctx, self.inputs = ctx, None
+        super().__init__(ctx.adj, ctx.comm, halo=CachedHaloInputs(ctx, ctx.cfg["dropout"]))
+        self.ctx = ctx
         plan = ctx.plan
         self.exchanges = {
             layer: (SkippingExchange(ctx.comm, plan.send_counts, plan.recv_counts, threshold, max_staleness,
@@ -159,13 +158,6 @@ class SancusAggregator(LocalAggregator):
                     SkippingExchange(ctx.comm, plan.recv_counts, plan.send_counts, threshold,
                                      max_staleness if skip_grads else 0, "halo_bwd", layer))
             for layer in range(1, ctx.cfg["layers"])}
-
-    def halo_inputs(self, h: torch.Tensor, layer: int) -> torch.Tensor:
-        """The halo's input features, fetched once; dropped out like the local rows (a fresh mask
-        every step, as the owner would have dropped them)."""
-        if self.inputs is None:
-            self.inputs = exchange_rows(self.ctx.part.x, self.ctx.plan, self.comm, "halo_inputs", 0)
-        return dropout(self.inputs, self.ctx.cfg["dropout"], self.ctx.model.training)
 
     def sources(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         if layer == 0:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import Aggregator, LocalAdjacency, Replay
+from benchmarks.aggregation import Aggregator, LocalAdjacency, Replay, exchange_rows
 from benchmarks.comm import Comm
 from benchmarks.families.replicas import ReplicaAveraging
 from benchmarks.method import RankContext, sync_gradients
+from benchmarks.models import dropout
 from benchmarks.partition import Part, own_edges
 
 
@@ -31,6 +32,23 @@ def local_block(part: Part) -> LocalAdjacency:
     indptr, indices = own_edges(part)
     deg = indptr[1:] - indptr[:-1]
     return LocalAdjacency(indptr, indices, deg, deg)
+
+
+class CachedHaloInputs:
+    """Layer 0's halo rows where a method computes layer 0 exactly without exchanging every step, as
+    the reference codes precompute it (PipeGCN's and BNS-GCN's `--use-pp`, Sancus's cached first
+    layer; DIGEST's table 0): the halo's input features, fetched once (category `halo_inputs`) and
+    kept. A `LocalAggregator` with this halo projects them with the current weights, so layer 0's
+    output and gradients are exact. Each step they get dropout `p` like the local rows (a fresh mask,
+    drawn by the receiver, where the owner would draw it under `full_halo`: the same distribution)."""
+
+    def __init__(self, ctx: RankContext, p: float):
+        self.ctx, self.p, self.rows = ctx, p, None
+
+    def __call__(self, _h: torch.Tensor, layer: int) -> torch.Tensor:
+        if self.rows is None:
+            self.rows = exchange_rows(self.ctx.part.x, self.ctx.plan, self.ctx.comm, "halo_inputs", 0)
+        return dropout(self.rows, self.p, self.ctx.model.training)
 
 
 class LocalAggregator(Aggregator):
