@@ -115,19 +115,21 @@ def head_sddmm(adj: "LocalAdjacency", g: torch.Tensor, z: torch.Tensor) -> torch
 
 
 def in_fp32(kernel):
-    """An aggregation kernel (a `LocalAdjacency` method) run in fp32 whatever the autocast around it
-    (`precision`): its floating-point tensor arguments are cast to fp32 and autocast is off inside
-    (CPU's sparse CSR kernels have no bf16, and fp32 sums keep the normalisation exact); rows
-    exchanged before it may travel in bf16."""
+    """An aggregation kernel (a `LocalAdjacency` method) run in at least fp32 whatever the autocast
+    around it (`precision`): its half-precision tensor arguments are cast to fp32 (fp32 and fp64 stay
+    as they are: gradcheck runs in fp64) and autocast is off inside (CPU's sparse CSR kernels have
+    no bf16, and fp32 sums keep the normalisation exact); rows exchanged before it may travel in bf16."""
 
     @functools.wraps(kernel)
     def run(self, *args):
         device = next((a.device.type for a in args if isinstance(a, torch.Tensor)), "cpu")
         with torch.autocast(device, enabled=False):
-            return kernel(self, *(a.float() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                                  for a in args))
+            return kernel(self, *(a.float() if isinstance(a, torch.Tensor) and a.dtype in HALF else a for a in args))
 
     return run
+
+
+HALF = (torch.float16, torch.bfloat16)
 
 
 class LocalAdjacency:
