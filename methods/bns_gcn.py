@@ -27,9 +27,9 @@ from typing import Literal
 
 import torch
 
-from benchmarks.aggregation import Aggregator, HaloAggregator, HaloPlan, keep_halo_rows, keyed_hash
+from benchmarks.aggregation import HaloAggregator, HaloPlan, keep_halo_rows, keyed_hash
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.families.partition_parallel import CachedHaloInputs, LocalAggregator
+from benchmarks.families.partition_parallel import CachedHaloInputs, LayerZeroExact, LocalAggregator
 from benchmarks.options import option
 
 
@@ -71,28 +71,6 @@ def inverse_ratio_scale(part, adj, plan: HaloPlan, p: float) -> torch.Tensor:
                                    torch.tensor(plan.recv_counts, dtype=torch.int64))
     column = torch.cat([torch.ones(part.num_local), halo]).to(adj.src.device)
     return column.index_select(0, adj.src)
-
-
-class LayerZeroExact(Aggregator):
-    """Layer 0 through `first` (exact, over the whole halo), deeper layers through `sampled`."""
-
-    def __init__(self, first: Aggregator, sampled: Aggregator, comm):
-        self.first, self.sampled, self.comm = first, sampled, comm
-
-    def at(self, layer: int) -> Aggregator:
-        return self.first if layer == 0 else self.sampled
-
-    def propagate(self, h, norm: str, layer: int):
-        return self.at(layer).propagate(h, norm, layer)
-
-    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
-        return self.at(layer).attention(z, att_src, att_dst, layer, negative_slope)
-
-    def propagate_linear(self, h, weight, norm: str, layer: int):
-        return self.at(layer).propagate_linear(h, weight, norm, layer)
-
-    def attention_linear(self, h, weight, heads: int, att_src, att_dst, layer: int, negative_slope: float = 0.2):
-        return self.at(layer).attention_linear(h, weight, heads, att_src, att_dst, layer, negative_slope)
 
 
 class Method(FullGraphMethod):

@@ -36,7 +36,7 @@ import torch
 from benchmarks.aggregation import HaloAggregator, Replay, start_exchange_rows
 from benchmarks.comm import Pending
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.families.partition_parallel import CachedHaloInputs, LocalAggregator
+from benchmarks.families.partition_parallel import CachedHaloInputs, LayerZeroExact, LocalAggregator
 from benchmarks.options import option
 
 # p2p tags of the posted exchanges, one per layer and direction: apart from the blocking exchanges
@@ -116,16 +116,14 @@ class _PipelinedSources(torch.autograd.Function):
 
 
 class PipelinedAggregator(HaloAggregator):
-    """Layer 0 through `LocalAggregator` over the cached halo inputs (exact, no communication after
-    the first exchange); layers >= 1 as `HaloAggregator`, their halo rows and gradients one epoch
-    stale (`_PipelinedSources`). `epoch` is set by the method before each step."""
+    """Layers >= 1 as `HaloAggregator`, their halo rows and gradients one epoch stale
+    (`_PipelinedSources`); layer 0 goes elsewhere (`LayerZeroExact`). `epoch` is set by the method
+    before each step."""
 
     def __init__(self, ctx, options):
         super().__init__(ctx.adj, ctx.plan, ctx.comm)
         self.ctx, self.epoch = ctx, 0
         self.stale_replay = Replay(always=True)
-        self.first = LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, ctx.cfg["dropout"]) if ctx.world > 1
-                                     else None)
         plan, comm = ctx.plan, ctx.comm
         settings = dict(pipeline=options.pipeline, gamma=options.gamma, epoch0=options.epoch0)
         self.blocks = {}  # layer -> (forward rows, backward gradients)
@@ -143,19 +141,6 @@ class PipelinedAggregator(HaloAggregator):
             return h
         return _PipelinedSources.apply(h, *self.blocks[layer], self.plan.send_idx, self.epoch, self.comm, layer,
                                        self.stale_replay)
-
-    def propagate(self, h, norm: str, layer: int):
-        return self.first.propagate(h, norm, 0) if layer == 0 else super().propagate(h, norm, layer)
-
-    def propagate_linear(self, h, weight, norm: str, layer: int):
-        if layer == 0:
-            return self.first.propagate_linear(h, weight, norm, 0)
-        return super().propagate_linear(h, weight, norm, layer)
-
-    def attention_linear(self, h, weight, heads: int, att_src, att_dst, layer: int, negative_slope: float = 0.2):
-        if layer == 0:
-            return self.first.attention_linear(h, weight, heads, att_src, att_dst, 0, negative_slope)
-        return super().attention_linear(h, weight, heads, att_src, att_dst, layer, negative_slope)
 
 
 def age_summary(ages: list[int | None]) -> dict:
@@ -179,14 +164,17 @@ class Method(FullGraphMethod):
         epoch0: Literal["zeros", "sync"] = option("zeros")
 
     def make_aggregator(self):
-        return PipelinedAggregator(self.ctx, self.ctx.options)
+        ctx = self.ctx
+        self.pipelined = PipelinedAggregator(ctx, ctx.options)
+        first = LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, ctx.cfg["dropout"]) if ctx.world > 1 else None)
+        return LayerZeroExact(first, self.pipelined, ctx.comm)
 
     def aggregator_for(self, epoch: int):
-        self.aggregator.epoch = epoch
+        self.pipelined.epoch = epoch
         return self.aggregator
 
     def probes(self) -> dict:
-        blocks = [b for pair in self.aggregator.blocks.values() for b in pair]
+        blocks = [b for pair in self.pipelined.blocks.values() for b in pair]
         for b in blocks:
             b.drain()
         waits = [s for b in blocks for epoch, s in b.waits if epoch > 0]

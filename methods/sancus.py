@@ -27,12 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
-from benchmarks.aggregation import Aggregator, Replay
+from benchmarks.aggregation import HaloAggregator, Replay
 from benchmarks.comm import Comm
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.families.partition_parallel import CachedHaloInputs, LocalAggregator
+from benchmarks.families.partition_parallel import CachedHaloInputs, LayerZeroExact, LocalAggregator
 from benchmarks.options import option
 
 EPS = 1e-12  # keeps the relative change finite for an all-zero cached block
@@ -143,14 +142,13 @@ class _SkippingHalo(torch.autograd.Function):
         return out, None, None, None, None
 
 
-class SancusAggregator(LocalAggregator):
-    """Layer 0: `LocalAggregator` over the cached halo input rows (projected with the current
-    weights). Layers >= 1: the layer's rows (projected first where the model does) through the
-    skipping exchange, with gradients, as `HaloAggregator` does without skips."""
+class SancusAggregator(HaloAggregator):
+    """Layers >= 1 as `HaloAggregator` (the layer's rows, projected first where the model does, with
+    gradients), through the skipping exchange; layer 0 goes elsewhere (`LayerZeroExact`)."""
 
     def __init__(self, ctx, threshold: float, max_staleness: int, skip_grads: bool):
-        super().__init__(ctx.adj, ctx.comm, halo=CachedHaloInputs(ctx, ctx.cfg["dropout"]))
-        self.ctx = ctx
+        super().__init__(ctx.adj, ctx.plan, ctx.comm)
+        self.skip_replay = Replay(always=True)
         plan = ctx.plan
         self.exchanges = {
             layer: (SkippingExchange(ctx.comm, plan.send_counts, plan.recv_counts, threshold, max_staleness,
@@ -160,28 +158,9 @@ class SancusAggregator(LocalAggregator):
             for layer in range(1, ctx.cfg["layers"])}
 
     def sources(self, h: torch.Tensor, layer: int) -> torch.Tensor:
-        if layer == 0:
-            return super().sources(h, layer)
         if self.comm.world == 1:
             return h
-        return torch.cat([h, _SkippingHalo.apply(h, self.ctx.plan.send_idx, *self.exchanges[layer], self.replay)])
-
-    def propagate_linear(self, h, weight, norm: str, layer: int):
-        if layer == 0:
-            return super().propagate_linear(h, weight, norm, layer)
-        return self.propagate(F.linear(h, weight), norm, layer)  # the narrower projected rows travel
-
-    def attention_linear(self, h, weight, heads: int, att_src, att_dst, layer: int, negative_slope: float = 0.2):
-        if layer == 0:
-            return super().attention_linear(h, weight, heads, att_src, att_dst, layer, negative_slope)
-        return Aggregator.attention_linear(self, h, weight, heads, att_src, att_dst, layer, negative_slope)
-
-    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
-        n, heads, ch = z.shape  # layers >= 1: the projected z rows are the blocks
-        z_src = self.sources(z.reshape(n, heads * ch), layer).view(-1, heads, ch)
-        return self.adj.attention(z_src, z, att_src, att_dst, negative_slope)
-
-    node_sum = Aggregator.node_sum  # batch-norm statistics over every node, as full_halo
+        return torch.cat([h, _SkippingHalo.apply(h, self.plan.send_idx, *self.exchanges[layer], self.skip_replay)])
 
     def probes(self) -> dict:
         return {f"{direction}/{layer}": exchange.probes()
@@ -200,8 +179,10 @@ class Method(FullGraphMethod):
         skip_grads: bool = option(True, "apply the rule to the halo gradients too")
 
     def make_aggregator(self):
-        o = self.ctx.options
-        return SancusAggregator(self.ctx, o.threshold, o.max_staleness, o.skip_grads)
+        ctx, o = self.ctx, self.ctx.options
+        self.skipping = SancusAggregator(ctx, o.threshold, o.max_staleness, o.skip_grads)
+        first = LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, ctx.cfg["dropout"]))
+        return LayerZeroExact(first, self.skipping, ctx.comm)
 
     def probes(self) -> dict:
-        return {"sancus": self.aggregator.probes()}
+        return {"sancus": self.skipping.probes()}

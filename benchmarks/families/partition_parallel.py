@@ -51,6 +51,29 @@ class CachedHaloInputs:
         return dropout(self.rows, self.p, self.ctx.model.training)
 
 
+class LayerZeroExact(Aggregator):
+    """Layer 0 through `first` (exact over the whole halo: a `LocalAggregator` over `CachedHaloInputs`),
+    deeper layers through `sampled` (BNS-GCN's sampled halo, PipeGCN's stale one)."""
+
+    def __init__(self, first: Aggregator, sampled: Aggregator, comm):
+        self.first, self.sampled, self.comm = first, sampled, comm
+
+    def at(self, layer: int) -> Aggregator:
+        return self.first if layer == 0 else self.sampled
+
+    def propagate(self, h, norm: str, layer: int):
+        return self.at(layer).propagate(h, norm, layer)
+
+    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
+        return self.at(layer).attention(z, att_src, att_dst, layer, negative_slope)
+
+    def propagate_linear(self, h, weight, norm: str, layer: int):
+        return self.at(layer).propagate_linear(h, weight, norm, layer)
+
+    def attention_linear(self, h, weight, heads: int, att_src, att_dst, layer: int, negative_slope: float = 0.2):
+        return self.at(layer).attention_linear(h, weight, heads, att_src, att_dst, layer, negative_slope)
+
+
 class LocalAggregator(Aggregator):
     """Fresh local rows, plus (if `halo` is given) `halo(h, layer)`: rows for the halo columns,
     computed from the detached layer input (no gradient leaves the rank). Halo rows are layer

@@ -54,7 +54,7 @@ class Method(pipegcn.Method):
                 self.sent.append((self.epoch, f"{category}/{layer}", digests(send, send_counts)))
             return post(send, send_counts, recv_counts, category, layer, tag)
         comm.all_to_all_start = watched
-        for block in (b for pair in self.aggregator.blocks.values() for b in pair):
+        for block in (b for pair in self.pipelined.blocks.values() for b in pair):
             counts = plan.recv_counts if block.name.startswith("halo_fwd") else plan.send_counts
 
             def use(outgoing, epoch, _swap=block.swap, _name=block.name, _counts=counts):
