@@ -328,7 +328,9 @@ class Replay:
     """Rows a checkpointed forward fetched, handed back to its recompute in backward
     (`memory.checkpoint`, `Comm.recomputing`) instead of fetched again: always for fetches with side
     effects (a stale table that a sync step replaces, a posted exchange), and for plain halo
-    exchanges under `memory.checkpoint_halo=keep`. Each kept row set is released at its replay."""
+    exchanges under `memory.checkpoint_halo=keep` or quantised messages (`comm.quantize`: a second
+    exchange would round differently, and the recompute must see the forward's rows). Each kept row
+    set is released at its replay."""
 
     def __init__(self, always: bool):
         self.always, self.kept = always, {}
@@ -337,7 +339,8 @@ class Replay:
         if comm.recomputing and key in self.kept:
             return self.kept.pop(key)
         rows = fetch()
-        if comm.checkpointing and not comm.recomputing and (self.always or comm.checkpointing == "keep"):
+        keep = self.always or comm.checkpointing == "keep" or comm.codec is not None
+        if comm.checkpointing and not comm.recomputing and keep:
             self.kept[key] = rows.detach()
         return rows
 

@@ -10,6 +10,13 @@ Categories (measurement guide §6): `setup`, `halo_fwd`, `halo_bwd`, `grad_allre
 (kept out of training totals) and `probe` (the runtime's own bookkeeping, also kept out), plus those
 later methods add (`halo_refetch`, `param_avg`, `stale_push`, ...). With one rank every operation is
 local and nothing is counted.
+
+Quantised messages (`comm.quantize`, `benchmarks.quantize`): floating-point rows sent in training
+(every category but `setup`, `eval` and `probe`) travel as the codec's payload, decoded by the
+receiver into the buffer it asked for, and are counted at the payload's size (codes plus per-row
+offset and scale). A rank's rows for itself are copied, never quantised. With
+`comm.quantize_grads`, the gradient all-reduce becomes an all-gather of each rank's quantised
+gradient, summed after decoding (`all_reduce(..., gradients=True)`).
 """
 from __future__ import annotations
 
@@ -20,12 +27,22 @@ from collections import defaultdict
 import torch
 import torch.distributed as dist
 
+from benchmarks.quantize import Codec
+
 NOT_TRAINING = frozenset({"setup", "eval", "probe"})
+#: Gradients are quantised in blocks of this many elements, each with its own offset and scale.
+GRADIENT_BLOCK = 256
 
 
 class Comm:
-    def __init__(self, rank: int = 0, world: int = 1):
+    def __init__(self, rank: int = 0, world: int = 1, quantize: str = "none", quantize_grads: bool = False,
+                 seed: int = 0, device: torch.device | str = "cpu"):
         self.rank, self.world = rank, world
+        # Stochastic rounding draws from its own generator: quantising does not shift the dropout
+        # masks or sampling of the run, so `comm.quantize` changes nothing but the messages.
+        generator = torch.Generator(device).manual_seed(1_000_003 * (seed + 1) + rank)
+        self.codec = None if quantize == "none" else Codec(quantize, generator)
+        self.quantize_grads = quantize_grads and self.codec is not None
         self.sent = defaultdict(int)  # (category, layer or None) -> bytes this rank sent
         self.blocked = defaultdict(float)  # category -> seconds this rank was blocked communicating
         # Activation checkpointing (`memory.checkpoint`, models.GNN): `checkpointing` is the run's
@@ -55,24 +72,29 @@ class Comm:
         return self.all_to_all_start(send, send_counts, recv_counts, category, layer).wait()
 
     def all_to_all_start(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
-                         category: str, layer=None, tag: int = 0) -> "Pending":
+                         category: str, layer=None, tag: int = 0, codec: Codec | None = None) -> "Pending":
         """`all_to_all` without waiting: post the transfers and return a `Pending` whose `wait()`
         returns the received rows (counted now, at the post). Transfers in flight at the same time
-        between the same pair need distinct `tag`s (gloo matches on them; NCCL keeps order)."""
+        between the same pair need distinct `tag`s (gloo matches on them; NCCL keeps order).
+        `codec` overrides the run's `comm.quantize` for these rows (AdaQP's per-row bit widths)."""
         row_shape = send.shape[1:]
         out = send.new_empty((sum(recv_counts), *row_shape))
         if self.world == 1:
             return Pending(out, [])
         send = send.contiguous()
-        ops = []
+        codec = self.codec_for(send, category, codec)
+        ops, sent, buffers, decodes = [], 0, [], []
         for q, (rows, into) in enumerate(zip(send.split(send_counts), out.split(recv_counts))):
             if q == self.rank:
                 into.copy_(rows)
-            else:
-                ops += p2p_ops(rows, q, into, q, tag)
-        peers = send.shape[0] - send_counts[self.rank]
-        self.count(category, layer, peers * math.prod(row_shape) * send.element_size())
-        return Pending(out, dist.batch_isend_irecv(ops) if ops else [], send, self, category)
+                continue
+            if codec is not None:
+                rows, into = self._encoded(codec, rows, into, decodes)
+                buffers.append(rows)
+            ops += p2p_ops(rows, q, into, q, tag)
+            sent += rows.numel() * rows.element_size()
+        self.count(category, layer, sent)
+        return Pending(out, dist.batch_isend_irecv(ops) if ops else [], buffers or send, self, category, decodes)
 
     def all_to_all_v(self, per_peer: list[torch.Tensor], category: str, layer=None) -> list[torch.Tensor]:
         """Variable-size all-to-all: send per_peer[q] to rank q, return what each rank sent me (my own
@@ -95,18 +117,69 @@ class Comm:
                  layer=None) -> "Pending":
         """Post a send of `send` to rank `to` and a receive into `recv` from rank `frm`; return the
         `Pending` whose `wait()` returns `recv` (no work to wait on for empty transfers, see `p2p_ops`)."""
-        ops = p2p_ops(send, to, recv, frm)
-        self.count(category, layer, send.numel() * send.element_size())
-        return Pending(recv, dist.batch_isend_irecv(ops) if ops else [], send, self, category)
+        codec, decodes = self.codec_for(send, category), []
+        payload, into = self._encoded(codec, send, recv, decodes) if codec is not None else (send, recv)
+        ops = p2p_ops(payload, to, into, frm)
+        self.count(category, layer, payload.numel() * payload.element_size())
+        return Pending(recv, dist.batch_isend_irecv(ops) if ops else [], payload, self, category, decodes)
 
-    def all_reduce(self, tensor: torch.Tensor, category: str, op=dist.ReduceOp.SUM, layer=None) -> torch.Tensor:
-        """In place; returns the tensor for chaining."""
+    # ------------------------------------------------------------------ quantised messages
+    def codec_for(self, rows: torch.Tensor, category: str, codec: Codec | None = None) -> Codec | None:
+        """The codec rows of this category travel with: none for integer rows (ids, counts, flags) and
+        for the categories kept out of training (evaluation is exact)."""
+        if not rows.is_floating_point() or category in NOT_TRAINING:
+            return None
+        return codec or self.codec
+
+    @staticmethod
+    def _encoded(codec: Codec, rows: torch.Tensor, into: torch.Tensor, decodes: list) -> tuple:
+        """(payload to send, payload buffer to receive into); appends the decode of that buffer into
+        `into` to `decodes`, run once the transfer has arrived."""
+        width = math.prod(into.shape[1:])
+        buffer = torch.empty(codec.payload_bytes(into.shape[0], width), dtype=torch.uint8, device=into.device)
+        decodes.append(lambda: into.copy_(codec.decode(buffer, tuple(into.shape))))
+        return codec.encode(rows), buffer
+
+    def quantized(self, rows: torch.Tensor, category: str, layer=None) -> torch.Tensor:
+        """Rows written to a shared store rather than sent (DIGEST-A's push): what the reader gets
+        is the decoded payload, counted at the payload's size."""
+        codec = self.codec_for(rows, category)
+        if codec is None:
+            self.count(category, layer, rows.numel() * rows.element_size())
+            return rows
+        payload = codec.encode(rows)
+        self.count(category, layer, payload.numel())
+        return codec.decode(payload, tuple(rows.shape)).to(rows.dtype)
+
+    def all_reduce(self, tensor: torch.Tensor, category: str, op=dist.ReduceOp.SUM, layer=None,
+                   gradients: bool = False) -> torch.Tensor:
+        """In place; returns the tensor for chaining. `gradients`: the parameter gradients' sum, which
+        `comm.quantize_grads` sends quantised."""
+        if self.world > 1 and gradients and self.quantize_grads:
+            return self._quantized_sum(tensor, category, layer)
         if self.world > 1:
             start = time.perf_counter()
             dist.all_reduce(tensor, op=op)
             self.blocked[category] += time.perf_counter() - start
             self.count(category, layer, tensor.numel() * tensor.element_size())
         return tensor
+
+    def _quantized_sum(self, tensor: torch.Tensor, category: str, layer) -> torch.Tensor:
+        """Sum over ranks of a flat float tensor sent quantised: codes cannot be added without
+        decoding, so each rank's payload goes to every other rank (an all-gather: (P - 1) payloads
+        counted, against one tensor for the plain all-reduce) and each rank decodes and sums."""
+        n = tensor.numel()
+        blocks = torch.nn.functional.pad(tensor.reshape(-1).float(), (0, (-n) % GRADIENT_BLOCK))
+        blocks = blocks.view(-1, GRADIENT_BLOCK)
+        payload = self.codec.encode(blocks)
+        gathered = payload.new_empty(self.world * payload.numel())
+        start = time.perf_counter()
+        dist.all_gather_single(gathered, payload)
+        gathered = gathered.view(self.world, -1)
+        self.blocked[category] += time.perf_counter() - start
+        self.count(category, layer, (self.world - 1) * payload.numel())
+        total = sum(self.codec.decode(gathered[q], tuple(blocks.shape)) for q in range(self.world))
+        return tensor.copy_(total.reshape(-1)[:n].view_as(tensor))
 
     def broadcast(self, tensor: torch.Tensor, src: int, category: str) -> torch.Tensor:
         if self.world > 1:
@@ -154,9 +227,10 @@ class Pending:
     keeps the seconds it was blocked in `waited_s`, charges them to `comm.blocked[category]` and
     returns the received tensor; the send buffer is kept alive until then."""
 
-    def __init__(self, out: torch.Tensor, works: list, send: torch.Tensor | None = None, comm: Comm | None = None,
-                 category: str = ""):
+    def __init__(self, out: torch.Tensor, works: list, send=None, comm: Comm | None = None, category: str = "",
+                 decodes: list | None = None):
         self.out, self.works, self.send, self.comm, self.category = out, works, send, comm, category
+        self.decodes = decodes or []
         self.waited_s = 0.0
 
     def wait(self) -> torch.Tensor:
@@ -167,7 +241,11 @@ class Pending:
             self.waited_s = time.perf_counter() - start
             if self.comm is not None:
                 self.comm.blocked[self.category] += self.waited_s
-        self.works, self.send = [], None  # freeing the send buffer is not waiting: after the clock
+        # Decoding quantised payloads into `out` (in place: callers may hold it) and freeing the send
+        # buffers are not waiting: after the clock.
+        for decode in self.decodes:
+            decode()
+        self.works, self.send, self.decodes = [], None, []
         return self.out
 
 

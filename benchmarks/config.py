@@ -22,11 +22,12 @@ from benchmarks.method import Method, resolve
 from benchmarks.models import MODELS, PRECISIONS, MemoryOptions, ModelOptions
 from benchmarks.options import Options, option, validate
 from benchmarks.partition import PARTITIONERS
+from benchmarks.quantize import CommOptions
 
 #: The sections of a run config, each one config group (`method=...`) with its own options.
 SECTIONS = ("method", "dataset", "model")
 #: Sections of options that compose with any method (the survey's savers), each one dataclass.
-SAVERS = {"memory": MemoryOptions}
+SAVERS = {"memory": MemoryOptions, "comm": CommOptions}
 
 
 @dataclass

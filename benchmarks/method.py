@@ -127,7 +127,7 @@ def sync_gradients(ctx: RankContext, category: str = "grad_allreduce") -> None:
     grads = [p.grad for p in ctx.model.parameters() if p.grad is not None]
     if ctx.world == 1 or not grads:
         return
-    unflatten_into(ctx.comm.all_reduce(flatten(grads), category), grads)
+    unflatten_into(ctx.comm.all_reduce(flatten(grads), category, gradients=True), grads)
 
 
 def local_loss(ctx: RankContext, logits: torch.Tensor) -> torch.Tensor:

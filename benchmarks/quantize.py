@@ -13,14 +13,30 @@ it gets (the exchange plan), so nothing else is sent. `payload_bytes(rows, width
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
-from benchmarks.errors import choose
+from benchmarks.errors import UserError, choose
+from benchmarks.options import Options, option
 
 QUANTIZE = ("none", "fp16", "bf16", "int8", "int4", "int2")
 FLOATS = {"fp16": torch.float16, "bf16": torch.bfloat16}
 HEADER_BYTES = 8  # per row: fp32 offset and fp32 scale
+
+
+@dataclass
+class CommOptions(Options):
+    """The `comm` section: how rows travel (benchmarks.comm)."""
+
+    quantize: Literal[QUANTIZE] = option(
+        "none", "halo rows, stale pushes and feature fetches in training: none | fp16 | bf16 | int8 | int4 | int2")
+    quantize_grads: bool = option(False, "true: the gradient all-reduce sends quantised gradients too")
+
+    def check(self, cfg: dict) -> None:
+        if self.quantize_grads and self.quantize == "none":
+            raise UserError("comm.quantize_grads=true needs a codec: set comm.quantize to fp16, bf16, int8, int4 or int2")
 
 
 class Codec:

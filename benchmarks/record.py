@@ -35,15 +35,16 @@ NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_time
 # The axes a comparison runs along: what a run's setting leaves out. The aggregation kernel is an
 # implementation of the same math, compared like a method option (SAR against `full_halo
 # kernel=messages`, its papers' vanilla): it is named in the variant (`run_variant`).
-# The savers (`memory`: activation checkpointing; `precision`) are options that compose with any method, and
+# The savers (`memory`: activation checkpointing; `precision`; `comm`: quantised messages) are options that compose with any method, and
 # are named in the variant the same way.
-AXES = ("method", "workers", "seed", "kernel", "memory", "precision")
+AXES = ("method", "workers", "seed", "kernel", "memory", "precision", "comm")
 
 
 # Keys added after records existed, left out of the name's hash and the setting at these values
 # (what every older record ran with), so older records keep their names and settings. They are the
 # axes a variant names beside the method's options (`run_variant`).
-LATER_DEFAULTS = {"kernel": "spmm", "memory": {"checkpoint": "none", "checkpoint_halo": "refetch"}, "precision": "fp32"}
+LATER_DEFAULTS = {"kernel": "spmm", "memory": {"checkpoint": "none", "checkpoint_halo": "refetch"}, "precision": "fp32",
+                  "comm": {"quantize": "none", "quantize_grads": False}}
 
 
 def _unless_later_default(cfg: dict) -> dict:

@@ -216,11 +216,10 @@ class RepresentationStore:
                 t.fill_(-1)
 
     def push(self, layer: int, ids: torch.Tensor, rows: torch.Tensor, version: int) -> None:
-        rows = rows.detach().to("cpu", torch.float32)
+        rows = self.comm.quantized(rows.detach().to("cpu", torch.float32), "stale_push", layer)
         with self.shm.locked():
             self.shm[f"rows{layer}"].index_copy_(0, ids, rows)
             self.shm[f"stamp{layer}"].index_fill_(0, ids, version)
-        self.comm.count("stale_push", layer, rows.numel() * rows.element_size())
 
     def pull(self, layer: int, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with self.shm.locked():

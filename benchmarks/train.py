@@ -30,7 +30,9 @@ def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.dev
     for name, value in vars(part).items():
         if isinstance(value, torch.Tensor) and name not in ("recv_counts", "send_counts", "offsets"):
             setattr(part, name, value.to(device))
-    comm = Comm(rank, world)
+    quantize = cfg.get("comm") or {}
+    comm = Comm(rank, world, quantize.get("quantize", "none"), quantize.get("quantize_grads", False), cfg["seed"],
+                device)
     memory = cfg.get("memory") or {}
     checkpoint = memory.get("checkpoint", "none")
     comm.checkpointing = None if checkpoint == "none" else memory.get("checkpoint_halo", "refetch")
