@@ -49,7 +49,8 @@ class RunOptions(Options):
     partitioner: Literal[PARTITIONERS] = option("metis")
     kernel: Literal[KERNELS] = option(
         "spmm", "aggregation kernel: spmm (fused CSR) | messages (per-edge messages, as PyG: 'vanilla')")
-    precision: Literal[tuple(PRECISIONS)] = option("fp32", "autocast dtype of the dense parts: fp32 | bf16")
+    precision: Literal[tuple(PRECISIONS)] = option(
+        "fp32", "autocast dtype of the dense parts: fp32 | bf16 | fp16 (with loss scaling)")
     device: Literal["cpu", "cuda"] = option("cpu")
     backend: Literal["auto", "gloo", "nccl"] = option("auto")
     eval_every: int = option(1, "evaluate every k epochs", ge=1)
@@ -110,6 +111,9 @@ def check(cfg: dict) -> tuple[type[Method], Options]:
                             f"(got {section}={cfg[section]!r})")
         validate(options_cls, cfg.get(section, {}), cfg, section=section)
     method_cls, options = resolve(cfg)
+    if cfg.get("precision") == "fp16" and not method_cls.loss_scaling:
+        raise UserError(f"precision=fp16 needs loss scaling, which method={cfg['method']['name']} does not apply "
+                        "(use precision=bf16, whose range is fp32's)")
     if (cfg.get("memory") or {}).get("checkpoint", "none") != "none" and not method_cls.recomputable:
         raise UserError(f"memory.checkpoint does not apply to method={cfg['method']['name']}: its aggregation "
                         "keeps state across a step that a recompute would change (use memory.checkpoint=none)")

@@ -3,8 +3,9 @@ with GPUs, one rank per GPU (NCCL does not share a GPU between ranks). Never par
 
 Each check is a real run through `benchmarks.runner.run` on `device=cuda` (NCCL when there are 2 or
 more GPUs) and holds what CPU tests hold on gloo: exact methods give the same losses as the
-single-process oracle, the savers change only what they should (checkpointing: the same losses;
-bf16: close to fp32), and every record carries CUDA peak memory. Prints one line per check and exits
+single-process oracle, the savers change only what they should (checkpointing and offloading: the
+same losses; bf16, fp16 with loss scaling, quantised messages over NCCL: close to fp32), and every
+record carries CUDA peak memory. Prints one line per check and exits
 1 if any failed, so a short device session reads the whole answer from its tail.
     python -m benchmarks.gpu_check [--results DIR] [--nodes N]
 """
@@ -81,11 +82,22 @@ def main(argv=None) -> int:
             rec = go("method=full_halo", f"model={model}", f"workers={gpus}", saver)
             check(f"full_halo {model} {saver}", rec["status"] == "ok" and close(losses(rec), losses(oracle), 1e-4),
                   "same losses as without")
-        rec = go("method=full_halo", f"model={model}", f"workers={gpus}", "precision=bf16")
-        check(f"full_halo {model} precision=bf16", rec["status"] == "ok" and close(losses(rec), losses(oracle), 0.05),
-              f"losses {losses(rec)[-1:]} vs fp32 {losses(oracle)[-1:]}")
-    rec = go("method=digest", f"workers={gpus}", "precision=bf16", "memory.checkpoint=layer")
-    check("digest bf16 + checkpoint", rec["status"] == "ok", "runs")
+        rec = go("method=full_halo", f"model={model}", f"workers={gpus}", "memory.offload=activations")
+        check(f"full_halo {model} memory.offload=activations",
+              rec["status"] == "ok" and close(losses(rec), losses(oracle), 1e-4), "same losses as without")
+        for precision in ("bf16", "fp16"):  # fp16 with loss scaling
+            rec = go("method=full_halo", f"model={model}", f"workers={gpus}", f"precision={precision}")
+            check(f"full_halo {model} precision={precision}",
+                  rec["status"] == "ok" and close(losses(rec), losses(oracle), 0.05),
+                  f"losses {losses(rec)[-1:]} vs fp32 {losses(oracle)[-1:]}")
+        for method in ("full_halo", "sar"):  # quantised rows over NCCL (gradients too)
+            rec = go(f"method={method}", f"model={model}", f"workers={gpus}", "comm.quantize=int8",
+                     "comm.quantize_grads=true")
+            check(f"{method} {model} comm.quantize=int8", rec["status"] == "ok" and close(losses(rec), losses(oracle), 0.05),
+                  f"losses {losses(rec)[-1:]} vs fp32 {losses(oracle)[-1:]}")
+    rec = go("method=digest", f"workers={gpus}", "precision=bf16", "memory.checkpoint=layer", "memory.offload_stale=true",
+             "comm.quantize=int4")
+    check("digest bf16 + checkpoint + stale tables on the host + int4 syncs", rec["status"] == "ok", "runs")
     print(f"gpu-check: {len(failures)} failed" + (f": {', '.join(failures)}" if failures else ""))
     return 1 if failures else 0
 

@@ -55,6 +55,11 @@ class RankContext:
     def __post_init__(self):
         if self.options is None and "method" in self.cfg:
             self.options = resolve(self.cfg)[1]
+        # fp16's dynamic loss scaling (`precision=fp16`; a pass-through otherwise): the loss is scaled
+        # before backward and the summed gradients unscaled before the step, which is skipped (and the
+        # scale halved) when they overflowed. Every rank sees the same summed gradients, so every rank
+        # skips the same steps.
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.cfg.get("precision") == "fp16")
 
     def graph_store(self, kind: str):
         """A graph store (`benchmarks.stores`) for samplers: `replicated` (the whole graph, built once
@@ -88,6 +93,9 @@ class Method:
     #: False for methods whose aggregation changes state during a step in a way that a recompute in
     #: backward (`memory.checkpoint`) would repeat and that `aggregation.Replay` does not cover.
     recomputable = True
+    #: True for methods that apply `RankContext.scaler` (fp16's loss scaling) around their step: the
+    #: others refuse `precision=fp16` in one line.
+    loss_scaling = False
     #: The method's options (a dataclass, benchmarks/options.py); subclasses extend their family's.
     Options = Options
 

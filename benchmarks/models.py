@@ -153,18 +153,24 @@ class GNN(nn.Module):
     block (dropout, layer, norm, activation)."""
 
     def __init__(self, layers: list[nn.Module], activation, dropout: float, norms: list[nn.Module] = (),
-                 checkpoint: str = "none", precision: str = "fp32"):
+                 checkpoint: str = "none", precision: str = "fp32", offload: str = "none"):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.norms = nn.ModuleList(norms)  # one per hidden layer, or none
         self.activation, self.dropout = activation, dropout
         self.checkpoint = choose("memory.checkpoint", checkpoint, CHECKPOINTS)
         self.autocast = PRECISIONS[choose("precision", precision, PRECISIONS)]
+        self.offload = choose("memory.offload", offload, OFFLOADS)
 
     def forward(self, x, agg):
-        mode = self.checkpoint if self.training and torch.is_grad_enabled() else "none"
+        training = self.training and torch.is_grad_enabled()
+        mode = self.checkpoint if training else "none"
         h = x
-        with torch.autocast(x.device.type, dtype=self.autocast, enabled=self.autocast is not None):
+        # `memory.offload=activations`: what backward keeps goes to pinned host memory as it is saved
+        # and comes back when backward needs it (CUDA only: on CPU it is host memory already).
+        offload = (torch.autograd.graph.save_on_cpu(pin_memory=True) if training and self.offload == "activations"
+                   else contextlib.nullcontext())
+        with offload, torch.autocast(x.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             for i in range(len(self.layers)):
                 if mode == "all":
                     h = recomputed(self.block, agg, h, agg, i)
@@ -192,8 +198,10 @@ MODELS = ("gcn", "sage", "gat", "mlp")
 CHECKPOINTS = ("none", "layer", "all")
 # `precision`: the autocast dtype of the dense parts (projections, attention logits, activations;
 # rows exchanged after a projection travel in it); aggregations run in fp32 (aggregation.py: CPU's
-# sparse kernels have no bf16, and fp32 sums keep the degree normalisation exact).
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
+# sparse kernels have no bf16, and fp32 sums keep the degree normalisation exact). fp16's narrow range
+# needs loss scaling (`RankContext.scaler`), which only the methods with `Method.loss_scaling` apply.
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+OFFLOADS = ("none", "activations")
 
 
 def recomputed(fn, agg, *args):
@@ -217,17 +225,26 @@ def recomputed(fn, agg, *args):
 
 @dataclass
 class MemoryOptions(Options):
-    """The `memory` section: activation checkpointing (models.GNN)."""
+    """The `memory` section: activation checkpointing and offloading (models.GNN)."""
 
     checkpoint: Literal[CHECKPOINTS] = option("none", "none | layer (recompute each GNN layer) | all (each block)")
     # In the recompute, halo rows are fetched again and counted as `<category>_recompute` (`refetch`)
     # or the rows the forward received are kept until then (`keep`: no second exchange, their memory
     # held). Stale tables and posted exchanges (DIGEST) are always replayed, never fetched twice.
     checkpoint_halo: Literal["refetch", "keep"] = option("refetch", "refetch | keep")
+    offload: Literal[OFFLOADS] = option("none", "none | activations (saved activations in pinned host memory; CUDA)")
+    offload_stale: bool = option(False, "DIGEST: its stale halo tables in host memory (CUDA)")
 
     def check(self, cfg: dict) -> None:
         if self.checkpoint_halo == "keep" and self.checkpoint == "none":
             raise UserError("memory.checkpoint_halo=keep applies to a recompute: set memory.checkpoint=layer or all")
+        on_host = [name for name, on in (("memory.offload=activations", self.offload == "activations"),
+                                         ("memory.offload_stale=true", self.offload_stale)) if on]
+        if self.offload_stale and cfg.get("method", {}).get("name") != "digest":
+            raise UserError("memory.offload_stale=true applies to method=digest (its stale halo tables)")
+        if on_host and cfg.get("device") != "cuda":
+            raise UserError(f"{on_host[0]} moves device memory to the host, so it needs device=cuda "
+                            "(on cpu everything is in host memory already)")
 
 
 @dataclass
@@ -247,7 +264,7 @@ class ModelOptions(Options):
 
 def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, dropout: float,
                 seed: int, heads: int = 4, batch_norm: bool = False, checkpoint: str = "none",
-                precision: str = "fp32") -> GNN:
+                precision: str = "fp32", offload: str = "none") -> GNN:
     choose("model", name, MODELS)
     dims = [d_in] + [hidden] * (num_layers - 1) + [d_out]
     # A bias right before batch norm is cancelled by it (its gradient is zero up to rounding, which
@@ -265,4 +282,4 @@ def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, 
             layers = [cls(dims[i], dims[i + 1], bias=bias[i]) for i in range(num_layers)]
         activation = F.elu if name == "gat" else F.relu
         norms = [BatchNorm(hidden) for _ in range(num_layers - 1)] if batch_norm else []
-        return GNN(layers, activation, dropout, norms, checkpoint, precision)
+        return GNN(layers, activation, dropout, norms, checkpoint, precision, offload)

@@ -80,18 +80,25 @@ class StaleHalo:
         if layer in self.pending:  # overlapped: rows posted at an earlier step
             pending, posted = self.pending.pop(layer)
             start = time.perf_counter()
-            self.tables[layer] = pending.wait()
+            self.tables[layer] = self.kept(pending.wait())
             self.wait_s.append(time.perf_counter() - start)
             self.computed[layer] = posted
         if layer not in self.tables or (self.refresh and self.sync == "blocking"):
             start = time.perf_counter()
-            self.tables[layer] = self.fetch(h, layer)
+            self.tables[layer] = self.kept(self.fetch(h, layer))
             self.blocking_s.append((self.step, time.perf_counter() - start))
             self.computed[layer] = self.step
         elif self.refresh:  # overlapped: post this step's rows, use them from the next step on
             self.pending[layer] = (self.post(h, layer), self.step)
         self.ages.setdefault(layer, []).append(self.step - self.computed[layer])
-        return self.tables[layer]
+        return self.tables[layer].to(self.ctx.device, non_blocking=True)
+
+    def kept(self, rows: torch.Tensor) -> torch.Tensor:
+        """A table as it is kept between steps: in pinned host memory with `memory.offload_stale`
+        (copied to the device at each use), else where it arrived."""
+        if (self.ctx.cfg.get("memory") or {}).get("offload_stale"):
+            return rows.to("cpu").pin_memory()
+        return rows
 
     def exchange(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         return exchange_rows(h, self.ctx.plan, self.ctx.comm, "stale_sync", layer)

@@ -13,6 +13,8 @@ class FullGraphMethod(Method):
     neighbour rows reach a layer override `make_aggregator` (built once); methods whose aggregation
     changes every step (a halo resampled each epoch, BNS-GCN) override `aggregator_for`."""
 
+    loss_scaling = True
+
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)
         self.aggregator = self.make_aggregator()
@@ -32,7 +34,8 @@ class FullGraphMethod(Method):
         ctx.model.train()
         ctx.optimizer.zero_grad(set_to_none=True)
         loss = local_loss(ctx, ctx.model(ctx.part.x, self.aggregator_for(epoch)))
-        loss.backward()
+        ctx.scaler.scale(loss).backward()
         sync_gradients(ctx)
-        ctx.optimizer.step()
+        ctx.scaler.step(ctx.optimizer)
+        ctx.scaler.update()
         return loss.detach()

@@ -66,7 +66,11 @@ def test_kept_halo_rows_are_not_fetched_again_and_batch_norm_statistics_are_take
 @pytest.mark.parametrize("overrides, message", [
     (["memory.checkpoint=some"], "unknown memory.checkpoint .some.; choose one of: all, layer, none"),
     (["memory.checkpoint_halo=keep"], "memory.checkpoint_halo=keep applies to a recompute"),
-    (["+memory.offload=cpu"], "unknown option memory.offload"),
+    (["+memory.offload_to=cpu"], "unknown option memory.offload_to"),
+    (["memory.offload=activations"], "memory.offload=activations moves device memory to the host, so it needs device=cuda"),
+    (["memory.offload_stale=true", "method=digest"], "memory.offload_stale=true moves .* needs device=cuda"),
+    (["memory.offload_stale=true"], "memory.offload_stale=true applies to method=digest"),
+    (["precision=fp16", "method=digest"], "precision=fp16 needs loss scaling, which method=digest does not apply"),
     (["memory=layer"], "memory is a section of options"),
 ])
 def test_bad_memory_options_are_one_line_errors(make_cfg, overrides, message):
