@@ -6,6 +6,12 @@ every posted exchange end in). Blocked time is what a transfer costs the rank's 
 exchange posted early and waited for late is charged only the wait. Host time: under NCCL a wait
 returns once the transfer is ordered on the device stream, so it measures little there.
 
+Besides bytes, the latency terms (`calls`, `messages`, by category): `calls` counts the operations this
+rank entered that moved something (one all-to-all, one ring round, one all-reduce: each waits on at
+least one network latency), `messages` the point-to-point messages it sent (one per non-empty peer of
+an all-to-all, one per exchange). A collective (all-reduce, broadcast, all-gather) is one call and no
+messages: how many messages it takes is the backend's algorithm, which a cost model supplies.
+
 Categories (measurement guide §6): `setup`, `halo_fwd`, `halo_bwd`, `grad_allreduce`, `eval`
 (kept out of training totals) and `probe` (the runtime's own bookkeeping, also kept out), plus those
 later methods add (`halo_refetch`, `param_avg`, `stale_push`, ...). With one rank every operation is
@@ -45,6 +51,8 @@ class Comm:
         self.quantize_grads = quantize_grads and self.codec is not None
         self.sent = defaultdict(int)  # (category, layer or None) -> bytes this rank sent
         self.blocked = defaultdict(float)  # category -> seconds this rank was blocked communicating
+        self.calls = defaultdict(int)  # category -> operations entered that moved something
+        self.messages = defaultdict(int)  # category -> point-to-point messages sent
         # Activation checkpointing (`memory.checkpoint`, models.GNN): `checkpointing` is the run's
         # `memory.checkpoint_halo` (None when off) and `recomputing` is true while backward re-runs a
         # checkpointed forward. The aggregators read them, since every one shares this rank's Comm:
@@ -53,10 +61,17 @@ class Comm:
         self.checkpointing: str | None = None
         self.recomputing = False
 
-    def count(self, category: str, layer, nbytes: int) -> None:
-        """Also for transfers that do not go through torch.distributed (a shared-memory store)."""
-        if self.world > 1 and nbytes:
-            self.sent[(f"{category}_recompute" if self.recomputing else category, layer)] += int(nbytes)
+    def count(self, category: str, layer, nbytes: int, messages: int = 0, calls: int = 1) -> None:
+        """Bytes sent (and the operation's point-to-point `messages`, its `calls`); also for transfers
+        that do not go through torch.distributed (a shared-memory store: one call, no messages)."""
+        if self.world == 1:
+            return
+        category = f"{category}_recompute" if self.recomputing else category
+        if nbytes:
+            self.sent[(category, layer)] += int(nbytes)
+        if calls:
+            self.messages[category] += messages
+            self.calls[category] += calls
 
     def all_to_all(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
                    category: str, layer=None) -> torch.Tensor:
@@ -83,7 +98,7 @@ class Comm:
             return Pending(out, [])
         send = send.contiguous()
         codec = self.codec_for(send, category, codec)
-        ops, sent, buffers, decodes = [], 0, [], []
+        ops, sent, messages, buffers, decodes = [], 0, 0, [], []
         for q, (rows, into) in enumerate(zip(send.split(send_counts), out.split(recv_counts))):
             if q == self.rank:
                 into.copy_(rows)
@@ -93,7 +108,8 @@ class Comm:
                 buffers.append(rows)
             ops += p2p_ops(rows, q, into, q, tag)
             sent += rows.numel() * rows.element_size()
-        self.count(category, layer, sent)
+            messages += rows.numel() > 0
+        self.count(category, layer, sent, messages, calls=int(bool(ops)))
         return Pending(out, dist.batch_isend_irecv(ops) if ops else [], buffers or send, self, category, decodes)
 
     def all_to_all_v(self, per_peer: list[torch.Tensor], category: str, layer=None) -> list[torch.Tensor]:
@@ -120,7 +136,8 @@ class Comm:
         codec, decodes = self.codec_for(send, category), []
         payload, into = self._encoded(codec, send, recv, decodes) if codec is not None else (send, recv)
         ops = p2p_ops(payload, to, into, frm)
-        self.count(category, layer, payload.numel() * payload.element_size())
+        self.count(category, layer, payload.numel() * payload.element_size(), int(payload.numel() > 0),
+                   calls=int(bool(ops)))
         return Pending(recv, dist.batch_isend_irecv(ops) if ops else [], payload, self, category, decodes)
 
     # ------------------------------------------------------------------ quantised messages
@@ -186,8 +203,7 @@ class Comm:
             start = time.perf_counter()
             dist.broadcast(tensor, src)
             self.blocked[category] += time.perf_counter() - start
-            if self.rank == src:
-                self.count(category, None, tensor.numel() * tensor.element_size())
+            self.count(category, None, tensor.numel() * tensor.element_size() if self.rank == src else 0)
         return tensor
 
     def barrier(self) -> None:
@@ -211,6 +227,12 @@ class Comm:
         for (cat, _), b in self.sent.items():
             out[cat] += b
         return dict(sorted(out.items()))
+
+    def calls_by_category(self) -> dict[str, int]:
+        return dict(sorted(self.calls.items()))
+
+    def messages_by_category(self) -> dict[str, int]:
+        return dict(sorted(self.messages.items()))
 
     def blocked_by_category(self) -> dict[str, float]:
         """category -> seconds this rank was blocked in communication (the record's
