@@ -300,6 +300,48 @@ def accuracy_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
     return save(fig, out_dir, "accuracy_vs_halo_bytes")
 
 
+def _short(variant: str) -> str:
+    """A point's label: the method and its savers, abbreviated (`full_halo +ckpt +bf16`)."""
+    words = {"memory.checkpoint=layer": "+ckpt", "precision=bf16": "+bf16"}
+    return " ".join(words.get(w, w) for w in variant.split())
+
+
+def working_set_vs_epoch_time(t: pd.DataFrame, out_dir) -> list[Path]:
+    """Study `savers`: each variant as one point, its epoch time against its largest rank's training
+    working set, both as ratios to plain full_halo in fp32 (at 1, 1); one panel per dataset, model
+    and worker count; the goal of checkpointing (<= 1.5x the time, <= 0.5x the memory) shaded.
+    Lower left is better; variants without a ratio (not run, failed) are named under the panel."""
+    sty = style(t["variant"])
+    panels = list(t.groupby(["dataset", "model", "workers"], sort=True))
+    fig, axes = _grid(len(panels), size=(5.6, 4.4))
+    for ax, ((dataset, model, workers), g) in zip(axes.flat, panels):
+        ax.add_patch(plt.Rectangle((0, 0), 1.5, 0.5, color="tab:green", alpha=0.15, linewidth=0,
+                                   label="goal of checkpointing: <= 1.5x time, <= 0.5x memory"))
+        ax.axhline(1, color="grey", linestyle="--", linewidth=0.8)
+        ax.axvline(1, color="grey", linestyle="--", linewidth=0.8)
+        shown = g[g["time_ratio"].notna() & g["mem_ratio"].notna()]
+        for _, r in shown.iterrows():
+            ax.plot(r["time_ratio"], r["mem_ratio"], linestyle="none", label=r["variant"], **sty[r["variant"]])
+            ax.annotate(_short(r["variant"]), (r["time_ratio"], r["mem_ratio"]), xytext=(5, 4),
+                        textcoords="offset points", fontsize=7)
+        missing = {}  # why a variant has no point: not run, failed, or no full_halo to divide by
+        for _, r in g[~g.index.isin(shown.index)].iterrows():
+            why = "no full_halo baseline" if r["status"] == "ok" else r["status"]
+            missing.setdefault(why, []).append(_short(r["variant"]))
+        if missing:  # under the axes, where it hides no point
+            ax.text(0, -0.2, textwrap.fill("; ".join(f"{why}: {', '.join(v)}" for why, v in missing.items()), 80),
+                    transform=ax.transAxes, va="top", fontsize=7, color="red")
+        ax.set_xlim(0, max(1.7, 1.15 * shown["time_ratio"].max()) if len(shown) else 1.7)
+        ax.set_ylim(0, max(1.2, 1.15 * shown["mem_ratio"].max()) if len(shown) else 1.2)
+        ax.set_xlabel("median epoch time / plain full_halo's")
+        ax.set_ylabel("training working set (largest rank)\n/ plain full_halo's")
+        ax.set_title(f"{dataset} · {model} · P={workers}")
+    _hide_unused(axes, len(panels))
+    fig.suptitle("Memory against time of the savers (ratios to full_halo in fp32)")
+    _legend(fig, axes, False)
+    return save(fig, out_dir, "working_set_vs_epoch_time")
+
+
 def _hide_unused(axes, n: int) -> None:
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
