@@ -108,6 +108,7 @@ def test_quantize_table_costs_bytes_and_goals_per_dataset(folder):
             "halo bytes 0.267x (goal <= 0.3: met)") in lines
     assert "- cora sage P=4 adaqp: costs +0.00 pt (goal <= 0.5: met); halo bytes 0.250x (goal <= 0.35: met)" in lines
     assert "- citeseer sage P=4: plain full_halo (fp32) failed: goals not judged" in lines
+    assert "int8 comm.quantize_grads=True" not in lines  # no goal of its own: its gradient bytes are in the table
     assert "- synthetic sage P=4 adaqp: not run" in lines
 
 
@@ -118,7 +119,7 @@ def test_the_section_states_both_tables_and_writes_both_figures(folder, tmp_path
     assert "time measured with 4 ranks on 2 cores: ratios only" in text
     assert "| synthetic | sage | 4 | sar memory.checkpoint=layer precision=bf16 | 0 | not run |" in text
     assert "| cora | sage | 4 | full_halo | 2 | ok | 84.0 ± 7.1 | 0.00 | 0.002 | 1.000 | 0.000 |" in text
-    for name in ("working_set_vs_epoch_time", "accuracy_vs_halo_bytes"):
+    for name in ("working_set_vs_epoch_time", "accuracy_cost_vs_bytes_ratio"):
         assert (out / "figures" / "savers" / f"{name}.png").stat().st_size > 1000
         assert f"(figures/savers/{name}.png)" in text
 
