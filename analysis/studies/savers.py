@@ -30,7 +30,7 @@ import pandas as pd
 from analysis import figures, records
 from analysis.markdown import fmt, image, md_table
 
-GIB, MIB = 2 ** 30, 2 ** 20
+GIB = 2 ** 30
 KEYS = ["dataset", "model", "workers", "setting"]
 EXACT = "full_halo"  # plain full_halo in fp32: what every ratio is taken against
 # The variants each preset runs, spelt as the runtime names them (`benchmarks.record.run_variant`).
@@ -95,7 +95,8 @@ def _per_variant(runs_df: pd.DataFrame, expected: list[str], columns: list[str])
         for variant in variants:
             v = g[g["variant"] == variant]
             ok = v[v["status"] == "ok"]
-            row = {**dict(zip(KEYS, key)), "variant": variant, "seeds": len(ok), "failed": len(v) - len(ok), "cores": v["cores"].max() if len(v) else math.nan,
+            row = {**dict(zip(KEYS, key)), "variant": variant, "seeds": len(ok), "failed": len(v) - len(ok),
+                   "cores": v["cores"].max() if len(v) else math.nan,
                    "status": "ok" if len(ok) else "failed" if len(v) else "not run",
                    "error": (v.loc[v["status"] != "ok", "error"].dropna().tolist() or [None])[0]}
             for c in columns:
