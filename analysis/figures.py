@@ -300,6 +300,91 @@ def accuracy_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
     return save(fig, out_dir, "accuracy_vs_halo_bytes")
 
 
+def _short(variant: str) -> str:
+    """A point's label: the method and its savers, abbreviated (`full_halo +ckpt +bf16`)."""
+    words = {"memory.checkpoint=layer": "+ckpt", "precision=bf16": "+bf16", "comm.quantize_grads=True": "+grads"}
+    return " ".join(words.get(w, w.replace("comm.quantize=", "+")) for w in variant.split())
+
+
+def _name_missing(ax, g: pd.DataFrame, shown: pd.DataFrame) -> None:
+    """Under the axes, where it hides no point: the variants of a panel without a point, and why
+    (not run, failed, or no full_halo to take a ratio to)."""
+    missing = {}
+    for _, r in g[~g.index.isin(shown.index)].iterrows():
+        why = "no full_halo baseline" if r["status"] == "ok" else r["status"]
+        missing.setdefault(why, []).append(_short(r["variant"]))
+    if missing:
+        ax.text(0, -0.2, textwrap.fill("; ".join(f"{why}: {', '.join(v)}" for why, v in missing.items()), 80),
+                transform=ax.transAxes, va="top", fontsize=7, color="red")
+
+
+def working_set_vs_epoch_time(t: pd.DataFrame, out_dir) -> list[Path]:
+    """Study `savers`: each variant as one point, its epoch time against its largest rank's training
+    working set, both as ratios to plain full_halo in fp32 (at 1, 1); one panel per dataset, model
+    and worker count; the goal of checkpointing (<= 1.5x the time, <= 0.5x the memory) shaded.
+    Lower left is better; variants without a ratio (not run, failed) are named under the panel."""
+    sty = style(t["variant"])
+    panels = list(t.groupby(["dataset", "model", "workers"], sort=True))
+    fig, axes = _grid(len(panels), size=(5.6, 4.4))
+    for ax, ((dataset, model, workers), g) in zip(axes.flat, panels):
+        ax.add_patch(plt.Rectangle((0, 0), 1.5, 0.5, color="tab:green", alpha=0.15, linewidth=0,
+                                   label="goal of checkpointing: <= 1.5x time, <= 0.5x memory"))
+        ax.axhline(1, color="grey", linestyle="--", linewidth=0.8)
+        ax.axvline(1, color="grey", linestyle="--", linewidth=0.8)
+        shown = g[g["time_ratio"].notna() & g["mem_ratio"].notna()]
+        for _, r in shown.iterrows():
+            ax.plot(r["time_ratio"], r["mem_ratio"], linestyle="none", label=r["variant"], **sty[r["variant"]])
+            ax.annotate(_short(r["variant"]), (r["time_ratio"], r["mem_ratio"]), xytext=(5, 4),
+                        textcoords="offset points", fontsize=7)
+        _name_missing(ax, g, shown)
+        ax.set_xlim(0, max(1.7, 1.15 * shown["time_ratio"].max()) if len(shown) else 1.7)
+        ax.set_ylim(0, max(1.2, 1.15 * shown["mem_ratio"].max()) if len(shown) else 1.2)
+        ax.set_xlabel("median epoch time / plain full_halo's")
+        ax.set_ylabel("training working set (largest rank)\n/ plain full_halo's")
+        ax.set_title(f"{dataset} · {model} · P={workers}")
+    _hide_unused(axes, len(panels))
+    fig.suptitle("Memory against time of the savers (ratios to full_halo in fp32)")
+    _legend(fig, axes, False)
+    return save(fig, out_dir, "working_set_vs_epoch_time")
+
+
+def accuracy_cost_vs_bytes_ratio(t: pd.DataFrame, out_dir) -> list[Path]:
+    """Study `savers`, quantised messages: each variant as one point, its halo bytes per epoch
+    against its test accuracy cost (full_halo's mean minus its own, in points; bar: the variant's
+    standard deviation over seeds), both against plain full_halo in fp32 (at 0 cost, 1x); one panel
+    per dataset, model and worker count. Lower left is better. Drawn: the accuracy goal (<= 0.5
+    point), int8's bytes goal (<= 0.3x) and AdaQP's box (<= 0.35x at <= 0.5 point)."""
+    sty = style(t["variant"])
+    panels = list(t.groupby(["dataset", "model", "workers"], sort=True))
+    fig, axes = _grid(len(panels), size=(5.6, 4.4))
+    for ax, ((dataset, model, workers), g) in zip(axes.flat, panels):
+        shown = g[g["bytes_ratio"].notna() & g["acc_gap_pt"].notna()]
+        bar = (100 * shown["test_acc_std"]).fillna(0)
+        low = min(-1.0, 1.1 * (shown["acc_gap_pt"] - bar).min()) if len(shown) else -1.0
+        high = max(1.5, 1.1 * (shown["acc_gap_pt"] + bar).max()) if len(shown) else 1.5
+        ax.add_patch(plt.Rectangle((0, low), 0.35, 0.5 - low, color="tab:green", alpha=0.15, linewidth=0,
+                                   label="AdaQP's goal: <= 0.35x bytes, <= 0.5 point"))
+        ax.axhline(0.5, color="tab:green", linestyle="--", linewidth=0.8, label="bf16 and int8: <= 0.5 point")
+        ax.axvline(0.3, color="tab:green", linestyle=":", linewidth=1, label="int8: <= 0.3x bytes")
+        ax.axhline(0, color="grey", linewidth=0.8)
+        for _, r in shown.iterrows():
+            std = 100 * r["test_acc_std"]
+            ax.errorbar(r["bytes_ratio"], r["acc_gap_pt"], yerr=std if std == std else None, linestyle="none",
+                        capsize=3, label=r["variant"], **sty[r["variant"]])
+            ax.annotate(_short(r["variant"]), (r["bytes_ratio"], r["acc_gap_pt"]), xytext=(5, 4),
+                        textcoords="offset points", fontsize=7)
+        _name_missing(ax, g, shown)
+        ax.set_xlim(0, max(1.1, 1.1 * shown["bytes_ratio"].max()) if len(shown) else 1.1)
+        ax.set_ylim(low, high)
+        ax.set_xlabel("halo bytes per epoch / plain full_halo's")
+        ax.set_ylabel("test accuracy cost vs full_halo (points)\nbar: standard deviation over seeds")
+        ax.set_title(f"{dataset} · {model} · P={workers}")
+    _hide_unused(axes, len(panels))
+    fig.suptitle("Accuracy cost against halo traffic of quantised messages (vs full_halo in fp32)")
+    _legend(fig, axes, False)
+    return save(fig, out_dir, "accuracy_cost_vs_bytes_ratio")
+
+
 def _hide_unused(axes, n: int) -> None:
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.studies import boundary, digest, runtime, sampling, sar
+from analysis.studies import boundary, digest, runtime, sampling, sar, savers
 
 SECTIONS = {
     "runtime": runtime.section,
@@ -17,6 +17,7 @@ SECTIONS = {
     "digest_stragglers": digest.stragglers_section,
     "sampling": sampling.section,
     "boundary": boundary.section,
+    "savers": savers.section,
 }
 
 

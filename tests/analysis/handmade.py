@@ -11,7 +11,7 @@ from pathlib import Path
 DEFAULTS = {"sar": {"mode": "sar", "prefetch": 1}, "digest": {"sync_every": 10, "asynchronous": False}}
 # Keys that are not part of a run's setting (the runtime's non-semantic keys, plus the comparison axes).
 NOT_SETTING = ("method", "workers", "seed", "results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s",
-               "resume", "reproduces", "study", "sweep")
+               "resume", "reproduces", "study", "sweep", "kernel", "memory", "precision", "comm")
 NOT_TRAINING = ("eval", "setup", "probe")
 
 
@@ -24,17 +24,26 @@ def variant(method: str, options: dict) -> str:
 def record(method="full_halo", workers=2, seed=0, epoch_time=1.0, peak=1000, train_mem=100, comm=0,
            val=(0.5, 0.7, 0.9), status="ok", dataset="synthetic", model="sage", options=None, reproduces=None,
            hidden=128, layers=3, batch_norm=False, by_cat=None, error=None, epochs=3, extra=None,
-           summary=None) -> dict:
-    """`extra`: more config keys (a study's `study`, `partitioner`, ...); `summary`: more summary fields."""
+           summary=None, savers=None) -> dict:
+    """`extra`: more config keys (a study's `study`, `partitioner`, ...); `summary`: more summary fields;
+    `savers`: the savers that are not at their default, as the variant names them, in its order
+    (`{"memory.checkpoint": "layer", "precision": "bf16"}`): in the config and the variant, not the setting."""
     history = [{"epoch": e, "train_loss": 1.0 / (e + 1), "train_acc": v, "val_acc": v, "test_acc": v - 0.01,
                 "epoch_time_s": epoch_time, "comm_bytes": comm} for e, v in enumerate(val)]
     config = {"method": {"name": method, **(options or {})}, "dataset": {"name": dataset}, "model": {"name": model},
               "workers": workers, "seed": seed, "epochs": epochs, "hidden": hidden, "layers": layers,
               "batch_norm": batch_norm, "reproduces": reproduces, "results_dir": "r", **(extra or {})}
+    for dotted, value in (savers or {}).items():
+        *parents, leaf = dotted.split(".")
+        node = config
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
     setting_config = {k: v for k, v in config.items() if k not in NOT_SETTING}
     r = {"status": status, "error": error, "method": method, "dataset": dataset, "model": model, "workers": workers,
          "seed": seed, "config": config, "history": history, "env": {"cores": 2, "torch": "x", "device": "cpu"},
-         "variant": variant(method, options or {}), "setting_config": setting_config,
+         "variant": " ".join([variant(method, options or {}), *(f"{k}={v}" for k, v in (savers or {}).items())]),
+         "setting_config": setting_config,
          "setting": hashlib.sha1(json.dumps(setting_config, sort_keys=True, default=str).encode()).hexdigest()[:6]}
     if status == "ok":
         best = max(range(len(val)), key=lambda i: val[i])
