@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -40,6 +40,19 @@ TAG = 2000  # p2p tags of the posted exchanges: TAG + 64 * direction + width (di
 
 
 # --------------------------------------------------------------------------- the assignment
+class _Downgrades(NamedTuple):
+    """One channel's downgrades in the order the solver takes them (k = 0 .. steps): the bytes and
+    variance of the channel after the first k."""
+
+    rows: int
+    order: np.ndarray  # rows by decreasing score
+    group_rows: np.ndarray  # rows in each group (of the rows with a non-zero score, in `order`)
+    step_group: np.ndarray  # each step's group
+    stage: np.ndarray  # each step's kind: 0: 8 -> 4, 1: 4 -> 2
+    prefix_bytes: np.ndarray
+    prefix_var: np.ndarray
+
+
 def assign_widths(channels: list[np.ndarray], width: int, variance_weight: float,
                   group_size: int) -> list[np.ndarray]:
     """Bit widths (2, 4 or 8 per row) for one layer and direction: `channels[c]` holds the scores of
@@ -52,8 +65,9 @@ def assign_widths(channels: list[np.ndarray], width: int, variance_weight: float
     every channel, the alpha-beta time of the bottleneck, normalised, is its bytes normalised);
     V8, T8 / V2, T2: their values with every row at 8 / at 2 bits.
 
-    Solver (in place of the paper's MILP): each channel's rows are sorted by score and cut into groups
-    of `group_size`; a group with score 0 is exact at any width and goes at 2 bits. The downgrades of
+    Solver (in place of the paper's MILP): a row with score 0 is exact at any width (or nobody
+    aggregates it) and goes at 2 bits; each channel's other rows are sorted by score and cut into
+    groups of `group_size`. The downgrades of
     a channel (8 -> 4 and 4 -> 2 of each group) are ordered by variance added per byte saved, a convex
     order in which each group's 8 -> 4 comes before its 4 -> 2, so each prefix of that order is the
     least-variance assignment of the channel for its bytes (the greedy optimum of this
@@ -67,50 +81,47 @@ def assign_widths(channels: list[np.ndarray], width: int, variance_weight: float
     plans = []
     for scores in channels:
         scores = np.asarray(scores, dtype=np.float64)
-        n = scores.shape[0]
-        order = np.argsort(-scores, kind="stable")
-        starts = np.arange(0, n, group_size)
-        group_score = np.add.reduceat(scores[order], starts) if n else np.zeros(0)
-        group_rows = np.diff(np.append(starts, n))
-        live = np.flatnonzero(group_score > 0)
-        step_group = np.concatenate([live, live])
-        stage = np.repeat([0, 1], live.shape[0])  # 0: 8 -> 4, 1: 4 -> 2
-        saved = np.concatenate([group_rows[live] * (row_bytes[8] - row_bytes[4]),
-                                group_rows[live] * (row_bytes[4] - row_bytes[2])])
-        added = np.concatenate([group_score[live] * (inverse[4] - inverse[8]),
-                                group_score[live] * (inverse[2] - inverse[4])])
+        n, live = scores.shape[0], int((scores > 0).sum())
+        order = np.argsort(-scores, kind="stable")  # rows with score 0 last: they stay at 2 bits
+        starts = np.arange(0, live, group_size)
+        group_score = np.add.reduceat(scores[order[:live]], starts) if live else np.zeros(0)
+        group_rows = np.diff(np.append(starts, live))
+        groups = np.arange(group_rows.shape[0])
+        step_group = np.concatenate([groups, groups])
+        stage = np.repeat([0, 1], groups.shape[0])  # 0: 8 -> 4, 1: 4 -> 2
+        saved = np.concatenate([group_rows * (row_bytes[8] - row_bytes[4]), group_rows * (row_bytes[4] - row_bytes[2])])
+        added = np.concatenate([group_score * (inverse[4] - inverse[8]), group_score * (inverse[2] - inverse[4])])
         ratio = np.full(saved.shape, np.inf)
         np.divide(added, saved, out=ratio, where=saved > 0)  # a downgrade that saves nothing comes last
         steps = np.lexsort((step_group, stage, ratio))
-        start_bytes = int(group_rows[live].sum()) * row_bytes[8] + int(n - group_rows[live].sum()) * row_bytes[2]
+        start_bytes = live * row_bytes[8] + (n - live) * row_bytes[2]
         prefix_bytes = start_bytes - np.concatenate([[0], np.cumsum(saved[steps])]).astype(np.int64)
         prefix_var = group_score.sum() * inverse[8] + np.concatenate([[0.0], np.cumsum(added[steps])])
-        plans.append((order, group_rows, live, step_group[steps], stage[steps], prefix_bytes, prefix_var))
+        plans.append(_Downgrades(n, order, group_rows, step_group[steps], stage[steps], prefix_bytes, prefix_var))
 
-    total_score = sum(float(p[6][0]) for p in plans) / inverse[8]
+    total_score = sum(float(p.prefix_var[0]) for p in plans) / inverse[8]
     v8, v2 = total_score * inverse[8], total_score * inverse[2]
-    sizes = [p[1].sum() for p in plans]
-    t8, t2 = max(sizes, default=0) * row_bytes[8], max(sizes, default=0) * row_bytes[2]
-    taus = np.unique(np.concatenate([p[5] for p in plans])) if plans else np.zeros(1, np.int64)
-    taus = taus[taus >= max((int(p[5][-1]) for p in plans), default=0)]  # a busiest channel all can meet
+    largest = max((p.rows for p in plans), default=0)
+    t8, t2 = largest * row_bytes[8], largest * row_bytes[2]
+    taus = np.unique(np.concatenate([p.prefix_bytes for p in plans])) if plans else np.zeros(1, np.int64)
+    taus = taus[taus >= max((int(p.prefix_bytes[-1]) for p in plans), default=0)]  # bounds every channel meets
     variance, busiest = np.zeros(taus.shape), np.zeros(taus.shape, np.int64)
     for p in plans:
-        k = np.searchsorted(-p[5], -taus, side="left")  # the shortest prefix within tau
-        variance += p[6][k]
-        busiest = np.maximum(busiest, p[5][k])
+        k = np.searchsorted(-p.prefix_bytes, -taus, side="left")  # the shortest prefix within tau
+        variance += p.prefix_var[k]
+        busiest = np.maximum(busiest, p.prefix_bytes[k])
     objective = (variance_weight * (variance - v8) / (v2 - v8 if v2 > v8 else 1.0)
                  + (1 - variance_weight) * (busiest - t2) / (t8 - t2 if t8 > t2 else 1))
     tau = taus[int(np.argmin(objective))]
 
     out = []
-    for order, group_rows, live, step_group, stage, prefix_bytes, _ in plans:
-        k = int(np.searchsorted(-prefix_bytes, -tau, side="left"))
-        group_bits = np.full(group_rows.shape, 2, dtype=np.int8)
-        group_bits[live] = 8
-        group_bits[step_group[:k][stage[:k] == 0]] = 4
-        group_bits[step_group[:k][stage[:k] == 1]] = 2
-        bits = np.empty(order.shape, dtype=np.int8)
-        bits[order] = np.repeat(group_bits, group_rows)
+    for p in plans:
+        k = int(np.searchsorted(-p.prefix_bytes, -tau, side="left"))
+        group_bits = np.full(p.group_rows.shape, 8, dtype=np.int8)
+        group_bits[p.step_group[:k][p.stage[:k] == 0]] = 4
+        group_bits[p.step_group[:k][p.stage[:k] == 1]] = 2
+        bits = np.full(p.rows, 2, dtype=np.int8)
+        bits[p.order[:p.group_rows.sum()]] = np.repeat(group_bits, p.group_rows)
         out.append(bits)
     return out
 
@@ -255,7 +266,7 @@ class Widths:
             self.traces[key].zero_()
         seconds = time.perf_counter() - start
         self.assign_s += seconds
-        self.assignments.append({"epoch": epoch, "seconds": seconds})
+        self.assignments.append({"epoch": epoch, "seconds": seconds, "widths": self.histogram()})
 
     def solve(self, scores: list[np.ndarray]) -> list[np.ndarray]:
         """Rank 0: every rank's scores (its sent rows, keys in order) -> every rank's widths (its sent
@@ -427,5 +438,5 @@ class Method(FullGraphMethod):
         return {"adaqp": {
             "widths": self.widths.histogram(),  # rows this rank sends at each width, at the end
             "assign_s": self.widths.assign_s,  # outside the epoch times
-            "assignments": self.widths.assignments,
+            "assignments": self.widths.assignments,  # each: the epoch from which it holds, its seconds, widths
         }}
