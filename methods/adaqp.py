@@ -15,8 +15,9 @@ code raywan-110/AdaQP). `full_halo` with two changes (docs/savers.md, "AdaQP"):
   arrived. Backward overlaps the same way: the halo gradients are posted as soon as they are known
   and added to the local gradients once those are complete. Same sums as `full_halo`, in another order.
 
-`bits=32` (the paper's Vanilla with `overlap=false`, AdaQP-p with `overlap=true`) sends full-precision
-rows and is `full_halo` exactly; `bits=8|4|2` fixes every row's width (AdaQP-q's uniform variant).
+The paper's modes: Vanilla is `bits=32 overlap=false`, AdaQP-p `bits=32` (both `full_halo` up to
+float summation order), AdaQP-q `overlap=false`, AdaQP the defaults. `bits=8|4|2` fixes every row's
+width (the code's `uniform` scheme).
 """
 from __future__ import annotations
 
@@ -67,14 +68,13 @@ def assign_widths(channels: list[np.ndarray], width: int, variance_weight: float
 
     Solver (in place of the paper's MILP): a row with score 0 is exact at any width (or nobody
     aggregates it) and goes at 2 bits; each channel's other rows are sorted by score and cut into
-    groups of `group_size`. The downgrades of
-    a channel (8 -> 4 and 4 -> 2 of each group) are ordered by variance added per byte saved, a convex
-    order in which each group's 8 -> 4 comes before its 4 -> 2, so each prefix of that order is the
-    least-variance assignment of the channel for its bytes (the greedy optimum of this
-    multiple-choice knapsack, exact at every prefix). For every candidate bound tau on the busiest
-    channel's bytes (every prefix's bytes of every channel), each channel takes the shortest prefix
-    within tau; the objective is evaluated for each tau and the best taken (the smallest tau on ties).
-    Exact up to the integrality of one group per channel at each tau; O(G log G) for G groups."""
+    groups of `group_size`. A channel's downgrades (8 -> 4 and 4 -> 2 of each group) are ordered by
+    variance added per byte saved; the order is convex (each group's 8 -> 4 comes before its 4 -> 2),
+    so each prefix of it is the channel's least-variance assignment for its bytes (the greedy optimum
+    of this multiple-choice knapsack, exact at every prefix). For every candidate bound tau on the
+    busiest channel's bytes (every prefix's bytes of every channel) each channel takes its shortest
+    prefix within tau; the objective is evaluated at every tau and the best kept (the smallest tau on
+    ties). Exact up to one group per channel left whole at each tau; O(G log G) for G groups."""
     levels = {b: (1 << b) - 1 for b in WIDTHS}
     row_bytes = {b: Codec(f"int{b}").payload_bytes(1, width) for b in WIDTHS}
     inverse = {b: 1.0 / levels[b] ** 2 for b in WIDTHS}
