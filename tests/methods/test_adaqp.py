@@ -4,15 +4,19 @@ the recorded assignments, overlap and checkpointing change nothing, and it train
 `full_halo`; the width solver's lambda limits; bad options are one line."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
+from benchmarks.aggregation import HaloPlan
 from benchmarks.errors import UserError
 from benchmarks.models import build_model
 from benchmarks.quantize import Codec
 from benchmarks.runner import plan
-from methods.adaqp import FULL, WIDTHS, assign_widths
+from methods.adaqp import FULL, WIDTHS, Widths, assign_widths
+from tests.benchmarks.test_comm import mirror  # noqa: F401  (fixture)
 from tests.methods.exactness import DATASETS, analytic_bytes, assert_comm, assert_matches, grads_of, run_ok
 
 COMMON = ["workers=3", *DATASETS["synthetic"]]  # a random partition: big halos, every rank talks to every rank
@@ -118,6 +122,26 @@ def test_solver_lambda_limits_and_trade_off(group_size):
         order = np.argsort(-scores, kind="stable")
         assert (np.diff(bits[order][scores[order] > 0].astype(int)) <= 0).all()
     assert {int(b) for bits in assign_widths(channels, width, 0.5, group_size) for b in bits} == set(WIDTHS)
+
+
+@pytest.mark.fast
+def test_rows_of_mixed_widths_arrive_decoded_in_their_places(mirror):  # noqa: F811
+    """One all-to-all per width; each received row lands where it belongs, within its width's
+    quantisation step (exact at 32 bits), and is counted at its width's payload size."""
+    from benchmarks.comm import Comm
+    ctx = SimpleNamespace(comm=Comm(rank=0, world=2), plan=HaloPlan(torch.arange(6), [0, 6], [0, 6]), cfg={"seed": 0},
+                          rank=0, world=2, device=torch.device("cpu"),
+                          model=SimpleNamespace(exchanges=lambda: [(10, False)]))
+    widths, key = Widths(ctx, 8, 0.5, 1), ("halo_fwd", 0)
+    bits = torch.tensor([2, 8, 4, FULL, 8, 2], dtype=torch.int8)
+    widths.bits[key] = (bits, bits)  # the stand-in peer sends me what I send it, at the same widths
+    widths.routes[key] = widths.route(key)
+    rows = torch.randn(6, 10)
+    got = widths.post(rows, key).wait()
+    step = (rows.amax(1) - rows.amin(1)) / (2.0 ** bits.double() - 1).float()
+    assert ((got - rows).abs().amax(1) <= step + 1e-6).all()
+    assert torch.equal(got[3], rows[3])
+    assert ctx.comm.by_category() == {"halo_fwd": sum(row_bytes(int(b), 10) for b in bits)}
 
 
 @pytest.mark.fast
