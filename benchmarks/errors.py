@@ -22,10 +22,11 @@ class Stopped(BaseException):
 
 
 def choose(kind: str, name: str, valid) -> str:
-    """Return `name` if it is one of `valid`, else raise the suite's standard unknown-name error."""
-    valid = sorted(valid)
+    """Return `name` if it is one of `valid`, else raise the suite's standard unknown-name error.
+    Numbers among the names (`method.bits`: adaptive | 32 | 8 | 4 | 2) are listed first, in order."""
+    valid = sorted(valid, key=lambda v: (isinstance(v, str), v))
     if name not in valid:
-        raise UserError(f"unknown {kind} '{name}'; choose one of: {', '.join(valid)}")
+        raise UserError(f"unknown {kind} '{name}'; choose one of: {', '.join(map(str, valid))}")
     return name
 
 

@@ -112,6 +112,11 @@ class Method:
     def train_epoch(self, epoch: int) -> torch.Tensor:
         raise NotImplementedError
 
+    def between_epochs(self, epoch: int) -> None:
+        """Called on every rank right before epoch `epoch`'s `train_epoch`, outside its timed region:
+        work that the method's paper keeps out of its epoch time (AdaQP's bit-width assignment). What
+        it sends is counted with the epoch's bytes."""
+
     def evaluation_model(self) -> torch.nn.Module:
         """The model the shared evaluation runs, identical on every rank (methods whose replicas
         drift apart between averaging rounds return their average)."""

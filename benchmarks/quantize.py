@@ -73,7 +73,9 @@ class Codec:
         if n == 0:
             return torch.zeros(shape, device=payload.device)
         per_row = payload.reshape(n, self.payload_bytes(1, width))
-        header = per_row[:, :HEADER_BYTES].contiguous().view(torch.float32)  # [n, 2]
+        # Copied into a buffer of its own: one row's slice counts as contiguous whatever its stride,
+        # and viewing bytes as fp32 needs the rows 4-byte aligned.
+        header = per_row[:, :HEADER_BYTES].flatten().clone().view(torch.float32).view(n, 2)
         codes = self._unpack(per_row[:, HEADER_BYTES:], width)
         return (header[:, :1] + header[:, 1:] * codes.float()).reshape(shape)
 

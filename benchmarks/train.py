@@ -85,6 +85,7 @@ def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
     memory.start_training()
     for epoch in range(epochs):
         before = ctx.comm.training_bytes()
+        method.between_epochs(epoch)  # untimed; its traffic counts toward the epoch
         with Timer(device) as timer:
             loss = method.train_epoch(epoch)
         if epoch == 0 and cfg.get("probe_grads"):
