@@ -302,7 +302,8 @@ def accuracy_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
 
 def _short(variant: str) -> str:
     """A point's label: the method and its savers, abbreviated (`full_halo +ckpt +bf16`)."""
-    words = {"memory.checkpoint=layer": "+ckpt", "precision=bf16": "+bf16", "comm.quantize_grads=True": "+grads"}
+    words = {"memory.checkpoint=layer": "+ckpt", "memory.checkpoint=all": "+ckpt(all)", "precision=bf16": "+bf16",
+             "comm.quantize_grads=True": "+grads"}
     return " ".join(words.get(w, w.replace("comm.quantize=", "+")) for w in variant.split())
 
 
