@@ -43,8 +43,9 @@ AXES = ("method", "workers", "seed", "kernel", "memory", "precision", "comm")
 # Keys added after records existed, left out of the name's hash and the setting at these values
 # (what every older record ran with), so older records keep their names and settings. They are the
 # axes a variant names beside the method's options (`run_variant`).
-LATER_DEFAULTS = {"kernel": "spmm", "precision": "fp32",
+LATER_DEFAULTS = {"kernel": "spmm",
                   "memory": {"checkpoint": "none", "checkpoint_halo": "refetch", "offload": "none", "offload_stale": False},
+                  "precision": "fp32",
                   "comm": {"quantize": "none", "quantize_grads": False}}
 
 
