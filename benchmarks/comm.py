@@ -46,8 +46,8 @@ class Comm:
         self.rank, self.world = rank, world
         # Stochastic rounding draws from its own generator: quantising does not shift the dropout
         # masks or sampling of the run, so `comm.quantize` changes nothing but the messages.
-        generator = torch.Generator(device).manual_seed(1_000_003 * (seed + 1) + rank)
-        self.codec = None if quantize == "none" else Codec(quantize, generator)
+        self.codec = None if quantize == "none" else Codec(
+            quantize, torch.Generator(device).manual_seed(1_000_003 * (seed + 1) + rank))
         self.quantize_grads = quantize_grads and self.codec is not None
         self.sent = defaultdict(int)  # (category, layer or None) -> bytes this rank sent
         self.blocked = defaultdict(float)  # category -> seconds this rank was blocked communicating

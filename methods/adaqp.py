@@ -293,9 +293,12 @@ class Widths:
 
     def histogram(self) -> dict:
         """Rows this rank sends at each width, per '<direction>/<layer>' (the current assignment)."""
-        return {f"{d}/{layer}": {str(b): int((self.bits[(d, layer)][0] == b).sum()) for b in (*WIDTHS, FULL)
-                                 if int((self.bits[(d, layer)][0] == b).sum())}
-                for d, layer in self.keys}
+        out = {}
+        for d, layer in self.keys:
+            sent = self.bits[(d, layer)][0]
+            counts = {str(b): int((sent == b).sum()) for b in (*WIDTHS, FULL)}
+            out[f"{d}/{layer}"] = {b: n for b, n in counts.items() if n}
+        return out
 
 
 # --------------------------------------------------------------------------- autograd

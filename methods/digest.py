@@ -64,6 +64,7 @@ class StaleHalo:
 
     def __init__(self, ctx, sync: str = "blocking", input_dropout: float = 0.0):
         self.ctx, self.tables, self.refresh = ctx, {}, True
+        self.on_host = bool((ctx.cfg.get("memory") or {}).get("offload_stale"))  # `memory.offload_stale`
         self.sync, self.inputs = sync, CachedHaloInputs(ctx, input_dropout)
         self.step = 0
         self.computed = {}  # layer -> the step whose forward computed the table's rows
@@ -96,9 +97,7 @@ class StaleHalo:
     def kept(self, rows: torch.Tensor) -> torch.Tensor:
         """A table as it is kept between steps: in pinned host memory with `memory.offload_stale`
         (copied to the device at each use), else where it arrived."""
-        if (self.ctx.cfg.get("memory") or {}).get("offload_stale"):
-            return rows.to("cpu").pin_memory()
-        return rows
+        return rows.to("cpu").pin_memory() if self.on_host else rows
 
     def exchange(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         return exchange_rows(h, self.ctx.plan, self.ctx.comm, "stale_sync", layer)

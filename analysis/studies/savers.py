@@ -68,8 +68,6 @@ def _halo(by_category: dict, recompute: bool) -> float:
 def split(recs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The runs of the memory table and those of the quantisation table (module docstring)."""
     runs_df = records.runs(recs)
-    env = {Path(r["_path"]).stem: r.get("env") or {} for r in recs if "_path" in r}
-    runs_df["cores"] = pd.to_numeric(runs_df["run"].map(lambda run: env.get(run, {}).get("cores")), errors="coerce")
     runs_df["halo_bytes_per_epoch"] = runs_df["comm_by_category"].map(lambda c: _halo(c, recompute=False))
     runs_df["recompute_bytes_per_epoch"] = runs_df["comm_by_category"].map(lambda c: _halo(c, recompute=True))
     runs_df["grad_bytes_per_epoch"] = runs_df["comm_by_category"].map(lambda c: c.get("grad_allreduce", 0.0))
