@@ -19,7 +19,16 @@ def main(argv=None) -> None:
                    help="validation accuracy to time each run to (default: 95%% of the best reached)")
     t = sub.add_parser("table", help="print the runs table of a folder of records")
     t.add_argument("results_dir")
+    j = sub.add_parser("project", help="project epoch time and memory per rank with the cost model")
+    j.add_argument("results_dir")
+    j.add_argument("--hardware", required=True, help="a profile in conf/hardware/ (or a path to one)")
+    j.add_argument("--workers", default="", help="comma-separated worker counts to project to (needs --graph)")
+    j.add_argument("--graph", default=None, help="partition statistics of the target graph "
+                   "(results/partition_stats/*.json, from `python -m benchmarks.partition_stats`)")
+    j.add_argument("--out", default=None, help="where projection.md/.json and figures/ go (default: results_dir)")
     args = p.parse_args(argv)
+    if args.command == "project":
+        return _project(args)
     from analysis import records as rec  # pandas and matplotlib load only once the arguments are good
     from analysis.report import build, runs_table
 
@@ -32,6 +41,30 @@ def main(argv=None) -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     print(f"report: {path}")
+
+
+def _project(args) -> None:
+    from analysis import projection
+    from analysis import records as rec
+    from benchmarks.errors import UserError
+    from benchmarks.hardware import load_profile
+
+    try:
+        workers = [int(w) for w in args.workers.split(",") if w.strip()]
+        if any(w < 1 for w in workers) or (workers and not args.graph):
+            raise ValueError
+    except ValueError:
+        print(f"error: --workers takes positive integers, with --graph (got {args.workers!r})", file=sys.stderr)
+        sys.exit(2)
+    try:
+        profile = load_profile(args.hardware)
+        stats = projection.load_stats(args.graph) if args.graph else None
+        rows, skipped = projection.project_records(rec.load(args.results_dir), profile, workers, stats)
+    except (NoRecords, UserError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    paths = projection.write(rows, skipped, profile.name, args.out or args.results_dir)
+    print(f"projection: {paths[0]}")
 
 
 if __name__ == "__main__":

@@ -404,3 +404,46 @@ def all_figures(records: list[dict], out_dir) -> dict[str, list[Path]]:
         "comm_vs_workers": comm_vs_workers(agg, comm, out_dir),
         "memory_time_scatter": memory_time_scatter(agg, out_dir),
     }
+
+
+PROJECTED_TERMS = ("dense", "aggregate", "elementwise", "exchange", "allreduce")
+
+
+def projection_vs_workers(rows: list[dict], out_dir) -> list[Path]:
+    """The cost model's projection (`analysis.projection`), one row of panels per (dataset, model):
+    projected epoch time against workers, projected training memory per rank against workers (hollow
+    markers: projected; filled: measured, where a record of that configuration exists), and the
+    share of each time term at the largest P (overlap subtracted from the exchange it hides)."""
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return []
+    df["label"] = df["variant"].fillna(df["method"])
+    groups = list(df.groupby(["dataset", "model", "hardware"], sort=True))
+    fig, axes = _grid(len(groups), per_group=3)
+    sty = style(df["label"])
+    for (dataset, model, hardware), g in groups:
+        ax_t, ax_m, ax_f = axes[groups.index(((dataset, model, hardware), g))]
+        for label, v in g.groupby("label"):
+            v = v.groupby("workers").mean(numeric_only=True).reset_index()
+            ax_t.plot(v["workers"], v["projected_epoch_s"], label=label, **sty[label])
+            ax_m.plot(v["workers"], v["projected_train_mem_bytes"] / GIB, **sty[label])
+            measured = v.dropna(subset=["measured_epoch_s"])
+            ax_t.scatter(measured["workers"], measured["measured_epoch_s"], color=sty[label]["color"], s=18)
+            measured = v.dropna(subset=["measured_train_mem_bytes"])
+            ax_m.scatter(measured["workers"], measured["measured_train_mem_bytes"] / GIB, color=sty[label]["color"], s=18)
+        for ax, what in ((ax_t, "epoch time (s)"), (ax_m, "training memory per rank (GiB)")):
+            _workers_axis(ax, g["workers"])
+            ax.set_ylabel(f"projected {what}")
+            ax.set_yscale("log")
+            ax.set_title(f"{dataset} · {model} on {hardware}\n(hollow: projected; filled: measured)")
+        top = g[g["workers"] == g["workers"].max()].groupby("label").first()
+        shares = pd.DataFrame([{t: max(0.0, r["time_terms"].get(t, 0.0) + (r["time_terms"].get("overlap", 0.0)
+                                                                         if t == "exchange" else 0.0))
+                                for t in PROJECTED_TERMS} for _, r in top.iterrows()], index=top.index)
+        shares = shares.div(shares.sum(axis=1), axis=0)
+        shares.plot.barh(stacked=True, ax=ax_f, legend=False, colormap="Set2")
+        ax_f.set_xlabel(f"share of projected epoch time at P = {int(g['workers'].max())}")
+        ax_f.set_ylabel("")
+        ax_f.legend(fontsize=7, loc="lower right")
+    _legend(fig, axes[:, :1], extra_failed=False)
+    return save(fig, out_dir, "projection_vs_workers")

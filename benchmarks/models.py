@@ -25,6 +25,14 @@ def _glorot(*shape) -> nn.Parameter:
     return nn.Parameter(w)
 
 
+def _work(edges: int, width: int, rows: int, dense_flops: int, edge_ops: int = 0) -> dict:
+    """One forward pass of a layer over a rank's rows, counted, not timed (the cost model's input):
+    `edges` aggregated at `aggregate_width` features each, `rows` transformed, the dense FLOPs of the
+    projections (2 per multiply-add), and `edge_ops` (GAT: the logits, softmax and weights of each
+    edge and head)."""
+    return {"edges": edges, "aggregate_width": width, "rows": rows, "dense_flops": dense_flops, "edge_ops": edge_ops}
+
+
 class GCNLayer(nn.Module):
     """h' = Â (h W) + b with Â = D^-1/2 (A + I) D^-1/2 (self-loops are in the graph). W is applied
     before aggregating, as PyG's GCNConv does, so the halo carries the narrower output width."""
@@ -37,6 +45,10 @@ class GCNLayer(nn.Module):
 
     def exchange_needs_grad(self, first: bool) -> bool:
         return True
+
+    def work(self, rows: int, edges: int) -> dict:
+        d_out, d_in = self.weight.shape
+        return _work(edges, d_out, rows, 2 * rows * d_in * d_out)
 
     def forward(self, h, agg, layer: int):
         out = agg.propagate_linear(h, self.weight, "gcn", layer)
@@ -56,6 +68,10 @@ class SAGELayer(nn.Module):
 
     def exchange_needs_grad(self, first: bool) -> bool:
         return self.project_first or not first
+
+    def work(self, rows: int, edges: int) -> dict:
+        d_out, d_in = self.lin_l.weight.shape
+        return _work(edges, self.exchange_width, rows, 2 * 2 * rows * d_in * d_out)  # lin_l and lin_r
 
     def forward(self, h, agg, layer: int):
         if self.project_first:
@@ -84,6 +100,11 @@ class GATLayer(nn.Module):
     def exchange_needs_grad(self, first: bool) -> bool:
         return True
 
+    def work(self, rows: int, edges: int) -> dict:
+        width, d_in = self.weight.shape
+        # the projection, then each row's two attention logits per head (a_src . z, a_dst . z)
+        return _work(edges, width, rows, 2 * rows * d_in * width + 2 * 2 * rows * width, edge_ops=edges * self.heads)
+
     def forward(self, h, agg, layer: int):
         out = agg.attention_linear(h, self.weight, self.heads, self.att_src, self.att_dst, layer, self.negative_slope)
         out = out.reshape(out.shape[0], self.heads * self.out_per_head) if self.concat else out.mean(1)
@@ -101,6 +122,10 @@ class MLPLayer(nn.Module):
 
     def exchange_needs_grad(self, first: bool) -> bool:
         return False
+
+    def work(self, rows: int, edges: int) -> dict:
+        d_out, d_in = self.lin.weight.shape
+        return _work(0, 0, rows, 2 * rows * d_in * d_out)
 
     def forward(self, h, agg, layer: int):
         return self.lin(agg.targets(h, layer))
@@ -187,6 +212,12 @@ class GNN(nn.Module):
                 h = self.norms[i](h, agg)
             h = self.activation(h)
         return h
+
+    def work(self, rows: int, edges: int) -> list[dict]:
+        """Per layer, one forward pass over `rows` local rows whose in-edges number `edges` (halo
+        sources included): what each layer aggregates and computes (`_work`). Backward is the cost
+        model's business (about twice the dense work; the aggregation once more where gradients flow)."""
+        return [layer.work(rows, edges) for layer in self.layers]
 
     def exchanges(self) -> list[tuple[int, bool]]:
         """Per layer: (width of the rows a halo exchange carries, whether they need gradients).

@@ -1,0 +1,285 @@
+"""The cost model: a method's epoch time and per-rank training memory on a hardware profile, from
+counts alone. Nothing here is fitted to the times or memory it is checked against: the inputs are
+per-layer work (`benchmarks.models.GNN.work`), what each method's pattern moves per epoch (`traffic`),
+partition statistics per rank and a profile's rates (`benchmarks.hardware`).
+
+Time of one rank's training epoch, each term named as in `projection.json`:
+
+    dense       = forward + backward GEMM FLOPs / dense_flops        (backward = 2 x forward, 1 x in layer 0)
+    aggregate   = edges x width x 4 bytes / gather_bandwidth         (again in backward where gradients flow)
+    elementwise = bytes of dropout, bias, activation, [local | halo] copies, edge softmax / memory_bandwidth
+    exchange    = per operation: messages x latency + bytes / bandwidth (intra- or inter-node by the share
+                  of peers on other nodes)
+    allreduce   = ring: 2 (P - 1) latency + 2 (P - 1) / P x gradient bytes / bandwidth
+    overlap     = - min(traffic the method hides behind compute, the compute it hides it behind)
+
+Compute rates are a unit's (a GPU, or a CPU node's pooled cores) divided by the ranks sharing it; on a
+CPU node loopback transfers are copies by those same cores, so bandwidth is shared the same way. The
+epoch takes the slowest rank's time.
+
+Memory of one rank's training working set (what training adds to a loaded rank, the records'
+`train_mem_delta_bytes`): activations kept for backward per layer, the halo rows each layer keeps,
+the largest layer's backward transient, gradients and Adam's two moments. `static` (graph structure,
+features, parameters) is added for comparisons with a published peak per machine.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+FLOAT = 4  # bytes per fp32 element: the projection covers fp32 runs (see `check_projectable`)
+INDEX = 8  # bytes per int64 index (CSR columns, row pointers)
+#: Passes over an elementwise tensor: read + write.
+RW = 2
+#: Per edge and head, GAT's forward touches the source and target logits, the LeakyReLU, the exp,
+#: the normaliser and the weight (six fp32 passes); backward twice that.
+EDGE_PASSES = 6
+
+#: Methods whose traffic pattern is modelled (the full-graph family). Mini-batch methods move and
+#: compute what their samplers draw, which partition statistics do not give.
+MODELLED = ("single", "full_halo", "sar", "pipegcn", "bns_gcn", "digest", "sancus", "adaqp")
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One rank's share of the partition: local rows, their in-edges (halo sources included), halo
+    rows, and the peers it receives rows from."""
+    nodes: int
+    edges: int
+    halo: int
+    peers: int
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One kind of traffic of one rank in one epoch (steady state: periodic traffic is averaged)."""
+    category: str
+    layer: int | None
+    bytes: float
+    calls: float
+    messages: float
+    hidden: bool = False  # the method overlaps it with compute (PipeGCN, DIGEST's posted syncs, SAR's prefetch)
+    collective: bool = False  # an all-reduce of `bytes` (ring), not point-to-point rows
+
+
+@dataclass
+class Projection:
+    time_terms: dict = field(default_factory=dict)    # seconds per term, the slowest rank's
+    memory_terms: dict = field(default_factory=dict)  # bytes per term, the largest rank's
+    traffic: list = field(default_factory=list)       # the slowest rank's Transfers
+
+    @property
+    def epoch_s(self) -> float:
+        return sum(self.time_terms.values())
+
+    @property
+    def train_mem_bytes(self) -> float:
+        return sum(v for k, v in self.memory_terms.items() if k != "static")
+
+
+# ---------------------------------------------------------------- what each method moves per epoch
+
+def traffic(method: str, options: dict, model, rank: Rank) -> list[Transfer]:
+    """What `method` moves for one rank per epoch: its halo traffic, from the model's exchanges (width,
+    whether gradients flow back) and the rank's halo and peers, and the gradient all-reduce
+    (`collective`: one call, no point-to-point messages; its algorithm is the time model's). Halo rows
+    are counted where they arrive (a rank's halo), so summed over ranks they equal the bytes the
+    records count where they are sent."""
+    h, k = rank.halo, rank.peers
+    if method == "single":
+        return []
+    attention = any(hasattr(m, "heads") for m in model.layers)
+    out = [Transfer("grad_allreduce", None, parameters(model) * FLOAT, 1, 0, collective=True)]
+
+    def both(layer, row_bytes, grad, share=1.0, calls=1, messages=k, hidden=False):
+        out.append(Transfer("halo_fwd", layer, share * h * row_bytes, calls, messages, hidden))
+        if grad:
+            out.append(Transfer("halo_bwd", layer, share * h * row_bytes, calls, messages, hidden))
+
+    for layer, (width, grad) in enumerate(model.exchanges()):
+        if not width or k == 0:
+            continue
+        row = width * FLOAT
+        # Layer 0's inputs never change: the stale and sampled methods fetch them once (`halo_inputs`,
+        # a setup cost) and project them locally each step.
+        if layer == 0 and method in ("pipegcn", "bns_gcn", "digest", "sancus"):
+            continue
+        if method == "full_halo" or (method == "sar" and options.get("mode") == "one_shot"):
+            both(layer, row, grad)
+        elif method == "sar":
+            # P - 1 ring rounds of one message each, the next round's rows fetched while this one is
+            # aggregated (`prefetch`); backward returns the gradients round by round, and GAT, whose
+            # softmax is not linear, refetches each shard first (rematerialisation)
+            ahead = options.get("prefetch", 1) > 0
+            out.append(Transfer("halo_fwd", layer, h * row, k, k, ahead))
+            if grad and attention and options.get("mode", "sar") == "sar":
+                out.append(Transfer("halo_refetch", layer, h * row, k, k, ahead))
+            if grad:
+                out.append(Transfer("halo_bwd", layer, h * row, k, k))
+        elif method == "pipegcn":  # last epoch's rows and gradients, sent without waiting
+            both(layer, row, grad, hidden=options.get("pipeline", True))
+        elif method == "bns_gcn":  # a share of each pair's boundary rows
+            both(layer, row, grad, share=options.get("boundary_fraction", 0.1))
+        elif method == "digest":
+            # every `sync_every` steps the stale tables (the layer's input rows, not its exchange
+            # width) are refreshed, forward only: no gradient crosses ranks
+            every = options.get("sync_every", 10)
+            out.append(Transfer("stale_sync", layer, h * _in_width(model, layer) * FLOAT / every, 1 / every,
+                                k / every, options.get("sync", "overlapped") == "overlapped"))
+        elif method == "sancus":  # an upper bound: skipped blocks depend on how fast rows change
+            both(layer, row, grad)
+        elif method == "adaqp":
+            bits = options.get("bits", "adaptive")
+            # adaptive: every row starts at 8 bits; `mean_bits` (from a record's width histogram) when known
+            bits = options.get("mean_bits", 8) if bits == "adaptive" else int(bits)
+            row = row if bits == 32 else math.ceil(width * bits / 8) + 2 * FLOAT  # codes, offset and scale
+            both(layer, row, grad, hidden=options.get("overlap", True))
+    return out
+
+
+def parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def kept_halo_rows(method: str, options: dict, rank: Rank) -> float:
+    """Halo rows a layer keeps for backward: SAR keeps none (one shard in flight at a time, plus
+    `prefetch`); BNS-GCN its sample; the others the whole halo."""
+    if method == "sar" and options.get("mode", "sar") != "one_shot":
+        return rank.halo / max(rank.peers, 1) * (1 + options.get("prefetch", 1))
+    if method == "bns_gcn":
+        return rank.halo * options.get("boundary_fraction", 0.1)
+    return rank.halo
+
+
+# ---------------------------------------------------------------- the profile's rates at P ranks
+
+def _get(obj, key):
+    return obj[key] if isinstance(obj, dict) else getattr(obj, key)
+
+
+def ranks_per_unit(profile, workers: int) -> float:
+    """Ranks sharing one compute unit: a GPU per rank, or a CPU node's cores pooled by its ranks."""
+    on_node = min(workers, profile.ranks_per_node)
+    return max(1.0, on_node / profile.units_per_node)
+
+
+class Links:
+    """Transfers of one rank among `workers`: peers on its node go over `intra_node`, the others over
+    `inter_node` (the share of peers on other nodes, traffic spread evenly over peers), both links
+    at once. On a CPU node, `share` ranks copy through the same cores, so each gets that share."""
+
+    def __init__(self, profile, workers: int, share: float):
+        self.workers = workers
+        on_node = min(workers, profile.ranks_per_node)
+        self.remote = 0.0 if workers <= 1 else (workers - on_node) / (workers - 1)
+        self.intra, self.inter = _get(profile, "intra_node"), _get(profile, "inter_node")
+        self.slowdown = share if profile.device == "cpu" else 1.0
+
+    def transfer(self, nbytes: float, messages: float) -> float:
+        r = self.remote
+        latency = messages * ((1 - r) * _get(self.intra, "latency") + r * _get(self.inter, "latency"))
+        streaming = max((1 - r) * nbytes / _get(self.intra, "bandwidth"), r * nbytes / _get(self.inter, "bandwidth"))
+        return latency + streaming * self.slowdown
+
+    def ring_allreduce(self, nbytes: float) -> float:
+        """Ring all-reduce: 2 (P - 1) steps, each moving 1/P of the tensor over the slowest link."""
+        p = self.workers
+        if p == 1:
+            return 0.0
+        link = self.inter if self.remote else self.intra
+        return (2 * (p - 1) * _get(link, "latency")
+                + 2 * (p - 1) / p * nbytes / _get(link, "bandwidth") * self.slowdown)
+
+
+# ---------------------------------------------------------------- time and memory of one rank
+
+def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, profile) -> Projection:
+    """Epoch time and training memory of one rank. `model`: a built `benchmarks.models.GNN` (its
+    `work`, `exchanges` and parameters are the model's counts)."""
+    work = model.work(rank.nodes, rank.edges)
+    exchanges = model.exchanges()
+    share = ranks_per_unit(profile, workers)
+    precision = "fp32"
+
+    dense = aggregate = elementwise = 0.0
+    for layer, (w, (width, grad)) in enumerate(zip(work, exchanges)):
+        backward_dense = 1 if layer == 0 else 2
+        dense += w["dense_flops"] * (1 + backward_dense)
+        aggregate += w["edges"] * w["aggregate_width"] * FLOAT * (2 if grad else 1)
+        d_in, d_out = _in_width(model, layer), _out_width(model, layer)
+        # dropout of the input, bias and activation of the output, the [local | halo] copy; x 2 for backward
+        touched = rank.nodes * d_in + 2 * rank.nodes * d_out + (rank.nodes + rank.halo) * width
+        elementwise += touched * FLOAT * RW * 2 + w["edge_ops"] * FLOAT * EDGE_PASSES * 3
+    time_terms = {"dense": dense / _get(profile.dense_flops, precision) * share,
+                  "aggregate": aggregate / profile.gather_bandwidth * share,
+                  "elementwise": elementwise / profile.memory_bandwidth * share}
+
+    moved = traffic(method, options, model, rank) if workers > 1 else []
+    links = Links(profile, workers, share)
+    exchange = hidden = allreduce = 0.0
+    for t in moved:
+        if t.collective:
+            allreduce += links.ring_allreduce(t.bytes)
+            continue
+        seconds = links.transfer(t.bytes, t.messages)
+        exchange += 0 if t.hidden else seconds
+        hidden += seconds if t.hidden else 0
+    time_terms["exchange"], time_terms["allreduce"] = exchange, allreduce
+    params = parameters(model)
+    compute = time_terms["dense"] + time_terms["aggregate"] + time_terms["elementwise"]
+    # hidden traffic costs what the compute cannot cover
+    time_terms["hidden_exchange"] = hidden
+    time_terms["overlap"] = -min(hidden, compute)
+
+    kept = kept_halo_rows(method, options, rank)
+    activations = transient = 0.0
+    for layer, (w, (width, grad)) in enumerate(zip(work, exchanges)):
+        d_in, d_out = _in_width(model, layer), _out_width(model, layer)
+        # dropout's output and mask, the aggregate, the layer output and its activation
+        saved = rank.nodes * (d_in * (FLOAT + 1) + width * FLOAT + 2 * d_out * FLOAT)
+        saved += kept * width * FLOAT + w["edge_ops"] * 2 * FLOAT  # halo sources; GAT's per-edge weights
+        activations += saved
+        transient = max(transient, (rank.nodes + kept) * width * FLOAT + rank.nodes * d_out * FLOAT)
+    stale = 0.0
+    if method in ("pipegcn", "digest", "sancus"):
+        # the tables of last epoch's rows (and PipeGCN's gradients) per layer >= 1
+        stale = sum(rank.halo * FLOAT * (2 * width if method == "pipegcn" else _in_width(model, layer))
+                    for layer, (width, _) in enumerate(exchanges) if layer)
+    memory_terms = {"activations": activations, "backward_transient": transient, "stale_tables": stale,
+                    "optimizer": 3 * params * FLOAT,  # gradients and Adam's two moments
+                    "static": _static_bytes(model, rank, params)}
+    return Projection(time_terms, memory_terms, moved)
+
+
+def _in_width(model, layer: int) -> int:
+    m = model.layers[layer]
+    weight = getattr(m, "weight", None)
+    if weight is None:
+        weight = (getattr(m, "lin_l", None) or m.lin).weight
+    return weight.shape[1]
+
+
+def _out_width(model, layer: int) -> int:
+    m = model.layers[layer]
+    if hasattr(m, "heads"):
+        return m.heads * m.out_per_head if m.concat else m.out_per_head
+    weight = getattr(m, "weight", None)
+    if weight is None:
+        weight = (getattr(m, "lin_l", None) or m.lin).weight
+    return weight.shape[0]
+
+
+def _static_bytes(model, rank: Rank, params: int) -> float:
+    """What a loaded rank holds before training: its CSR (row pointers, int64 columns, degrees),
+    features of its rows and halo, labels and masks, and the parameters."""
+    features = _in_width(model, 0)
+    return ((rank.nodes + 1) * INDEX + rank.edges * INDEX + (rank.nodes + rank.halo) * (features * FLOAT + INDEX)
+            + rank.nodes * (INDEX + 3) + params * FLOAT)
+
+
+def project(method: str, options: dict, model, ranks: list[Rank], workers: int, profile) -> Projection:
+    """The epoch: the slowest rank's time terms, the largest rank's memory terms."""
+    per_rank = [rank_terms(method, options, model, r, workers, profile) for r in ranks]
+    slowest = max(per_rank, key=lambda p: p.epoch_s)
+    largest = max(per_rank, key=lambda p: p.train_mem_bytes + p.memory_terms["static"])
+    return Projection(slowest.time_terms, largest.memory_terms, slowest.traffic)
