@@ -20,8 +20,11 @@ def main(argv=None) -> None:
     t = sub.add_parser("table", help="print the runs table of a folder of records")
     t.add_argument("results_dir")
     j = sub.add_parser("project", help="project epoch time and memory per rank with the cost model")
-    j.add_argument("results_dir")
-    j.add_argument("--hardware", required=True, help="a profile in conf/hardware/ (or a path to one)")
+    j.add_argument("results_dir", nargs="?", help="a folder of records (or --published)")
+    j.add_argument("--hardware", help="a profile in conf/hardware/ (or a path to one)")
+    j.add_argument("--published", action="store_true",
+                   help="project the published rows of results/reference/projection.csv on their papers' "
+                   "hardware profiles instead (partition statistics from the measured graph of nearest degree)")
     j.add_argument("--workers", default="", help="comma-separated worker counts to project to (needs --graph)")
     j.add_argument("--graph", default=None, help="partition statistics of the target graph "
                    "(results/partition_stats/*.json, from `python -m benchmarks.partition_stats`)")
@@ -49,6 +52,13 @@ def _project(args) -> None:
     from benchmarks.errors import UserError
     from benchmarks.hardware import load_profile
 
+    if args.published:
+        out = args.out or "results/projection"
+        print(f"projection of published rows: {projection.write_published(out)}")
+        return
+    if not (args.results_dir and args.hardware):
+        print("error: project needs a records folder and --hardware (or --published)", file=sys.stderr)
+        sys.exit(2)
     try:
         workers = [int(w) for w in args.workers.split(",") if w.strip()]
         if any(w < 1 for w in workers) or (workers and not args.graph):

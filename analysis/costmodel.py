@@ -163,17 +163,38 @@ def ranks_per_unit(profile, workers: int) -> float:
     return max(1.0, on_node / profile.units_per_node)
 
 
+RATES = {"dense": ("dense_flops", "dense_flops_fp32"), "aggregate": ("gather_bandwidth", "gather_bandwidth"),
+         "elementwise": ("memory_bandwidth", "memory_bandwidth")}
+
+
+def rank_rate(profile, workers: int, term: str) -> float:
+    """The rate one rank computes `term` at. A GPU rank has its unit's rate (divided if ranks share
+    a unit). On a CPU node with a `single_thread` calibration, each of P ranks runs cores // P
+    threads (at least 1, as the launcher sets them) and ranks beyond the cores time-share them;
+    without one, the node's rate is split evenly."""
+    unit_key, thread_key = RATES[term]
+    rate = _get(profile.dense_flops, "fp32") if term == "dense" else getattr(profile, unit_key)
+    on_node = min(workers, profile.ranks_per_node)
+    single, cores = getattr(profile, "single_thread", None), getattr(profile, "cores", None)
+    if profile.device != "cpu" or on_node == 1 or not (single and cores):
+        return rate / ranks_per_unit(profile, workers)
+    threads = max(1, cores // on_node)
+    return _get(single, thread_key) * threads * min(1.0, cores / (on_node * threads))
+
+
 class Links:
     """Transfers of one rank among `workers`: peers on its node go over `intra_node`, the others over
     `inter_node` (the share of peers on other nodes, traffic spread evenly over peers), both links
-    at once. On a CPU node, `share` ranks copy through the same cores, so each gets that share."""
+    at once. On a CPU node loopback transfers are copies by the cores, so ranks beyond the cores
+    slow them down in proportion."""
 
-    def __init__(self, profile, workers: int, share: float):
+    def __init__(self, profile, workers: int):
         self.workers = workers
         on_node = min(workers, profile.ranks_per_node)
         self.remote = 0.0 if workers <= 1 else (workers - on_node) / (workers - 1)
         self.intra, self.inter = _get(profile, "intra_node"), _get(profile, "inter_node")
-        self.slowdown = share if profile.device == "cpu" else 1.0
+        cores = getattr(profile, "cores", None) or 1
+        self.slowdown = max(1.0, min(workers, profile.ranks_per_node) / cores) if profile.device == "cpu" else 1.0
 
     def transfer(self, nbytes: float, messages: float) -> float:
         r = self.remote
@@ -198,8 +219,6 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
     `work`, `exchanges` and parameters are the model's counts)."""
     work = model.work(rank.nodes, rank.edges)
     exchanges = model.exchanges()
-    share = ranks_per_unit(profile, workers)
-    precision = "fp32"
 
     dense = aggregate = elementwise = 0.0
     for layer, (w, (width, grad)) in enumerate(zip(work, exchanges)):
@@ -210,12 +229,12 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
         # dropout of the input, bias and activation of the output, the [local | halo] copy; x 2 for backward
         touched = rank.nodes * d_in + 2 * rank.nodes * d_out + (rank.nodes + rank.halo) * width
         elementwise += touched * FLOAT * RW * 2 + w["edge_ops"] * FLOAT * EDGE_PASSES * 3
-    time_terms = {"dense": dense / _get(profile.dense_flops, precision) * share,
-                  "aggregate": aggregate / profile.gather_bandwidth * share,
-                  "elementwise": elementwise / profile.memory_bandwidth * share}
+    time_terms = {"dense": dense / rank_rate(profile, workers, "dense"),
+                  "aggregate": aggregate / rank_rate(profile, workers, "aggregate"),
+                  "elementwise": elementwise / rank_rate(profile, workers, "elementwise")}
 
     moved = traffic(method, options, model, rank) if workers > 1 else []
-    links = Links(profile, workers, share)
+    links = Links(profile, workers)
     exchange = hidden = allreduce = 0.0
     for t in moved:
         if t.collective:
@@ -232,14 +251,18 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
     time_terms["overlap"] = -min(hidden, compute)
 
     kept = kept_halo_rows(method, options, rank)
-    activations = transient = 0.0
-    for layer, (w, (width, grad)) in enumerate(zip(work, exchanges)):
-        d_in, d_out = _in_width(model, layer), _out_width(model, layer)
-        # dropout's output and mask, the aggregate, the layer output and its activation
-        saved = rank.nodes * (d_in * (FLOAT + 1) + width * FLOAT + 2 * d_out * FLOAT)
-        saved += kept * width * FLOAT + w["edge_ops"] * 2 * FLOAT  # halo sources; GAT's per-edge weights
-        activations += saved
-        transient = max(transient, (rank.nodes + kept) * width * FLOAT + rank.nodes * d_out * FLOAT)
+    layers = len(exchanges)
+    retained = [_kept_for_backward(model, layer, rank.nodes, kept, rank.edges) for layer in range(layers)]
+    # the peak is the larger of: a forward dropout's draw on top of the earlier layers' activations
+    # (uniform draws, mask and product: 9 bytes an element; wide input features set it), or
+    # backward's first step on top of them all: the gradients of the layer's output, its input and
+    # its [local | kept halo] sources
+    forward = max(sum(retained[:layer]) + rank.nodes * _in_width(model, layer) * (FLOAT + 1 + FLOAT)
+                  for layer in range(layers))
+    backward = max(rank.nodes * (_out_width(model, layer) + (_in_width(model, layer) if layer else 0)) * FLOAT
+                   + (rank.nodes + kept) * exchanges[layer][0] * FLOAT for layer in range(layers))
+    activations = sum(retained)
+    transient = max(forward - activations, backward)
     stale = 0.0
     if method in ("pipegcn", "digest", "sancus"):
         # the tables of last epoch's rows (and PipeGCN's gradients) per layer >= 1
@@ -249,6 +272,25 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
                     "optimizer": 3 * params * FLOAT,  # gradients and Adam's two moments
                     "static": _static_bytes(model, rank, params)}
     return Projection(time_terms, memory_terms, moved)
+
+
+def _kept_for_backward(model, layer: int, rows: int, halo: float, edges: int) -> float:
+    """Bytes autograd keeps of `layer` until backward (counted with saved-tensor hooks on the suite's
+    layers): the dropped-out input (a linear layer's weight gradient needs it) and, past layer 0,
+    dropout's one-byte mask; SAGE aggregating before projecting keeps the aggregate; every layer but
+    the last keeps its activation's output. GAT keeps its projected sources, local and the kept halo,
+    and four per-edge, per-head floats (logits, LeakyReLU input, softmax weights, normaliser view).
+    A linear aggregation (GCN, SAGE) keeps no sources: its gradient needs only the adjacency."""
+    m = model.layers[layer]
+    d_in, d_out, width = _in_width(model, layer), _out_width(model, layer), m.exchange_width
+    kept = rows * d_in * FLOAT + (rows * d_in if layer else 0)
+    if getattr(m, "project_first", True) is False:
+        kept += rows * width * FLOAT
+    if layer < len(model.layers) - 1:
+        kept += rows * d_out * FLOAT
+    if hasattr(m, "heads"):
+        kept += (rows + halo) * width * FLOAT + 4 * edges * m.heads * FLOAT
+    return kept
 
 
 def _in_width(model, layer: int) -> int:

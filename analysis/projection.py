@@ -52,7 +52,11 @@ def skip_reason(record: dict) -> str | None:
 
 def ranks_of(partition: dict, workers: int) -> list[Rank]:
     """Per-rank shapes from a record's `partition` section or a partition-statistics entry (without
-    `peers_per_rank`, every rank is taken to receive from every other)."""
+    `peers_per_rank`, every rank is taken to receive from every other). An extrapolated entry has
+    no per-rank lists, only its `summary`: its largest rank stands for all."""
+    if "nodes_per_rank" not in partition:
+        s = partition["summary"]
+        return [Rank(round(s["nodes_max"]), round(s["edges_max"]), round(s["halo_max"]), round(s["peers_max"]))]
     peers = partition.get("peers_per_rank") or [workers - 1] * workers
     return [Rank(int(n), int(e), int(h), int(k)) for n, e, h, k in
             zip(partition["nodes_per_rank"], partition["edges_per_rank"], partition["halo_nodes_per_rank"], peers)]
@@ -154,3 +158,98 @@ def write(rows: list[dict], skipped: list, hardware: str, out_dir) -> list[Path]
     (out / "projection.md").write_text(markdown(rows, skipped, hardware))
     from analysis.figures import projection_vs_workers
     return [out / "projection.md", out / "projection.json", *projection_vs_workers(rows, out / "figures")]
+
+
+# ---------------------------------------------------------------- published rows
+
+#: How a published metric is read off a projection.
+PUBLISHED_METRICS = {
+    "epoch_time": lambda r: r["projected_epoch_s"],
+    "comm_time_per_epoch": lambda r: sum(r["time_terms"][t] for t in ("exchange", "hidden_exchange", "allreduce")),
+    "peak_memory_per_machine": lambda r: r["projected_peak_mem_bytes"],
+    "peak_gpu_memory_allocated": lambda r: r["projected_peak_mem_bytes"],
+    "gpu_memory_required": lambda r: r["projected_peak_mem_bytes"],
+}
+UNITS = {"s": 1.0, "GB": 1e9}
+MODEL_NAMES = {"GraphSAGE": "sage", "GAT": "gat", "GCN": "gcn"}
+
+
+def proxy_stats(proxies: list[dict], name: str, nodes: int, edges: int, features: int, classes: int,
+                workers: list[int]) -> dict:
+    """Partition statistics for a graph that cannot be loaded here: the halo, peer and cut shares of
+    the measured graph whose average degree is nearest (`benchmarks.partition_stats.extrapolate`,
+    fitted on its largest P), applied to this graph's totals. Marked `proxy` in every row."""
+    from benchmarks.partition_stats import extrapolate
+    degree = edges / nodes
+    nearest = min(proxies, key=lambda s: abs(math.log(s["graph"]["edges"] / s["graph"]["nodes"] / degree)))
+    out = extrapolate(nearest, workers, nodes=nodes, edges=edges, name=name)
+    out["graph"].update(features=features, classes=classes)
+    return out
+
+
+def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> list[dict]:
+    """Each projectable row of results/reference/projection.csv projected on its paper's hardware
+    profile, beside the published value. Rows that cannot be projected keep their reason."""
+    out = []
+    for r in rows:
+        base = {k: r[k] for k in ("table", "dataset", "model", "method", "workers", "metric", "value", "unit",
+                                  "hardware")}
+        why = r["why_not"] if r["projectable"] != "yes" else None
+        if not why and not r["value"]:
+            why = "no published value (the run ran out of memory)"
+        if not why and r["metric"] not in PUBLISHED_METRICS:
+            why = f"no projection of {r['metric']}"
+        if not why and not r["edges"]:
+            why = "the graph's edge count is not published (the train-node subgraph)"
+        if why:
+            out.append({**base, "projected": None, "why_not": why})
+            continue
+        workers = int(r["workers"])
+        nodes, edges = int(r["nodes"]), int(r["edges"])
+        stats = proxy_stats(proxies, r["dataset"], nodes, edges, int(r["features"]), int(r["classes"]), [workers])
+        model_name = MODEL_NAMES[r["model"].split()[0]]
+        model = build_model(model_name, int(r["features"]), int(r["hidden"]), int(r["classes"]), int(r["layers"]),
+                            int(r["heads"] or 4))
+        options = {"mode": "one_shot"} if r["method"] == "sar" and "one_shot" in r["method_options"] else {}
+        proj = costmodel.project(r["method"], options, model, ranks_of(stats["by_workers"][str(workers)], workers),
+                                 workers, profiles[r["hardware"]])
+        projected = PUBLISHED_METRICS[r["metric"]](row({**base, "model": model_name, "variant": None}, proj, workers,
+                                                       r["hardware"]))
+        published = float(r["value"]) * UNITS[r["unit"]]
+        out.append({**base, "projected": projected / UNITS[r["unit"]], "ratio": projected / published,
+                    "partition": stats.get("proxy", "measured") if workers > 1 else "one rank",
+                    "time_terms": proj.time_terms, "memory_terms": proj.memory_terms, "why_not": None})
+    return out
+
+
+def write_published(out_dir, reference=None, stats_dir=None) -> Path:
+    """`published.md` and `published.json`: every row of the reference file, projected or with its
+    reason, and the errors of the projected ones."""
+    import csv
+
+    from benchmarks.hardware import load_profile
+    from benchmarks.partition_stats import RESULTS
+    reference = Path(reference or Path(__file__).resolve().parent.parent / "results" / "reference" / "projection.csv")
+    rows = list(csv.DictReader(reference.open()))
+    proxies = [json.loads(p.read_text()) for p in sorted(Path(stats_dir or RESULTS).glob("*.json"))]
+    profiles = {name: load_profile(name) for name in {r["hardware"] for r in rows if r["projectable"] == "yes"}}
+    result = project_published(rows, proxies, profiles)
+    projected = [r for r in result if r["projected"] is not None]
+    ratios = [max(r["ratio"], 1 / r["ratio"]) for r in projected]
+    errs = sorted(abs(r["ratio"] - 1) for r in projected)
+    summary = {"n": len(projected), "within_2x": sum(x <= 2 for x in ratios),
+               "median_rel_error": errs[len(errs) // 2] if errs else math.nan}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "published.json").write_text(json.dumps({"summary": summary, "rows": result}, indent=1))
+    head = ["table", "dataset", "model", "method", "P", "metric", "published", "projected", "ratio", "hardware",
+            "partition statistics"]
+    body = [[r["table"], r["dataset"], r["model"], r["method"], r["workers"], r["metric"], f"{r['value']} {r['unit']}",
+             fmt(r["projected"], 3) if r["projected"] is not None else "not projected",
+             f"{r['ratio']:.2f}" if r["projected"] is not None else r["why_not"], r["hardware"],
+             r.get("partition", "")] for r in result]
+    text = [f"# Published rows projected on their papers' hardware profiles", "",
+            f"{summary['within_2x']} of {summary['n']} projected rows within 2x; median |error| "
+            f"{summary['median_rel_error']:.0%}.", "", md_table(head, body)]
+    (out / "published.md").write_text("\n".join(text) + "\n")
+    return out / "published.md"

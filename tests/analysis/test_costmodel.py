@@ -74,7 +74,7 @@ def test_projecting_to_more_workers_uses_the_target_graphs_statistics():
     # 4 ranks on 2-rank nodes: 2 of each rank's 3 peers are on the other node, over the slower link
     halo = [t for t in costmodel.traffic("full_halo", {}, projection.build_model("gcn", 4, 8, 2, 2),
                                          costmodel.Rank(100, 300, 50, 3)) if not t.collective]
-    links = costmodel.Links(PROFILE, 4, 1.0)
+    links = costmodel.Links(PROFILE, 4)
     assert links.remote == pytest.approx(2 / 3)
     assert target[0]["time_terms"]["exchange"] == pytest.approx(sum(links.transfer(t.bytes, t.messages) for t in halo))
 
