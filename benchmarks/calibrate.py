@@ -120,8 +120,10 @@ def stream_bandwidth(sizes: Sizes) -> float:
 def compute_rates(threads: int, adj: LocalAdjacency, sizes: Sizes, warm_up: bool = True) -> dict:
     """The rates measured both with every core and with one thread."""
     torch.set_num_threads(threads)
+    # One warm-up for the aggregation (its first width): later calls find the kernel and its
+    # threads ready, and allocate their outputs afresh each call, in training as here.
     return {"dense_flops_fp32": statistics.fmean(gemm_flops(r, 256, torch.float32, sizes) for r in sizes.gemm_rows),
-            "gather": {w: gather_bandwidth(adj, w, sizes, warm_up) for w in sizes.widths},
+            "gather": {w: gather_bandwidth(adj, w, sizes, warm_up and i == 0) for i, w in enumerate(sizes.widths)},
             "memory_bandwidth": stream_bandwidth(sizes)}
 
 
@@ -197,6 +199,10 @@ def fit_link(times: dict[int, float]) -> tuple[float, float]:
     return latency, 1 / per_byte
 
 
+def size_text(nbytes: int) -> str:
+    return f"{nbytes // MiB} MiB" if nbytes >= MiB else f"{nbytes // KiB} KiB"
+
+
 # --------------------------------------------------------------------------- the profile
 def memory_bytes() -> int:
     with open("/proc/meminfo") as f:
@@ -233,7 +239,8 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
     torch.set_num_threads(n)
     done("dense fp32, aggregation, stream: 1 thread")
     comm = comm_times(sizes)
-    done("exchange and all-reduce between 2 gloo ranks")
+    done("exchange / all-reduce between 2 gloo ranks, median ms: " + ", ".join(
+        f"{size_text(b)} {t * 1e3:.2f} / {comm['all_reduce'][b] * 1e3:.2f}" for b, t in comm["exchange"].items()))
     latency, bandwidth = fit_link(comm["exchange"])
     ar_latency, ar_bandwidth = fit_link(comm["all_reduce"])
     big = max(sizes.message_bytes)
@@ -241,7 +248,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
     gather = statistics.fmean(node["gather"].values())
     graph = f"the suite's synthetic graph ({sizes.graph_nodes} nodes, {adj.nnz} edges with self-loops)"
     rows_text = " and ".join(f"{r}" for r in sizes.gemm_rows)
-    sizes_text = f"{min(sizes.message_bytes) // KiB} KiB to {big // KiB} KiB"
+    sizes_text = f"{size_text(min(sizes.message_bytes))} to {size_text(big)}"
     link = {"bandwidth": bandwidth, "latency": latency}
     return {
         "name": name,
@@ -276,7 +283,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
                           f"each), both sending at once, {sizes_text}: t = latency + bytes / bandwidth, "
                           f"least squares in relative error over the medians; all_reduce of the same sizes "
                           f"fits {ar_latency * 1e6:.0f} us + bytes / {ar_bandwidth / 1e9:.2f} GB/s "
-                          f"({comm['all_reduce'][big] * 1e3:.1f} ms at {big // KiB} KiB against "
+                          f"({comm['all_reduce'][big] * 1e3:.1f} ms at {size_text(big)} against "
                           f"{ring * 1e3:.1f} ms for the ring model 2 latency + bytes / bandwidth)",
             "inter_node": "this machine is one node: intra_node's values",
             "ranks_per_node": "every rank of a run on this machine is on this node",
