@@ -18,6 +18,7 @@ import dataclasses
 import datetime
 import json
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import platform
 import statistics
@@ -118,7 +119,7 @@ def stream_bandwidth(sizes: Sizes) -> float:
 
 
 def compute_rates(threads: int, adj: LocalAdjacency, sizes: Sizes, warm_up: bool = True) -> dict:
-    """The rates measured both with every core and with one thread."""
+    """Dense fp32, aggregation and streaming rates with `threads` threads (every core, then one)."""
     torch.set_num_threads(threads)
     # One warm-up for the aggregation (its first width): later calls find the kernel and its
     # threads ready, and allocate their outputs afresh each call, in training as here.
@@ -172,14 +173,20 @@ def comm_times(sizes: Sizes) -> dict:
         out = Path(tmp) / "times.json"
         procs = [ctx.Process(target=_comm_rank, args=(r, str(Path(tmp) / "store"), sizes, str(out)),
                              name=f"calibrate-rank{r}") for r in range(2)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(300)
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
+        deadline = time.monotonic() + 300
+        try:
+            for p in procs:
+                p.start()
+            # Until both are done, one fails (its peer would wait for the collective timeout) or time is up.
+            while (any(p.is_alive() for p in procs) and all(p.exitcode in (None, 0) for p in procs)
+                   and time.monotonic() < deadline):
+                mp.connection.wait([p.sentinel for p in procs if p.is_alive()], timeout=1.0)
+        finally:
+            for p in procs:
+                if p.pid is not None and p.is_alive():
+                    p.kill()
+                if p.pid is not None:
+                    p.join()
         if any(p.exitcode != 0 for p in procs) or not out.exists():
             raise RuntimeError(f"the communication ranks failed (exit codes {[p.exitcode for p in procs]})")
         return {op: {int(k): v for k, v in t.items()} for op, t in json.loads(out.read_text()).items()}
