@@ -324,17 +324,22 @@ def write_profile(values: dict, folder: Path) -> Path:
 
 
 def table(values: dict) -> str:
-    one = values["single_thread"]
-    lines = [f"{'':24s} {values['cores']} threads    1 thread",
-             f"{'dense fp32':24s} {values['dense_flops']['fp32'] / 1e9:8.1f} GF/s {one['dense_flops_fp32'] / 1e9:8.1f} GF/s",
-             f"{'dense bf16 / fp16':24s} {values['dense_flops']['bf16'] / 1e9:8.1f} / "
-             f"{values['dense_flops']['fp16'] / 1e9:.1f} GF/s",
-             f"{'gather (CSR SpMM)':24s} {values['gather_bandwidth'] / 1e9:8.2f} GB/s {one['gather_bandwidth'] / 1e9:8.2f} GB/s",
-             f"{'memory (stream add)':24s} {values['memory_bandwidth'] / 1e9:8.2f} GB/s {one['memory_bandwidth'] / 1e9:8.2f} GB/s",
-             f"{'p2p between 2 ranks':24s} {values['intra_node']['latency'] * 1e6:8.1f} us + bytes / "
-             f"{values['intra_node']['bandwidth'] / 1e9:.2f} GB/s",
-             f"{'memory':24s} {values['memory_bytes'] / 2 ** 30:8.1f} GiB"]
-    return "\n".join(lines)
+    """What was measured, every core against one thread."""
+    one, flops, link = values["single_thread"], values["dense_flops"], values["intra_node"]
+
+    def row(what: str, node: str, single: str = "") -> str:
+        return f"{what:22s} {node:>22s}  {single}".rstrip()
+
+    return "\n".join([
+        row("", f"{values['cores']} threads", "1 thread"),
+        row("dense fp32", f"{flops['fp32'] / 1e9:.1f} GFLOP/s", f"{one['dense_flops_fp32'] / 1e9:.1f} GFLOP/s"),
+        row("dense bf16 / fp16", f"{flops['bf16'] / 1e9:.2f} / {flops['fp16'] / 1e9:.2f} GFLOP/s"),
+        row("gather (CSR SpMM)", f"{values['gather_bandwidth'] / 1e9:.2f} GB/s",
+            f"{one['gather_bandwidth'] / 1e9:.2f} GB/s"),
+        row("memory (stream add)", f"{values['memory_bandwidth'] / 1e9:.2f} GB/s",
+            f"{one['memory_bandwidth'] / 1e9:.2f} GB/s"),
+        row("p2p between 2 ranks", f"{link['latency'] * 1e6:.0f} us + B / {link['bandwidth'] / 1e9:.2f} GB/s"),
+        row("memory", f"{values['memory_bytes'] / 2 ** 30:.1f} GiB")])
 
 
 def main(argv=None) -> None:
