@@ -229,7 +229,9 @@ def cpu_model() -> str:
 
 def measure(name: str, sizes: Sizes, log=print) -> dict:
     """This machine's profile as a dict (hardware.py's schema)."""
-    n, start = cores(), time.perf_counter()
+    n, start, load = cores(), time.perf_counter(), os.getloadavg()[0]
+    if load > 0.5:
+        log(f"warning: the machine is busy (1-minute load average {load:.1f}): the rates will be low")
 
     def done(what: str) -> None:
         log(f"{time.perf_counter() - start:5.1f} s  {what}", flush=True)
@@ -261,7 +263,8 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
         "name": name,
         "description": f"{cpu_model()}, {n} cores, {memory_bytes() / 2 ** 30:.1f} GiB, measured "
                        f"{datetime.date.today().isoformat()} by python -m benchmarks.calibrate"
-                       f"{' --quick' if sizes is QUICK else ''} (torch {torch.__version__})",
+                       f"{' --quick' if sizes is QUICK else ''} (torch {torch.__version__}; 1-minute load "
+                       f"average {load:.1f} at the start)",
         "device": "cpu",
         "units_per_node": 1,
         "ranks_per_node": 1024,
