@@ -1,0 +1,169 @@
+"""Hardware profiles: the rates a cost model projects a method's epoch time and memory with
+(`conf/hardware/<name>.yaml`; `python -m benchmarks.calibrate` writes this machine's). SI units:
+bytes, seconds, bytes/s, FLOP/s.
+
+    name: this-machine            # the file's stem
+    description: "..."
+    device: cpu                   # cuda | cpu
+    units_per_node: 1             # compute units per node: GPUs; 1 for a CPU node (its ranks share its cores)
+    ranks_per_node: 1024          # ranks the cluster runs per node
+    memory_bytes: 2.5e10          # per unit: GPU memory, or a CPU node's RAM
+    memory_bandwidth: 1.0e10      # bytes/s per unit, streaming elementwise kernels
+    gather_bandwidth: 3.0e9       # bytes/s per unit in sparse aggregation: edges x width x element bytes / s
+    dense_flops: {fp32: 1.0e11, bf16: 5.0e10, fp16: 5.0e10}   # FLOP/s per unit in GEMMs
+    intra_node: {bandwidth: 2.0e9, latency: 5.0e-5}            # per rank, point to point: bytes/s, s/message
+    inter_node: {bandwidth: 1.0e9, latency: 1.0e-4}
+    sources: {memory_bandwidth: "...", ...}                     # where each value comes from
+    cores: 2                      # optional, cpu only: the node's cores
+    single_thread: {dense_flops_fp32: ..., gather_bandwidth: ..., memory_bandwidth: ...}  # optional
+
+A profile is held to its declaration with the suite's option checks (`benchmarks.options`), so bad
+input is one line naming the file and the key. No torch here: analysis imports this module.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import MISSING, dataclass
+from pathlib import Path
+from typing import ClassVar, Literal, Optional
+
+from omegaconf import OmegaConf
+
+from benchmarks.errors import UserError, choose
+from benchmarks.options import Options, option, validate
+from benchmarks.registry import CONF
+
+FOLDER = CONF / "hardware"
+#: The run's `precision` choices (`models.PRECISIONS`, restated here so that no torch is imported).
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+@dataclass
+class Link(Options):
+    """`intra_node` / `inter_node`: a point-to-point message between two ranks takes
+    latency + bytes / bandwidth."""
+
+    reserved: ClassVar[tuple[str, ...]] = ()
+    bandwidth: float = option(MISSING, "bytes/s per rank, point to point", gt=0)
+    latency: float = option(MISSING, "seconds per message", gt=0)
+
+
+@dataclass
+class DenseFlops(Options):
+    """`dense_flops`: FLOP/s per unit achieved by GEMMs, by precision."""
+
+    reserved: ClassVar[tuple[str, ...]] = ()
+    fp32: float = option(MISSING, "FLOP/s per unit", gt=0)
+    bf16: float = option(MISSING, "FLOP/s per unit", gt=0)
+    fp16: float = option(MISSING, "FLOP/s per unit", gt=0)
+
+
+@dataclass
+class SingleThread(Options):
+    """`single_thread` (optional, cpu): the rates of one thread, what a rank gets when ranks
+    outnumber cores (`threads_per_rank` = cores / P, at least 1)."""
+
+    reserved: ClassVar[tuple[str, ...]] = ()
+    dense_flops_fp32: float = option(MISSING, "FLOP/s of one thread", gt=0)
+    gather_bandwidth: float = option(MISSING, "bytes/s of one thread", gt=0)
+    memory_bandwidth: float = option(MISSING, "bytes/s of one thread", gt=0)
+
+
+#: The nested sections and their declarations.
+SECTIONS = {"dense_flops": DenseFlops, "intra_node": Link, "inter_node": Link, "single_thread": SingleThread}
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    """One profile, validated (`load_profile`). Its fields are declared like a section's options
+    (`options.validate` checks them; the nested sections are plain dicts, checked by `SECTIONS`)."""
+
+    reserved: ClassVar[tuple[str, ...]] = ()
+    name: str = option(MISSING, "the file's stem")
+    description: str = option(MISSING)
+    device: Literal["cuda", "cpu"] = option(MISSING)
+    units_per_node: int = option(MISSING, "compute units per node: GPUs, 1 for a CPU node", ge=1)
+    ranks_per_node: int = option(MISSING, "ranks per node", ge=1)
+    memory_bytes: float = option(MISSING, "bytes per unit", gt=0)
+    memory_bandwidth: float = option(MISSING, "bytes/s per unit, streaming elementwise kernels", gt=0)
+    gather_bandwidth: float = option(MISSING, "bytes/s per unit in sparse aggregation", gt=0)
+    dense_flops: dict = option(MISSING, "FLOP/s per unit by precision: fp32, bf16, fp16")
+    intra_node: dict = option(MISSING, "bandwidth and latency between ranks of a node")
+    inter_node: dict = option(MISSING, "bandwidth and latency between ranks of different nodes")
+    sources: dict = option(MISSING, "where each value comes from, one line each")
+    cores: Optional[int] = option(None, "cores of a CPU node", ge=1)
+    single_thread: Optional[dict] = option(None, "one thread's rates")
+
+    def check(self, cfg: dict) -> None:
+        """The nested sections, then what holds across fields."""
+        for key in self.dense_flops:
+            choose("precision", key, PRECISIONS)
+        for key, cls in SECTIONS.items():
+            if getattr(self, key) is not None:
+                section(cls, getattr(self, key), key)
+        for key, text in self.sources.items():
+            if key.split(".")[0] not in FIELDS:
+                raise UserError(f"sources names an unknown key {key}; sources describe the profile's keys")
+            if not isinstance(text, str) or "\n" in text:
+                raise UserError(f"sources.{key} must be one line of text")
+        if self.device == "cpu" and self.units_per_node != 1:
+            raise UserError(f"units_per_node={self.units_per_node} for device=cpu: a CPU node is one unit "
+                            "(its ranks share its cores)")
+        if self.device == "cuda" and (self.cores is not None or self.single_thread is not None):
+            raise UserError("cores and single_thread describe a CPU node; leave them out of a device=cuda profile")
+
+    def flops(self, precision: str) -> float:
+        """Dense FLOP/s per unit at a run's `precision`."""
+        return self.dense_flops[choose("precision", precision, PRECISIONS)]
+
+
+FIELDS = [f.name for f in dataclasses.fields(HardwareProfile)]
+
+
+def section(cls, values, key: str = ""):
+    """`values` (a profile, or its section `key`) as `cls`, every declared key required unless it
+    has a default; a one-line UserError naming the key otherwise."""
+    if not isinstance(values, dict):
+        raise UserError(f"{key or 'a hardware profile'} must be a mapping, not {values!r}")
+    missing = [f.name for f in dataclasses.fields(cls)
+               if f.default is MISSING and f.default_factory is MISSING and f.name not in values]
+    if missing:
+        prefix = f"{key}." if key else ""
+        raise UserError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(prefix + m for m in missing)}")
+    return validate(cls, values, section=key)
+
+
+def profile_names() -> list[str]:
+    """The profiles in conf/hardware/."""
+    return sorted(p.stem for p in FOLDER.glob("*.yaml"))
+
+
+def profile_path(name_or_path: str) -> Path:
+    """A bare name is conf/hardware/<name>.yaml; anything with a suffix or a folder is a path."""
+    path = Path(name_or_path)
+    if path.suffix or len(path.parts) > 1:
+        if not path.is_file():
+            raise UserError(f"no hardware profile at {path}")
+        return path
+    return FOLDER / f"{choose('hardware profile', name_or_path, profile_names())}.yaml"
+
+
+def from_dict(values: dict, where: str = "hardware profile") -> HardwareProfile:
+    """A profile's values (as read from its YAML) validated; `where` starts every error."""
+    try:
+        return section(HardwareProfile, values)
+    except UserError as e:
+        raise UserError(f"{where}: {e}") from None
+
+
+def load_profile(name_or_path: str) -> HardwareProfile:
+    """The profile `conf/hardware/<name>.yaml`, or the YAML file at a path."""
+    path = profile_path(name_or_path)
+    try:
+        values = OmegaConf.to_container(OmegaConf.load(path))  # OmegaConf reads 2.5e10 as a number
+    except Exception as e:  # noqa: BLE001: any parse error is the file's
+        raise UserError(f"{path}: not a readable YAML file ({type(e).__name__})") from None
+    profile = from_dict(values, str(path))
+    if profile.name != path.stem:
+        raise UserError(f"{path}: name={profile.name!r} must be the file's stem, {path.stem!r}")
+    return profile
