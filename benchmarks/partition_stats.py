@@ -172,7 +172,7 @@ def measure(cfg_or_dataset: dict, workers: list[int], partitioner: str = "metis"
 # graph with k communities is cut along them up to P ~ k, then across them), so the line is fitted
 # to the TAIL_POINTS largest measured P only: the local slope where the extrapolation starts. On
 # the 200k-node synthetic graph (8 classes), a fit on P = 32, 64 predicts P = 128's mean halo
-# within a few percent, one on P <= 16 (before the bend) misses it by 3x (docs/measurement.md).
+# within 2%, one on P <= 16 (before the bend) overestimates it 2.6x (docs/measurement.md).
 # The balance (max / mean) is METIS's tolerance, not a function of P: the largest measured P's.
 POWER_LAWS = ("halo_mean_frac", "halo_max_frac", "peers_mean_share", "peers_max_share", "edge_cut_frac")
 CONSTANTS = ("node_imbalance", "edge_imbalance")
@@ -187,32 +187,33 @@ def fit_power_law(ps: list[int], ys: list[float]) -> tuple[float, float]:
     return float(math.exp(log_c)), float(b)
 
 
-def _tail(ps: list[int], ys: list[float]) -> tuple[list[int], list[float]]:
-    """The TAIL_POINTS largest P with a positive value (what the power law is fitted to)."""
-    usable = [(p, y) for p, y in zip(ps, ys) if y > 0][-TAIL_POINTS:]
-    return [p for p, _ in usable], [y for _, y in usable]
+def _fit(quantity: str, ps: list[int], ys: list[float]) -> dict:
+    """A power law fitted to the TAIL_POINTS largest P with a positive value, or for a balance (or a
+    quantity that is 0 at every P) the largest P's value."""
+    tail = [(p, y) for p, y in zip(ps, ys) if y > 0][-TAIL_POINTS:]
+    if quantity in POWER_LAWS and tail:
+        c, b = fit_power_law([p for p, _ in tail], [y for _, y in tail])
+        return {"form": "c * P^b", "c": c, "b": b, "fitted_workers": [p for p, _ in tail]}
+    return {"form": "largest measured P's value", "value": ys[-1]}
 
 
-def _predict(quantity: str, ps: list[int], ys: list[float], P: int) -> float:
-    if quantity in CONSTANTS:
-        return ys[-1]
-    tail_ps, tail_ys = _tail(ps, ys)
-    if not tail_ps:
-        return 0.0
-    c, b = fit_power_law(tail_ps, tail_ys)
-    cap = {"halo_mean_frac": 1 - 1 / P, "halo_max_frac": 1 - 1 / P}.get(quantity, 1.0)
-    return min(c * P ** b, cap)
+def _value(quantity: str, fit: dict, P: int) -> float:
+    if "value" in fit:
+        return fit["value"]
+    cap = 1 - 1 / P if quantity.startswith("halo") else 1.0  # a halo never holds the rank's own nodes
+    return min(fit["c"] * P ** fit["b"], cap)
 
 
 def extrapolate(stats: dict, workers: list[int], nodes: int | None = None, edges: int | None = None,
                 name: str | None = None) -> dict:
     """Project `stats` (measure's result, or a hand-made one: `graph` with `nodes` and `edges`, and
-    per P either the per-rank lists or `fractions`) to every P of `workers`.
+    per P either the per-rank lists or `fractions` with every key `fractions` writes, e.g. published
+    halo shares) to every P of `workers`.
 
     The power laws are fitted to the TAIL_POINTS largest measured P > 1 (P = 1 has no halo). The
-    error is that of holding out the largest measured P and predicting it from the others (the same
-    way): `fit.holdout_rel_error[q]` = |predicted - measured|
-    / measured (None with fewer than three measured P > 1).
+    error is that of holding out the largest measured P and predicting it from the others the same
+    way: `fit.holdout_rel_error[q]` = |predicted - measured| / measured (None with fewer than three
+    measured P > 1).
 
     PROXY: with `nodes` and `edges` (and `name`) of another graph, the fractions measured on the
     graph of `stats` are applied to those totals: an estimate for a graph that cannot be loaded, valid
@@ -226,27 +227,24 @@ def extrapolate(stats: dict, workers: list[int], nodes: int | None = None, edges
     series = {P: entry.get("fractions") or fractions(entry.get("summary") or summary(
         entry["nodes_per_rank"], entry["edges_per_rank"], entry["halo_nodes_per_rank"], entry["peers_per_rank"],
         entry["edge_cut"]), P, N0, E0) for P, entry in measured}
-    ps = [P for P, _ in measured]
     quantities = (*POWER_LAWS, *CONSTANTS)
+    for P, f in series.items():
+        if set(quantities) - set(f):
+            raise UserError(f"the statistics for P={P} lack {', '.join(sorted(set(quantities) - set(f)))}")
+    ps = [P for P, _ in measured]
     fit, errors = {}, {}
     for q in quantities:
         ys = [series[P][q] for P in ps]
-        if q in POWER_LAWS and any(y > 0 for y in ys):
-            tail_ps, tail_ys = _tail(ps, ys)
-            c, b = fit_power_law(tail_ps, tail_ys)
-            fit[q] = {"form": "c * P^b", "c": c, "b": b, "fitted_workers": tail_ps}
-        else:
-            fit[q] = {"form": "largest measured P's value", "value": ys[-1]}
+        fit[q] = _fit(q, ps, ys)
+        errors[q] = None
         if len(ps) >= 3:
-            guess = _predict(q, ps[:-1], ys[:-1], ps[-1])
+            guess = _value(q, _fit(q, ps[:-1], ys[:-1]), ps[-1])
             errors[q] = abs(guess - ys[-1]) / ys[-1] if ys[-1] else (0.0 if guess == 0 else None)
-        else:
-            errors[q] = None
     N = nodes if nodes is not None else N0
     E = edges if edges is not None else E0
     by_workers = {}
     for P in workers:
-        f = {q: _predict(q, ps, [series[p][q] for p in ps], P) for q in quantities}
+        f = {q: _value(q, fit[q], P) for q in quantities}
         if P == 1:  # one rank: no halo, no peers, no cut
             f.update({q: 0.0 for q in POWER_LAWS})
         s = {"nodes_mean": N / P, "nodes_max": N / P * f["node_imbalance"],
