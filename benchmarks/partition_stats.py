@@ -23,6 +23,7 @@ same dataset config, partitioner and seed). `extrapolate` returns the same `by_w
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -32,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import datasets
-from benchmarks.errors import UserError
+from benchmarks.errors import UserError, choose
 from benchmarks.options import as_dict, defaults, validate
 from benchmarks.partition import PARTITIONERS, partition
 from benchmarks.record import write_atomic
@@ -99,8 +100,6 @@ def fractions(s: dict, P: int, nodes: int, edges: int) -> dict:
 
 
 def _load_cache(path: Path, graph_cfg: dict, partitioner: str, seed: int, log) -> dict | None:
-    import json
-
     if not path.exists():
         return None
     try:
@@ -121,8 +120,7 @@ def measure(cfg_or_dataset: dict, workers: list[int], partitioner: str = "metis"
     every P of `workers` with `partition.partition` and return (and write, see the module's doc)
     the per-rank statistics. The graph is loaded once, and only when some P is not in the file."""
     workers = check_workers(workers)
-    if partitioner not in PARTITIONERS:
-        raise UserError(f"unknown partitioner '{partitioner}'; choose one of: {', '.join(PARTITIONERS)}")
+    choose("partitioner", partitioner, PARTITIONERS)
     graph_cfg, data_root = dataset_config(cfg_or_dataset)
     path = results_path(graph_cfg, partitioner, seed, results_dir)
     stats = _load_cache(path, graph_cfg, partitioner, seed, log)
@@ -130,7 +128,8 @@ def measure(cfg_or_dataset: dict, workers: list[int], partitioner: str = "metis"
     if missing:
         t0 = time.perf_counter()
         graph = datasets.load_dataset(graph_cfg, data_root)
-        log(f"loaded {graph.name} ({graph.num_nodes} nodes, {graph.num_edges} in-edges) in {time.perf_counter() - t0:.1f} s")
+        log(f"loaded {graph.name} ({graph.num_nodes} nodes, {graph.num_edges} in-edges) "
+            f"in {time.perf_counter() - t0:.1f} s")
         if max(missing) > graph.num_nodes:
             raise UserError(f"workers={max(missing)} exceeds the {graph.num_nodes} nodes of {graph.name}")
         if stats is None:

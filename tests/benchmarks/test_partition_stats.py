@@ -12,6 +12,8 @@ from benchmarks.partition import load_part
 from benchmarks.partition_stats import extrapolate, measure
 from benchmarks.runner import prepare
 
+pytestmark = pytest.mark.fast
+
 SMALL = ["dataset=synthetic", "dataset.nodes=400", "dataset.avg_degree=8", "dataset.features=8", "dataset.classes=4"]
 
 
