@@ -207,7 +207,8 @@ def extrapolate(stats: dict, workers: list[int], nodes: int | None = None, edges
                 name: str | None = None) -> dict:
     """Project `stats` (measure's result, or a hand-made one: `graph` with `nodes` and `edges`, and
     per P either the per-rank lists or `fractions` with every key `fractions` writes, e.g. published
-    halo shares) to every P of `workers`.
+    halo shares) to every P of `workers`: a P of `stats` keeps its own fractions (`basis`:
+    "measured"), any other P gets the fit's (`basis`: "fit").
 
     The power laws are fitted to the TAIL_POINTS largest measured P > 1 (P = 1 has no halo). The
     error is that of holding out the largest measured P and predicting it from the others the same
@@ -243,7 +244,9 @@ def extrapolate(stats: dict, workers: list[int], nodes: int | None = None, edges
     E = edges if edges is not None else E0
     by_workers = {}
     for P in workers:
-        f = {q: _value(q, fit[q], P) for q in quantities}
+        # A measured P keeps its measured fractions (a proxy's P applies them to the other totals).
+        basis = "measured" if P in series else "fit"
+        f = {q: series[P][q] if P in series else _value(q, fit[q], P) for q in quantities}
         if P == 1:  # one rank: no halo, no peers, no cut
             f.update({q: 0.0 for q in POWER_LAWS})
         s = {"nodes_mean": N / P, "nodes_max": N / P * f["node_imbalance"],
@@ -251,7 +254,7 @@ def extrapolate(stats: dict, workers: list[int], nodes: int | None = None, edges
              "halo_mean": f["halo_mean_frac"] * N, "halo_max": f["halo_max_frac"] * N,
              "peers_mean": f["peers_mean_share"] * (P - 1), "peers_max": f["peers_max_share"] * (P - 1),
              "edge_cut": f["edge_cut_frac"] * max((E - N) / 2, 1)}
-        by_workers[str(P)] = {"summary": s, "fractions": f}
+        by_workers[str(P)] = {"summary": s, "fractions": f, "basis": basis}
     out = {"graph": {"name": name or graph["name"], "nodes": N, "edges": E},
            "partitioner": stats.get("partitioner"), "source": "extrapolated",
            "fit": {"measured_workers": ps, "quantities": fit, "holdout_workers": ps[-1] if len(ps) >= 3 else None,

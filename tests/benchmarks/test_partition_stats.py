@@ -82,7 +82,10 @@ def test_extrapolation_recovers_a_power_law_and_reports_its_error():
     errors = extrapolate(off, [64])["fit"]["holdout_rel_error"]
     assert errors["halo_mean_frac"] == pytest.approx(1 - 1 / 1.1) and errors["halo_max_frac"] == pytest.approx(0, abs=1e-9)
 
-    # A proxy: the fractions applied to another graph's totals, and said so.
+    # A proxy: the fractions applied to another graph's totals, and said so; a measured P keeps its own.
+    proxy = extrapolate(off, [16, 64], nodes=100_000_000, edges=3_000_000_000, name="big")
+    assert proxy["by_workers"]["16"]["basis"] == "measured" and proxy["by_workers"]["64"]["basis"] == "fit"
+    assert proxy["by_workers"]["16"]["fractions"] == off["by_workers"]["16"]["fractions"]
     proxy = extrapolate(stats, [64], nodes=100_000_000, edges=3_000_000_000, name="big")
     assert proxy["proxy"].startswith("PROXY: fractions measured on hand-made")
     assert proxy["graph"] == {"name": "big", "nodes": 100_000_000, "edges": 3_000_000_000}
