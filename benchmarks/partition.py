@@ -165,6 +165,19 @@ def partition_stats(graph: Graph, parts: list[Part], partitioner: str) -> dict:
     }
 
 
+def partition(graph: Graph, partitioner: str, parts: int, seed: int) -> tuple[torch.Tensor, list[Part], dict, float]:
+    """Assign, relabel and cut: (perm, per-rank parts, their `partition_stats`, seconds the
+    assignment took). The one path from a graph to its parts: `prepare_parts` caches what it
+    returns, `benchmarks.partition_stats` measures it at scales too large to cache."""
+    t0 = time.perf_counter()
+    assignment = assign(graph, partitioner, parts, seed)
+    partition_s = time.perf_counter() - t0
+    perm, offsets = relabel(assignment, parts)
+    relabelled = permute(graph, perm)
+    built = build_parts(relabelled, offsets)
+    return perm, built, partition_stats(relabelled, built, partitioner), partition_s
+
+
 # --------------------------------------------------------------------------- cache
 def _file_checksum(path: Path) -> str:
     h = hashlib.blake2b(digest_size=16)
@@ -236,18 +249,14 @@ def prepare_parts(graph: Graph, partitioner: str, parts: int, seed: int, cache_r
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
     try:
         t0 = time.perf_counter()
-        assignment = assign(graph, partitioner, parts, seed)
-        partition_s = time.perf_counter() - t0
-        perm, offsets = relabel(assignment, parts)
-        relabelled = permute(graph, perm)
-        built = build_parts(relabelled, offsets)
+        perm, built, stats, partition_s = partition(graph, partitioner, parts, seed)
         checksums = {}
         for part in built:
             name = f"part_{part.rank}.pt"
             torch.save(part.state(), tmp / name)
             checksums[name] = _file_checksum(tmp / name)
         torch.save(perm, tmp / "perm.pt")  # new id -> original id, to map results back
-        manifest = {"key": key, "graph": graph.summary(), "stats": partition_stats(relabelled, built, partitioner),
+        manifest = {"key": key, "graph": graph.summary(), "stats": stats,
                     "partition_time_s": partition_s, "build_time_s": time.perf_counter() - t0,
                     "checksums": checksums}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
