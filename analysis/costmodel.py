@@ -8,10 +8,14 @@ Time of one rank's training epoch, each term named as in `projection.json`:
     dense       = forward + backward GEMM FLOPs / dense_flops        (backward = 2 x forward, 1 x in layer 0)
     aggregate   = edges x width x 4 bytes / gather_bandwidth         (again in backward where gradients flow)
     elementwise = bytes of dropout, bias, activation, [local | halo] copies, edge softmax / memory_bandwidth
+    dropout_draws = the masks' uniform draws / random_rate (a CPU's generator is compute-bound)
+    optimizer_step = Adam's bytes per parameter / memory_bandwidth
     exchange    = per operation: messages x latency + bytes / bandwidth (intra- or inter-node by the share
                   of peers on other nodes)
     allreduce   = ring: 2 (P - 1) latency + 2 (P - 1) / P x gradient bytes / bandwidth
-    overlap     = - min(traffic the method hides behind compute, the compute it hides it behind)
+    hidden_exchange = the traffic a method overlaps with compute (PipeGCN, DIGEST's posted syncs,
+                  SAR's prefetched rounds, AdaQP's central aggregation), priced like `exchange`
+    overlap     = - min(hidden_exchange, the compute terms above): what compute hides of it
 
 Compute rates are a unit's (a GPU, or a CPU node's pooled cores) divided by the ranks sharing it; on a
 CPU node loopback transfers are copies by those same cores, so bandwidth is shared the same way. The
@@ -29,8 +33,16 @@ from dataclasses import dataclass, field
 
 FLOAT = 4  # bytes per fp32 element: the projection covers fp32 runs (see `check_projectable`)
 INDEX = 8  # bytes per int64 index (CSR columns, row pointers)
-#: Passes over an elementwise tensor: read + write.
-RW = 2
+#: Bytes moved per element by the elementwise steps of a layer (fp32 4, mask 1), counted from the
+#: suite's code: dropout (`models.dropout`: compare the draws, multiply by the mask, then by 1 / (1 - p))
+#: forward 4 + 5 + 9 + 8 and backward (mask, scale) 9 + 8; bias and activation forward 8 + 8, backward
+#: 12 + 4; the [local | halo] copy of the sources, read and written.
+DROPOUT_FORWARD, DROPOUT_BACKWARD = 26, 17
+OUTPUT_FORWARD, OUTPUT_BACKWARD = 16, 16
+COPY = 8
+#: Adam's step per parameter (torch.optim.Adam, one tensor at a time): weight decay, the two moments'
+#: lerp / mul / addcmul, sqrt, div, add, addcdiv: 88 bytes read and written.
+ADAM_STEP = 88
 #: Per edge and head, GAT's forward touches the source and target logits, the LeakyReLU, the exp,
 #: the normaliser and the weight (six fp32 passes); backward twice that.
 EDGE_PASSES = 6
@@ -164,7 +176,24 @@ def ranks_per_unit(profile, workers: int) -> float:
 
 
 RATES = {"dense": ("dense_flops", "dense_flops_fp32"), "aggregate": ("gather_bandwidth", "gather_bandwidth"),
-         "elementwise": ("memory_bandwidth", "memory_bandwidth")}
+         "elementwise": ("memory_bandwidth", "memory_bandwidth"), "random": ("random_rate", "random_rate")}
+#: The compute terms (what overlapped traffic can hide behind).
+COMPUTE = ("dense", "aggregate", "elementwise", "dropout_draws", "optimizer_step")
+
+
+def width_efficiency(profile, width: int) -> float:
+    """A GEMM's rate at this output width relative to `dense_flops` (the profile's calibrated
+    `dense_width_efficiency`, interpolated on log2 width and held at its ends; 1 without one)."""
+    table = sorted((int(w), float(e)) for w, e in (getattr(profile, "dense_width_efficiency", None) or {}).items())
+    if not table:
+        return 1.0
+    if width <= table[0][0]:
+        return table[0][1]
+    for (w0, e0), (w1, e1) in zip(table, table[1:]):
+        if width <= w1:
+            t = math.log2(width / w0) / math.log2(w1 / w0)
+            return e0 + t * (e1 - e0)
+    return table[-1][1]
 
 
 def rank_rate(profile, workers: int, term: str) -> float:
@@ -174,12 +203,14 @@ def rank_rate(profile, workers: int, term: str) -> float:
     without one, the node's rate is split evenly."""
     unit_key, thread_key = RATES[term]
     rate = _get(profile.dense_flops, "fp32") if term == "dense" else getattr(profile, unit_key)
+    single = getattr(profile, "single_thread", None)
+    single = single if isinstance(single, dict) else vars(single) if single else None
     on_node = min(workers, profile.ranks_per_node)
-    single, cores = getattr(profile, "single_thread", None), getattr(profile, "cores", None)
-    if profile.device != "cpu" or on_node == 1 or not (single and cores):
+    cores = getattr(profile, "cores", None)
+    if profile.device != "cpu" or on_node == 1 or not (single and cores and single.get(thread_key)):
         return rate / ranks_per_unit(profile, workers)
     threads = max(1, cores // on_node)
-    return _get(single, thread_key) * threads * min(1.0, cores / (on_node * threads))
+    return single[thread_key] * threads * min(1.0, cores / (on_node * threads))
 
 
 class Links:
@@ -220,18 +251,28 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
     work = model.work(rank.nodes, rank.edges)
     exchanges = model.exchanges()
 
-    dense = aggregate = elementwise = 0.0
+    dense = aggregate = elementwise = draws = 0.0
+    n = rank.nodes
     for layer, (w, (width, grad)) in enumerate(zip(work, exchanges)):
-        backward_dense = 1 if layer == 0 else 2
-        dense += w["dense_flops"] * (1 + backward_dense)
+        backward_dense = 1 if layer == 0 else 2  # the weight's gradient; past layer 0 the input's too
+        dense += w["dense_flops"] * (1 + backward_dense) / width_efficiency(profile, _out_width(model, layer))
         aggregate += w["edges"] * w["aggregate_width"] * FLOAT * (2 if grad else 1)
         d_in, d_out = _in_width(model, layer), _out_width(model, layer)
-        # dropout of the input, bias and activation of the output, the [local | halo] copy; x 2 for backward
-        touched = rank.nodes * d_in + 2 * rank.nodes * d_out + (rank.nodes + rank.halo) * width
-        elementwise += touched * FLOAT * RW * 2 + w["edge_ops"] * FLOAT * EDGE_PASSES * 3
+        if model.dropout:
+            draws += n * d_in
+            elementwise += n * d_in * (DROPOUT_FORWARD + (DROPOUT_BACKWARD if layer else 0))
+        elementwise += n * d_out * (OUTPUT_FORWARD + OUTPUT_BACKWARD)
+        elementwise += (n + rank.halo) * width * COPY * (2 if grad else 1)
+        elementwise += w["edge_ops"] * FLOAT * EDGE_PASSES * 3
+    params = parameters(model)
+    random_rate = getattr(profile, "random_rate", None)
     time_terms = {"dense": dense / rank_rate(profile, workers, "dense"),
                   "aggregate": aggregate / rank_rate(profile, workers, "aggregate"),
-                  "elementwise": elementwise / rank_rate(profile, workers, "elementwise")}
+                  "elementwise": elementwise / rank_rate(profile, workers, "elementwise"),
+                  # draws: compute-bound on a CPU (calibrated); elsewhere their 4-byte write
+                  "dropout_draws": draws / rank_rate(profile, workers, "random") if random_rate
+                  else draws * FLOAT / rank_rate(profile, workers, "elementwise"),
+                  "optimizer_step": params * ADAM_STEP / rank_rate(profile, workers, "elementwise")}
 
     moved = traffic(method, options, model, rank) if workers > 1 else []
     links = Links(profile, workers)
@@ -244,8 +285,7 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
         exchange += 0 if t.hidden else seconds
         hidden += seconds if t.hidden else 0
     time_terms["exchange"], time_terms["allreduce"] = exchange, allreduce
-    params = parameters(model)
-    compute = time_terms["dense"] + time_terms["aggregate"] + time_terms["elementwise"]
+    compute = sum(time_terms[t] for t in COMPUTE)
     # hidden traffic costs what the compute cannot cover
     time_terms["hidden_exchange"] = hidden
     time_terms["overlap"] = -min(hidden, compute)

@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from analysis import records as rec  # noqa: E402
+from analysis.costmodel import COMPUTE  # noqa: E402
 
 plt.rcParams.update({"font.size": 10, "axes.titlesize": 10, "legend.fontsize": 8, "figure.dpi": 100,
                      "axes.grid": True, "grid.alpha": 0.3})
@@ -406,7 +407,7 @@ def all_figures(records: list[dict], out_dir) -> dict[str, list[Path]]:
     }
 
 
-PROJECTED_TERMS = ("dense", "aggregate", "elementwise", "exchange", "allreduce")
+PROJECTED_TERMS = (*COMPUTE, "exchange", "allreduce")
 
 
 def projection_vs_workers(rows: list[dict], out_dir) -> list[Path]:

@@ -25,15 +25,15 @@ GiB = 2 ** 30
 
 
 def build_model(model: str, features: int, hidden: int, classes: int, layers: int, heads: int = 4,
-                batch_norm: bool = False):
+                batch_norm: bool = False, dropout: float = 0.0):
     """The suite's own model, for its counts (work per layer, exchange widths, parameters)."""
     from benchmarks.models import build_model as build
-    return build(model, features, hidden, classes, layers, 0.0, 0, heads=heads, batch_norm=batch_norm)
+    return build(model, features, hidden, classes, layers, dropout, 0, heads=heads, batch_norm=batch_norm)
 
 
 def _model_of(cfg: dict, features: int, classes: int):
     return build_model(cfg["model"]["name"], features, cfg["hidden"], classes, cfg["layers"],
-                       cfg["model"].get("heads", 4), cfg.get("batch_norm", False))
+                       cfg["model"].get("heads", 4), cfg.get("batch_norm", False), cfg.get("dropout", 0.0))
 
 
 def skip_reason(record: dict) -> str | None:
@@ -83,7 +83,10 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
             continue
         cfg, graph = r["config"], r["graph"]
         model = _model_of(cfg, graph["features"], graph["classes"])
-        ranks = ranks_of(r["partition"], r["workers"])
+        per_rank = r["summary"].get("per_rank") or []
+        peers = [p["peers"] for p in per_rank if "peers" in p]  # records from before it counted peers: P - 1
+        ranks = ranks_of({**r["partition"], **({"peers_per_rank": peers} if len(peers) == r["workers"] else {})},
+                         r["workers"])
         proj = costmodel.project(r["method"], cfg["method"], model, ranks, r["workers"], profile)
         s = r["summary"]
         rows.append(row(r, proj, r["workers"], profile.name, seed=r["seed"],
@@ -128,7 +131,7 @@ def errors(rows: list[dict]) -> dict:
 
 
 def markdown(rows: list[dict], skipped: list, hardware: str) -> str:
-    terms = ["dense", "aggregate", "elementwise", "exchange", "allreduce", "hidden_exchange", "overlap"]
+    terms = [*costmodel.COMPUTE, "exchange", "allreduce", "hidden_exchange", "overlap"]
     head = ["dataset", "model", "method", "P", "projected epoch s", "measured s", "error", "projected train GiB",
             "measured GiB", "error", *[f"{t} s" for t in terms]]
     body = []
@@ -181,8 +184,14 @@ def proxy_stats(proxies: list[dict], name: str, nodes: int, edges: int, features
     fitted on its largest P), applied to this graph's totals. Marked `proxy` in every row."""
     from benchmarks.partition_stats import extrapolate
     degree = edges / nodes
-    nearest = min(proxies, key=lambda s: abs(math.log(s["graph"]["edges"] / s["graph"]["nodes"] / degree)))
+
+    def distance(s):  # degree first (to 10 %), then a graph that measured these P, then the larger graph
+        measured = all(str(p) in s["by_workers"] for p in workers)
+        return (round(abs(math.log(s["graph"]["edges"] / s["graph"]["nodes"] / degree)), 1), not measured,
+                -s["graph"]["nodes"])
+    nearest = min(proxies, key=distance)
     out = extrapolate(nearest, workers, nodes=nodes, edges=edges, name=name)
+    out["proxy"] += f" (average degree {nearest['graph']['edges'] / nearest['graph']['nodes']:.0f} against {degree:.0f})"
     out["graph"].update(features=features, classes=classes)
     return out
 
@@ -199,6 +208,8 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
             why = "no published value (the run ran out of memory)"
         if not why and r["metric"] not in PUBLISHED_METRICS:
             why = f"no projection of {r['metric']}"
+        if not why and not r["hardware"]:
+            why = "the hardware is not stated"
         if not why and not r["edges"]:
             why = "the graph's edge count is not published (the train-node subgraph)"
         if why:
@@ -209,7 +220,7 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
         stats = proxy_stats(proxies, r["dataset"], nodes, edges, int(r["features"]), int(r["classes"]), [workers])
         model_name = MODEL_NAMES[r["model"].split()[0]]
         model = build_model(model_name, int(r["features"]), int(r["hidden"]), int(r["classes"]), int(r["layers"]),
-                            int(r["heads"] or 4))
+                            int(r["heads"] or 4), dropout=float(r["dropout"] or 0.5))
         options = {"mode": "one_shot"} if r["method"] == "sar" and "one_shot" in r["method_options"] else {}
         proj = costmodel.project(r["method"], options, model, ranks_of(stats["by_workers"][str(workers)], workers),
                                  workers, profiles[r["hardware"]])
@@ -232,7 +243,7 @@ def write_published(out_dir, reference=None, stats_dir=None) -> Path:
     reference = Path(reference or Path(__file__).resolve().parent.parent / "results" / "reference" / "projection.csv")
     rows = list(csv.DictReader(reference.open()))
     proxies = [json.loads(p.read_text()) for p in sorted(Path(stats_dir or RESULTS).glob("*.json"))]
-    profiles = {name: load_profile(name) for name in {r["hardware"] for r in rows if r["projectable"] == "yes"}}
+    profiles = {name: load_profile(name) for name in {r["hardware"] for r in rows if r["projectable"] == "yes" and r["hardware"]}}
     result = project_published(rows, proxies, profiles)
     projected = [r for r in result if r["projected"] is not None]
     ratios = [max(r["ratio"], 1 / r["ratio"]) for r in projected]

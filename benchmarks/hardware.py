@@ -15,7 +15,9 @@ bytes, seconds, bytes/s, FLOP/s.
     inter_node: {bandwidth: 1.0e9, latency: 1.0e-4}
     sources: {memory_bandwidth: "...", ...}                     # where each value comes from
     cores: 2                      # optional, cpu only: the node's cores
-    single_thread: {dense_flops_fp32: ..., gather_bandwidth: ..., memory_bandwidth: ...}  # optional
+    dense_width_efficiency: {64: 0.5, 256: 1.0}   # optional: GEMM rate by output width, relative
+    random_rate: 2.0e8            # optional: uniform draws/s per unit (dropout's masks); absent: 4 bytes at memory_bandwidth
+    single_thread: {dense_flops_fp32: ..., gather_bandwidth: ..., memory_bandwidth: ..., random_rate: ...}  # optional
 
 A profile is held to its declaration with the suite's option checks (`benchmarks.options`), so bad
 input is one line naming the file and the key. No torch here: analysis imports this module.
@@ -67,6 +69,7 @@ class SingleThread(Options):
     dense_flops_fp32: float = option(MISSING, "FLOP/s of one thread", gt=0)
     gather_bandwidth: float = option(MISSING, "bytes/s of one thread", gt=0)
     memory_bandwidth: float = option(MISSING, "bytes/s of one thread", gt=0)
+    random_rate: Optional[float] = option(None, "uniform draws/s of one thread", gt=0)
 
 
 #: The nested sections and their declarations.
@@ -93,6 +96,11 @@ class HardwareProfile:
     sources: dict = option(MISSING, "where each value comes from, one line each")
     cores: Optional[int] = option(None, "cores of a CPU node", ge=1)
     single_thread: Optional[dict] = option(None, "one thread's rates")
+    # where absent (GPUs: counter-based generators run at memory speed), a draw costs its 4-byte write
+    random_rate: Optional[float] = option(None, "uniform draws/s per unit (dropout masks)", gt=0)
+    # optional: a GEMM's rate relative to dense_flops by its output width ({64: 0.5, 256: 1.0});
+    # narrow products run below the peak on a CPU. Absent: every width at dense_flops.
+    dense_width_efficiency: Optional[dict] = option(None, "GEMM rate by output width, relative to dense_flops")
 
     def check(self, cfg: dict) -> None:
         """The nested sections, then what holds across fields."""
@@ -101,6 +109,9 @@ class HardwareProfile:
         for key, cls in SECTIONS.items():
             if getattr(self, key) is not None:
                 section(cls, getattr(self, key), key)
+        for width, share in (self.dense_width_efficiency or {}).items():
+            if not (isinstance(width, int) and width > 0 and isinstance(share, (int, float)) and 0 < share <= 10):
+                raise UserError(f"dense_width_efficiency maps output widths to rate shares, got {width}: {share}")
         for key, text in self.sources.items():
             if key.split(".")[0] not in FIELDS:
                 raise UserError(f"sources names an unknown key {key}; sources describe the profile's keys")

@@ -114,6 +114,7 @@ def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
                 "comm_calls_by_category": ctx.comm.calls_by_category(),
                 "comm_messages_by_category": ctx.comm.messages_by_category(),
                 "comm_bytes_by_layer": ctx.comm.by_layer(), "nodes": part.num_local, "halo_nodes": part.num_halo,
+                "peers": int((part.recv_counts > 0).sum()),  # ranks this one receives halo rows from
                 "work_per_layer": ctx.model.work(part.num_local, part.indices.numel()),
                 "threads": torch.get_num_threads(), **method.probes()}
     return {"history": history, "per_rank": ctx.comm.all_gather_object(per_rank), "grads": grads}

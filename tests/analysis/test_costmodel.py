@@ -35,17 +35,28 @@ def test_a_hand_made_record_projects_to_the_hand_computed_time():
     assert t["dense"] == pytest.approx(2.24)
     # aggregation: 30 edges x (8 + 2) features x 4 bytes, forward and backward, at 100 B/s
     assert t["aggregate"] == pytest.approx(24.0)
-    # elementwise: per layer (rows x d_in + 2 rows x d_out + (rows + halo) x width) x 4 bytes x 2
-    # (read, write) x 2 (backward): (40 + 160 + 120 + 80 + 40 + 30) x 16 = 7520 bytes at 1000 B/s
-    assert t["elementwise"] == pytest.approx(7.52)
+    # elementwise (no dropout here): bias and activation 32 bytes per output element, the
+    # [local | halo] copy 8 bytes per source element and again for its gradient:
+    # 10 x 8 x 32 + 15 x 8 x 16 + 10 x 2 x 32 + 15 x 2 x 16 = 5600 bytes at 1000 B/s
+    assert t["elementwise"] == pytest.approx(5.6)
+    assert t["dropout_draws"] == 0
+    assert t["optimizer_step"] == pytest.approx(58 * 88 / 1000)  # Adam: 88 bytes a parameter
     # halo: 5 rows x (8 + 2) x 4 bytes forward and backward = 400 bytes at 100 B/s, 4 messages of 10 ms
     assert t["exchange"] == pytest.approx(4.04)
     # ring all-reduce of 58 parameters (32 + 8 + 16 + 2) x 4 bytes: 2 steps of 10 ms + 232 / 100 s
     assert t["allreduce"] == pytest.approx(2.34)
     assert t["overlap"] == 0 and t["hidden_exchange"] == 0
-    assert row["projected_epoch_s"] == pytest.approx(40.14)
+    assert row["projected_epoch_s"] == pytest.approx(2.24 + 24 + 5.6 + 5.104 + 4.04 + 2.34)
     assert row["measured_epoch_s"] == 40.0 and skipped == []
-    assert projection.errors([row])["epoch_time"]["median"] == pytest.approx(0.14 / 40)
+    m = row["memory_terms"]
+    # kept for backward: layer 0 its dropped-out input (10 x 4 x 4 bytes) and ReLU output (10 x 8 x 4);
+    # layer 1 its input (10 x 8 x 4) and dropout mask (10 x 8 x 1)
+    assert m["activations"] == 160 + 320 + 320 + 80
+    # backward's largest step: layer 0's output gradient (10 x 8 x 4) and sources' (15 x 8 x 4)
+    assert m["backward_transient"] == 320 + 480
+    assert m["optimizer"] == 3 * 58 * 4 and m["stale_tables"] == 0
+    assert row["projected_train_mem_bytes"] == 880 + 800 + 696
+    assert projection.errors([row])["epoch_time"]["median"] == pytest.approx(3.324 / 40)
 
 
 def test_overlapped_traffic_costs_only_what_compute_does_not_hide():
@@ -53,7 +64,7 @@ def test_overlapped_traffic_costs_only_what_compute_does_not_hide():
     # PipeGCN sends layer 1's rows and gradients without waiting (layer 0's inputs were fetched once)
     t = plain["time_terms"]
     assert t["exchange"] == 0 and t["hidden_exchange"] == pytest.approx(2 * 0.01 + 2 * 40 / 100)
-    assert t["overlap"] == -t["hidden_exchange"]  # compute (33.76 s) hides it whole
+    assert t["overlap"] == -t["hidden_exchange"]  # compute (about 37 s) hides it whole
 
 
 def test_off_the_model_records_are_named_not_projected():
