@@ -27,7 +27,9 @@ def main(argv=None) -> None:
                    "hardware profiles instead (partition statistics from the measured graph of nearest degree)")
     j.add_argument("--workers", default="", help="comma-separated worker counts to project to (needs --graph)")
     j.add_argument("--graph", default=None, help="partition statistics of the target graph "
-                   "(results/partition_stats/*.json, from `python -m benchmarks.partition_stats`)")
+                   "(results/partition_stats/*.json, from `python -m benchmarks.partition_stats`), or "
+                   "ogbn-products, ogbn-papers100M, reddit (a proxy from the measured graph of nearest degree)")
+    j.add_argument("--hidden", type=int, default=None, help="project the records' models at this hidden width")
     j.add_argument("--out", default=None, help="where projection.md/.json and figures/ go (default: results_dir)")
     args = p.parse_args(argv)
     if args.command == "project":
@@ -68,8 +70,8 @@ def _project(args) -> None:
         sys.exit(2)
     try:
         profile = load_profile(args.hardware)
-        stats = projection.load_stats(args.graph) if args.graph else None
-        rows, skipped = projection.project_records(rec.load(args.results_dir), profile, workers, stats)
+        stats = projection.load_stats(args.graph, workers) if args.graph else None
+        rows, skipped = projection.project_records(rec.load(args.results_dir), profile, workers, stats, args.hidden)
     except (NoRecords, UserError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

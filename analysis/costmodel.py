@@ -359,6 +359,12 @@ def _static_bytes(model, rank: Rank, params: int) -> float:
             + rank.nodes * (INDEX + 3) + params * FLOAT)
 
 
+def fits(profile, workers: int, peak_bytes: float) -> bool:
+    """Whether a rank's projected peak fits its share of a unit's memory (a GPU's, or a CPU node's
+    RAM shared by the ranks on it)."""
+    return peak_bytes * ranks_per_unit(profile, workers) <= profile.memory_bytes
+
+
 def project(method: str, options: dict, model, ranks: list[Rank], workers: int, profile) -> Projection:
     """The epoch: the slowest rank's time terms, the largest rank's memory terms."""
     per_rank = [rank_terms(method, options, model, r, workers, profile) for r in ranks]

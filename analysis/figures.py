@@ -419,6 +419,8 @@ def projection_vs_workers(rows: list[dict], out_dir) -> list[Path]:
     if df.empty:
         return []
     df["label"] = df["variant"].fillna(df["method"])
+    for column in ("measured_epoch_s", "measured_train_mem_bytes"):  # None where nothing was measured
+        df[column] = pd.to_numeric(df[column], errors="coerce")
     groups = list(df.groupby(["dataset", "model", "hardware"], sort=True))
     fig, axes = _grid(len(groups), per_group=3)
     sty = style(df["label"])
@@ -445,6 +447,6 @@ def projection_vs_workers(rows: list[dict], out_dir) -> list[Path]:
         shares.plot.barh(stacked=True, ax=ax_f, legend=False, colormap="Set2")
         ax_f.set_xlabel(f"share of projected epoch time at P = {int(g['workers'].max())}")
         ax_f.set_ylabel("")
-        ax_f.legend(fontsize=7, loc="lower right")
+        ax_f.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, frameon=False)
     _legend(fig, axes[:, :1], extra_failed=False)
     return save(fig, out_dir, "projection_vs_workers")

@@ -62,24 +62,31 @@ def ranks_of(partition: dict, workers: int) -> list[Rank]:
             zip(partition["nodes_per_rank"], partition["edges_per_rank"], partition["halo_nodes_per_rank"], peers)]
 
 
-def row(record_or_setting: dict, proj: costmodel.Projection, workers: int, hardware: str, **extra) -> dict:
+def row(record_or_setting: dict, proj: costmodel.Projection, workers: int, profile, **extra) -> dict:
+    peak = proj.train_mem_bytes + proj.memory_terms["static"]
     return {"method": record_or_setting["method"], "variant": record_or_setting.get("variant"),
             "model": record_or_setting["model"], "dataset": record_or_setting["dataset"], "workers": workers,
-            "hardware": hardware, "projected_epoch_s": proj.epoch_s,
-            "projected_train_mem_bytes": proj.train_mem_bytes,
-            "projected_peak_mem_bytes": proj.train_mem_bytes + proj.memory_terms["static"],
+            "hardware": profile.name, "projected_epoch_s": proj.epoch_s,
+            "projected_train_mem_bytes": proj.train_mem_bytes, "projected_peak_mem_bytes": peak,
+            "fits": costmodel.fits(profile, workers, peak),
             "time_terms": proj.time_terms, "memory_terms": proj.memory_terms,
             "measured_epoch_s": None, "measured_train_mem_bytes": None, **extra}
 
 
-def project_records(records: list[dict], profile, workers: list[int], graph_stats: dict | None) -> tuple[list, list]:
+def project_records(records: list[dict], profile, workers: list[int], graph_stats: dict | None,
+                    hidden: int | None = None) -> tuple[list, list]:
     """Rows for every modelled record (measured beside projected) and, with `graph_stats`, for each
-    distinct (method, variant, model) at each P of `workers`. Returns (rows, skipped)."""
+    distinct (method, variant, model) at each P of `workers` (with `hidden`, the records' models at
+    that width). Returns (rows, skipped)."""
     rows, skipped, targets = [], [], {}
     for r in records:
         why = skip_reason(r)
         if why:
             skipped.append((Path(r.get("_path", "?")).name, why))
+            continue
+        if r["method"] != "single":  # one process whatever `workers` says: nothing to project to P ranks
+            targets.setdefault((r["method"], r["variant"], r["model"]), r)
+        if graph_stats:  # a projection elsewhere: a run measured here is no check of it
             continue
         cfg, graph = r["config"], r["graph"]
         model = _model_of(cfg, graph["features"], graph["classes"])
@@ -89,32 +96,45 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
                          r["workers"])
         proj = costmodel.project(r["method"], cfg["method"], model, ranks, r["workers"], profile)
         s = r["summary"]
-        rows.append(row(r, proj, r["workers"], profile.name, seed=r["seed"],
+        rows.append(row(r, proj, r["workers"], profile, seed=r["seed"],
                         measured_epoch_s=s["epoch_time_s_median"],
                         measured_train_mem_bytes=s.get("train_mem_delta_bytes_max")))
-        targets.setdefault((r["method"], r["variant"], r["model"]), r)
     if graph_stats:
         g = graph_stats["graph"]
         for (method, variant, model_name), r in sorted(targets.items()):
-            model = _model_of(r["config"], g["features"], g["classes"])
+            model = _model_of({**r["config"], **({"hidden": hidden} if hidden else {})}, g["features"], g["classes"])
             for p in workers:
                 stats = graph_stats["by_workers"].get(str(p))
                 if stats is None:
                     skipped.append((f"{method} at P={p}", f"no partition statistics for P={p} in the graph file"))
                     continue
                 proj = costmodel.project(method, r["config"]["method"], model, ranks_of(stats, p), p, profile)
-                rows.append(row({**r, "dataset": g["name"]}, proj, p, profile.name,
+                rows.append(row({**r, "dataset": g["name"]}, proj, p, profile,
                                 partition_source=graph_stats.get("source", "measured")))
     return rows, skipped
 
 
-def load_stats(path) -> dict:
-    """A partition-statistics file (`benchmarks.partition_stats`); a missing one is a one-line error."""
+#: Graphs too large to load here, by their totals: nodes, in-edges as the suite counts them (both
+#: directions and a self-loop per node), features, classes (OGB's dataset pages; Reddit: its DGL/PyG
+#: loaders' 114,615,892 directed edges plus self-loops).
+TOTALS = {"ogbn-products": (2449029, 126167309, 100, 47), "ogbn-papers100M": (111059956, 3342431700, 128, 172),
+          "reddit": (232965, 114848857, 602, 41)}
+
+
+def load_stats(graph: str, workers: list[int], stats_dir=None) -> dict:
+    """`--graph`: a partition-statistics file (`benchmarks.partition_stats`), or the name of a graph of
+    TOTALS, whose statistics are a proxy (`proxy_stats`) from the measured graphs in `stats_dir`."""
     from benchmarks.errors import UserError
+    if graph in TOTALS:
+        from benchmarks.partition_stats import RESULTS
+        proxies = [json.loads(p.read_text()) for p in sorted(Path(stats_dir or RESULTS).glob("*.json"))]
+        if not proxies:
+            raise UserError(f"no measured partition statistics in {stats_dir or RESULTS} to build a proxy from")
+        return proxy_stats(proxies, graph, *TOTALS[graph], workers)
     try:
-        return json.loads(Path(path).read_text())
+        return json.loads(Path(graph).read_text())
     except (OSError, ValueError) as e:
-        raise UserError(f"cannot read partition statistics {path}: {e}") from None
+        raise UserError(f"--graph {graph}: not a partition-statistics file ({e}) nor one of {', '.join(TOTALS)}") from None
 
 
 def errors(rows: list[dict]) -> dict:
@@ -133,7 +153,7 @@ def errors(rows: list[dict]) -> dict:
 def markdown(rows: list[dict], skipped: list, hardware: str) -> str:
     terms = [*costmodel.COMPUTE, "exchange", "allreduce", "hidden_exchange", "overlap"]
     head = ["dataset", "model", "method", "P", "projected epoch s", "measured s", "error", "projected train GiB",
-            "measured GiB", "error", *[f"{t} s" for t in terms]]
+            "measured GiB", "error", "peak GiB", "fits", *[f"{t} s" for t in terms]]
     body = []
     for r in sorted(rows, key=lambda r: (r["dataset"], r["model"], r["method"], r["workers"])):
         me, mm = r["measured_epoch_s"], r["measured_train_mem_bytes"]
@@ -141,6 +161,7 @@ def markdown(rows: list[dict], skipped: list, hardware: str) -> str:
                      fmt(me, 3) if me else "", f"{(r['projected_epoch_s'] - me) / me:+.0%}" if me else "",
                      fmt(r["projected_train_mem_bytes"] / GiB, 3), fmt(mm / GiB, 3) if mm else "",
                      f"{(r['projected_train_mem_bytes'] - mm) / mm:+.0%}" if mm else "",
+                     fmt(r["projected_peak_mem_bytes"] / GiB, 3), "yes" if r["fits"] else "NO",
                      *[fmt(r["time_terms"].get(t, 0.0), 3) for t in terms]])
     e = errors(rows)
     text = [f"# Projection on `{hardware}` (projected, not measured, unless a measured column says so)", "",
@@ -225,7 +246,7 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
         proj = costmodel.project(r["method"], options, model, ranks_of(stats["by_workers"][str(workers)], workers),
                                  workers, profiles[r["hardware"]])
         projected = PUBLISHED_METRICS[r["metric"]](row({**base, "model": model_name, "variant": None}, proj, workers,
-                                                       r["hardware"]))
+                                                       profiles[r["hardware"]]))
         published = float(r["value"]) * UNITS[r["unit"]]
         out.append({**base, "projected": projected / UNITS[r["unit"]], "ratio": projected / published,
                     "partition": stats.get("proxy", "measured") if workers > 1 else "one rank",

@@ -1,6 +1,6 @@
-"""The cost model (analysis/costmodel.py): a hand-made record projects to the hand-computed time,
-and every modelled method's analytic traffic equals what its runs count (bytes, calls and
-point-to-point messages per epoch, summed over ranks)."""
+"""The cost model (analysis/costmodel.py) on hand-made records: they project to the hand-computed
+time and memory; overlap, targets, proxies, fitting in memory and bad input behave as documented.
+tests/analysis/test_traffic_counts.py holds the model's traffic to what real runs count."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from analysis import costmodel, projection
-from tests.methods.exactness import DATASETS, run_ok
+
+pytestmark = pytest.mark.fast
 
 # Round rates, so the expected time can be worked by hand.
 PROFILE = SimpleNamespace(name="hand", device="cuda", units_per_node=2, ranks_per_node=2, memory_bytes=1e9,
@@ -90,33 +91,39 @@ def test_projecting_to_more_workers_uses_the_target_graphs_statistics():
     assert target[0]["time_terms"]["exchange"] == pytest.approx(sum(links.transfer(t.bytes, t.messages) for t in halo))
 
 
-METHODS = [("full_halo", "sage", []), ("sar", "sage", []), ("sar", "gat", []), ("pipegcn", "sage", []),
-           ("bns_gcn", "gat", []), ("digest", "sage", ["method.sync_every=1"]),
-           ("sancus", "sage", ["method.max_staleness=0"]), ("adaqp", "sage", [])]
+def test_a_gemm_narrower_than_the_calibrated_widths_runs_at_the_narrow_rate():
+    profile = SimpleNamespace(dense_width_efficiency={64: 0.5, 256: 1.0})
+    assert [costmodel.width_efficiency(profile, w) for w in (8, 64, 128, 256, 1024)] == [0.5, 0.5, 0.75, 1.0, 1.0]
+    assert costmodel.width_efficiency(PROFILE, 8) == 1.0  # no table: every width at dense_flops
 
 
-@pytest.mark.parametrize("method,model,extra", METHODS, ids=[f"{m}-{g}" for m, g, _ in METHODS])
-def test_analytic_traffic_equals_the_counted_traffic(make_cfg, method, model, extra):
-    """Per epoch and category, summed over ranks. On the randomly partitioned graph every pair of
-    parts shares halo nodes, so every rank has P - 1 peers. BNS-GCN keeps floor(p |B_ij|) rows of
-    each pair, the model p |B_ij|: within 1 %."""
-    cfg = make_cfg(f"method={method}", "workers=3", *DATASETS["synthetic"], f"model={model}", "epochs=2", *extra)
-    _, record = run_ok(cfg)
-    epochs = len(record["history"])
-    counted = {}
-    for r in record["summary"]["per_rank"]:
-        for i, field in enumerate(("comm_bytes_by_category", "comm_calls_by_category", "comm_messages_by_category")):
-            for category, n in r[field].items():
-                if category not in ("setup", "eval", "probe", "halo_inputs"):  # not per-epoch training traffic
-                    counted.setdefault(category, [0.0, 0.0, 0.0])[i] += n / epochs
-    g = record["graph"]
-    model_ = projection.build_model(model, g["features"], cfg["hidden"], g["classes"], cfg["layers"])
-    analytic = {}
-    for rank in projection.ranks_of(record["partition"], record["workers"]):
-        for t in costmodel.traffic(method, record["config"]["method"], model_, rank):
-            a = analytic.setdefault(t.category, [0.0, 0.0, 0.0])
-            a[0], a[1], a[2] = a[0] + t.bytes, a[1] + t.calls, a[2] + t.messages
-    assert counted.keys() == analytic.keys()
-    for category, (nbytes, calls, messages) in counted.items():
-        assert analytic[category][1:] == [calls, messages], category
-        assert analytic[category][0] == pytest.approx(nbytes, rel=0.01 if method == "bns_gcn" else 1e-9), category
+def test_a_rank_fits_when_its_peak_fits_its_share_of_the_unit():
+    assert costmodel.fits(PROFILE, 2, 1e9) and not costmodel.fits(PROFILE, 2, 1.01e9)
+    cpu = SimpleNamespace(**{**vars(PROFILE), "device": "cpu", "units_per_node": 1, "ranks_per_node": 8})
+    assert costmodel.fits(cpu, 4, 0.25e9) and not costmodel.fits(cpu, 4, 0.26e9)  # 4 ranks share the node
+
+
+def test_a_graph_too_large_to_load_gets_labelled_proxy_statistics():
+    measured = {"graph": {"name": "small", "nodes": 1000, "edges": 21000},
+                "by_workers": {str(p): {"fractions": {"halo_mean_frac": 0.1 / p ** 0.5, "halo_max_frac": 0.12 / p ** 0.5,
+                                                      "peers_mean_share": 1.0, "peers_max_share": 1.0,
+                                                      "edge_cut_frac": 0.2, "node_imbalance": 1.0,
+                                                      "edge_imbalance": 1.0}} for p in (2, 4, 8)}}
+    stats = projection.proxy_stats([measured], "big", 10 ** 6, 3 * 10 ** 7, 128, 10, [16])
+    assert "PROXY" in stats["proxy"] and "average degree 21 against 30" in stats["proxy"]
+    s = stats["by_workers"]["16"]["summary"]
+    assert s["nodes_max"] == pytest.approx(10 ** 6 / 16) and s["halo_max"] == pytest.approx(0.12 / 4 * 10 ** 6)
+    (rank,) = projection.ranks_of(stats["by_workers"]["16"], 16)
+    assert rank == costmodel.Rank(62500, 1875000, 30000, 15)
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    from analysis.__main__ import main
+    for argv, message in ((["project", str(tmp_path), "--hardware", "nope"], "unknown hardware profile 'nope'"),
+                          (["project", str(tmp_path), "--hardware", "a100-dgx", "--workers", "8"], "with --graph"),
+                          (["project", str(tmp_path), "--hardware", "a100-dgx", "--workers", "8", "--graph", "x.json"],
+                           "not a partition-statistics file")):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err.strip()
+        assert e.value.code == 2 and message in err and "\n" not in err, err

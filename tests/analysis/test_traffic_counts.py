@@ -1,0 +1,39 @@
+"""Every modelled method's analytic traffic (`analysis.costmodel.traffic`) equals what its runs
+count: bytes, calls and point-to-point messages per epoch and category, summed over ranks."""
+from __future__ import annotations
+
+import pytest
+
+from analysis import costmodel, projection
+from tests.methods.exactness import DATASETS, run_ok
+
+METHODS = [("full_halo", "sage", []), ("sar", "sage", []), ("sar", "gat", []), ("pipegcn", "sage", []),
+           ("bns_gcn", "gat", []), ("digest", "sage", ["method.sync_every=1"]),
+           ("sancus", "sage", ["method.max_staleness=0"]), ("adaqp", "sage", [])]
+
+
+@pytest.mark.parametrize("method,model,extra", METHODS, ids=[f"{m}-{g}" for m, g, _ in METHODS])
+def test_analytic_traffic_equals_the_counted_traffic(make_cfg, method, model, extra):
+    """Per epoch and category, summed over ranks. On the randomly partitioned graph every pair of
+    parts shares halo nodes, so every rank has P - 1 peers. BNS-GCN keeps floor(p |B_ij|) rows of
+    each pair, the model p |B_ij|: within 1 %."""
+    cfg = make_cfg(f"method={method}", "workers=3", *DATASETS["synthetic"], f"model={model}", "epochs=2", *extra)
+    _, record = run_ok(cfg)
+    epochs = len(record["history"])
+    counted = {}
+    for r in record["summary"]["per_rank"]:
+        for i, field in enumerate(("comm_bytes_by_category", "comm_calls_by_category", "comm_messages_by_category")):
+            for category, n in r[field].items():
+                if category not in ("setup", "eval", "probe", "halo_inputs"):  # not per-epoch training traffic
+                    counted.setdefault(category, [0.0, 0.0, 0.0])[i] += n / epochs
+    g = record["graph"]
+    model_ = projection.build_model(model, g["features"], cfg["hidden"], g["classes"], cfg["layers"])
+    analytic = {}
+    for rank in projection.ranks_of(record["partition"], record["workers"]):
+        for t in costmodel.traffic(method, record["config"]["method"], model_, rank):
+            a = analytic.setdefault(t.category, [0.0, 0.0, 0.0])
+            a[0], a[1], a[2] = a[0] + t.bytes, a[1] + t.calls, a[2] + t.messages
+    assert counted.keys() == analytic.keys()
+    for category, (nbytes, calls, messages) in counted.items():
+        assert analytic[category][1:] == [calls, messages], category
+        assert analytic[category][0] == pytest.approx(nbytes, rel=0.01 if method == "bns_gcn" else 1e-9), category
