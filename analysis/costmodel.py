@@ -8,7 +8,8 @@ Time of one rank's training epoch, each term named as in `projection.json`:
     dense       = forward + backward GEMM FLOPs / dense_flops        (backward = 2 x forward, 1 x in layer 0)
     aggregate   = edges x width x 4 bytes / gather_bandwidth         (again in backward where gradients flow)
     elementwise = bytes of dropout, bias, activation, [local | halo] copies, edge softmax / memory_bandwidth
-    dropout_draws = the masks' uniform draws / random_rate (a CPU's generator is compute-bound)
+    dropout     = elements through dropout's forward / dropout_rate (calibrated: a CPU's generator and
+                  mixed-type multiply are far below the streaming bandwidth); backward is elementwise
     optimizer_step = Adam's bytes per parameter / memory_bandwidth
     exchange    = per operation: messages x latency + bytes / bandwidth (intra- or inter-node by the share
                   of peers on other nodes)
@@ -35,7 +36,7 @@ FLOAT = 4  # bytes per fp32 element: the projection covers fp32 runs (see `check
 INDEX = 8  # bytes per int64 index (CSR columns, row pointers)
 #: Bytes moved per element by the elementwise steps of a layer (fp32 4, mask 1), counted from the
 #: suite's code: dropout (`models.dropout`: compare the draws, multiply by the mask, then by 1 / (1 - p))
-#: forward 4 + 5 + 9 + 8 and backward (mask, scale) 9 + 8; bias and activation forward 8 + 8, backward
+#: forward 4 + 5 + 9 + 8 (where dropout_rate is not calibrated) and backward (mask, scale) 9 + 8; bias and activation forward 8 + 8, backward
 #: 12 + 4; the [local | halo] copy of the sources, read and written.
 DROPOUT_FORWARD, DROPOUT_BACKWARD = 26, 17
 OUTPUT_FORWARD, OUTPUT_BACKWARD = 16, 16
@@ -176,9 +177,9 @@ def ranks_per_unit(profile, workers: int) -> float:
 
 
 RATES = {"dense": ("dense_flops", "dense_flops_fp32"), "aggregate": ("gather_bandwidth", "gather_bandwidth"),
-         "elementwise": ("memory_bandwidth", "memory_bandwidth"), "random": ("random_rate", "random_rate")}
+         "elementwise": ("memory_bandwidth", "memory_bandwidth"), "dropout": ("dropout_rate", "dropout_rate")}
 #: The compute terms (what overlapped traffic can hide behind).
-COMPUTE = ("dense", "aggregate", "elementwise", "dropout_draws", "optimizer_step")
+COMPUTE = ("dense", "aggregate", "elementwise", "dropout", "optimizer_step")
 
 
 def width_efficiency(profile, width: int) -> float:
@@ -251,7 +252,7 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
     work = model.work(rank.nodes, rank.edges)
     exchanges = model.exchanges()
 
-    dense = aggregate = elementwise = draws = 0.0
+    dense = aggregate = elementwise = dropped = 0.0
     n = rank.nodes
     for layer, (w, (width, grad)) in enumerate(zip(work, exchanges)):
         backward_dense = 1 if layer == 0 else 2  # the weight's gradient; past layer 0 the input's too
@@ -259,19 +260,20 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
         aggregate += w["edges"] * w["aggregate_width"] * FLOAT * (2 if grad else 1)
         d_in, d_out = _in_width(model, layer), _out_width(model, layer)
         if model.dropout:
-            draws += n * d_in
-            elementwise += n * d_in * (DROPOUT_FORWARD + (DROPOUT_BACKWARD if layer else 0))
+            dropped += n * d_in
+            elementwise += n * d_in * (DROPOUT_BACKWARD if layer else 0)
         elementwise += n * d_out * (OUTPUT_FORWARD + OUTPUT_BACKWARD)
         elementwise += (n + rank.halo) * width * COPY * (2 if grad else 1)
         elementwise += w["edge_ops"] * FLOAT * EDGE_PASSES * 3
     params = parameters(model)
-    random_rate = getattr(profile, "random_rate", None)
+    dropout_rate = getattr(profile, "dropout_rate", None)
     time_terms = {"dense": dense / rank_rate(profile, workers, "dense"),
                   "aggregate": aggregate / rank_rate(profile, workers, "aggregate"),
                   "elementwise": elementwise / rank_rate(profile, workers, "elementwise"),
-                  # draws: compute-bound on a CPU (calibrated); elsewhere their 4-byte write
-                  "dropout_draws": draws / rank_rate(profile, workers, "random") if random_rate
-                  else draws * FLOAT / rank_rate(profile, workers, "elementwise"),
+                  # dropout's forward: calibrated on a CPU (its generator is compute-bound); elsewhere
+                  # the bytes it reads and writes
+                  "dropout": dropped / rank_rate(profile, workers, "dropout") if dropout_rate
+                  else dropped * DROPOUT_FORWARD / rank_rate(profile, workers, "elementwise"),
                   "optimizer_step": params * ADAM_STEP / rank_rate(profile, workers, "elementwise")}
 
     moved = traffic(method, options, model, rank) if workers > 1 else []

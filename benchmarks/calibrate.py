@@ -118,11 +118,14 @@ def stream_bandwidth(sizes: Sizes) -> float:
     return 3 * 4 * sizes.stream / median_seconds(lambda: torch.add(a, b, out=c), sizes)
 
 
-def random_rate(sizes: Sizes) -> float:
-    """Uniform draws per second, as dropout draws its masks (`models.dropout`: `rand_like`); CPU
-    generators are compute-bound, well below the memory bandwidth."""
-    buf = torch.empty(sizes.stream)
-    return sizes.stream / median_seconds(buf.uniform_, sizes)
+def dropout_rate(sizes: Sizes) -> float:
+    """Elements per second through the suite's dropout forward (`models.dropout`: uniform draws, a
+    comparison, a multiply by the boolean mask, the scale). A CPU's generator and the mixed-type
+    multiply run far below the streaming bandwidth, and dropout of wide input features is a large
+    share of a small graph's epoch."""
+    from benchmarks.models import dropout
+    x = torch.ones(sizes.stream // 4)
+    return x.numel() / median_seconds(lambda: dropout(x, 0.5, True), sizes)
 
 
 def compute_rates(threads: int, adj: LocalAdjacency, sizes: Sizes, warm_up: bool = True) -> dict:
@@ -132,7 +135,7 @@ def compute_rates(threads: int, adj: LocalAdjacency, sizes: Sizes, warm_up: bool
     # threads ready, and allocate their outputs afresh each call, in training as here.
     return {"dense_flops_fp32": statistics.fmean(gemm_flops(r, 256, torch.float32, sizes) for r in sizes.gemm_rows),
             "gather": {w: gather_bandwidth(adj, w, sizes, warm_up and i == 0) for i, w in enumerate(sizes.widths)},
-            "memory_bandwidth": stream_bandwidth(sizes), "random_rate": random_rate(sizes)}
+            "memory_bandwidth": stream_bandwidth(sizes), "dropout_rate": dropout_rate(sizes)}
 
 
 # --------------------------------------------------------------------------- communication
@@ -277,7 +280,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
         "ranks_per_node": 1024,
         "memory_bytes": memory_bytes(),
         "memory_bandwidth": node["memory_bandwidth"],
-        "random_rate": node["random_rate"],
+        "dropout_rate": node["dropout_rate"],
         "gather_bandwidth": gather,
         "dense_flops": {"fp32": node["dense_flops_fp32"], **half},
         "dense_width_efficiency": {64: narrow / node["dense_flops_fp32"], 256: 1.0},
@@ -287,8 +290,8 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
             "memory_bytes": "MemTotal of /proc/meminfo",
             "memory_bandwidth": f"torch.add(a, b, out=c), {sizes.stream} fp32 elements each, 12 bytes an element; "
                                 f"median of up to {sizes.repeats} runs after a warm-up, {n} threads",
-            "random_rate": f"Tensor.uniform_ on {sizes.stream} fp32 elements (dropout's draws); median of up to "
-                           f"{sizes.repeats} runs after a warm-up, {n} threads",
+            "dropout_rate": f"benchmarks.models.dropout(x, 0.5, training) forward on {sizes.stream // 4} fp32 "
+                            f"elements; median of up to {sizes.repeats} runs after a warm-up, {n} threads",
             "gather_bandwidth": "LocalAdjacency.spmm (CSR SpMM, int32) forward and spmm_t (its backward, A^T @ G) "
                                 f"on {graph}, counted as 2 x edges x width x 4 bytes over both; mean of widths "
                                 + ", ".join(f"{w} ({r / 1e9:.2f} GB/s)" for w, r in node["gather"].items())
@@ -310,13 +313,13 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
             "dense_width_efficiency": "the 64-wide product's rate (dense_flops.fp32's source) over the 256-wide one's",
             "ranks_per_node": "every rank of a run on this machine is on this node",
             "cores": "benchmarks.probes.cores() (the cores this process may run on)",
-            "single_thread": "the same measurements as memory_bandwidth, random_rate, gather_bandwidth and dense_flops.fp32 "
+            "single_thread": "the same measurements as memory_bandwidth, dropout_rate, gather_bandwidth and dense_flops.fp32 "
                              "with torch.set_num_threads(1)",
         },
         "cores": n,
         "single_thread": {"dense_flops_fp32": one["dense_flops_fp32"],
                           "gather_bandwidth": statistics.fmean(one["gather"].values()),
-                          "memory_bandwidth": one["memory_bandwidth"], "random_rate": one["random_rate"]},
+                          "memory_bandwidth": one["memory_bandwidth"], "dropout_rate": one["dropout_rate"]},
     }
 
 
@@ -353,7 +356,8 @@ def table(values: dict) -> str:
             f"{one['gather_bandwidth'] / 1e9:.2f} GB/s"),
         row("memory (stream add)", f"{values['memory_bandwidth'] / 1e9:.2f} GB/s",
             f"{one['memory_bandwidth'] / 1e9:.2f} GB/s"),
-        row("uniform draws", f"{values['random_rate'] / 1e9:.2f} G/s", f"{one['random_rate'] / 1e9:.2f} G/s"),
+        row("dropout forward", f"{values['dropout_rate'] / 1e6:.0f} M elements/s",
+            f"{one['dropout_rate'] / 1e6:.0f} M elements/s"),
         row("p2p between 2 ranks", f"{link['latency'] * 1e6:.0f} us + B / {link['bandwidth'] / 1e9:.2f} GB/s"),
         row("memory", f"{values['memory_bytes'] / 2 ** 30:.1f} GiB")])
 

@@ -16,8 +16,8 @@ bytes, seconds, bytes/s, FLOP/s.
     sources: {memory_bandwidth: "...", ...}                     # where each value comes from
     cores: 2                      # optional, cpu only: the node's cores
     dense_width_efficiency: {64: 0.5, 256: 1.0}   # optional: GEMM rate by output width, relative
-    random_rate: 2.0e8            # optional: uniform draws/s per unit (dropout's masks); absent: 4 bytes at memory_bandwidth
-    single_thread: {dense_flops_fp32: ..., gather_bandwidth: ..., memory_bandwidth: ..., random_rate: ...}  # optional
+    dropout_rate: 1.0e8           # optional: elements/s through dropout's forward; absent: its bytes at memory_bandwidth
+    single_thread: {dense_flops_fp32: ..., gather_bandwidth: ..., memory_bandwidth: ..., dropout_rate: ...}  # optional
 
 A profile is held to its declaration with the suite's option checks (`benchmarks.options`), so bad
 input is one line naming the file and the key. No torch here: analysis imports this module.
@@ -69,7 +69,7 @@ class SingleThread(Options):
     dense_flops_fp32: float = option(MISSING, "FLOP/s of one thread", gt=0)
     gather_bandwidth: float = option(MISSING, "bytes/s of one thread", gt=0)
     memory_bandwidth: float = option(MISSING, "bytes/s of one thread", gt=0)
-    random_rate: Optional[float] = option(None, "uniform draws/s of one thread", gt=0)
+    dropout_rate: Optional[float] = option(None, "elements/s through dropout's forward, one thread", gt=0)
 
 
 #: The nested sections and their declarations.
@@ -96,8 +96,9 @@ class HardwareProfile:
     sources: dict = option(MISSING, "where each value comes from, one line each")
     cores: Optional[int] = option(None, "cores of a CPU node", ge=1)
     single_thread: Optional[dict] = option(None, "one thread's rates")
-    # where absent (GPUs: counter-based generators run at memory speed), a draw costs its 4-byte write
-    random_rate: Optional[float] = option(None, "uniform draws/s per unit (dropout masks)", gt=0)
+    # where absent (GPUs: counter-based generators run near memory speed), dropout's forward costs the
+    # bytes it reads and writes at memory_bandwidth
+    dropout_rate: Optional[float] = option(None, "elements/s through dropout's forward (draw, mask, scale)", gt=0)
     # optional: a GEMM's rate relative to dense_flops by its output width ({64: 0.5, 256: 1.0});
     # narrow products run below the peak on a CPU. Absent: every width at dense_flops.
     dense_width_efficiency: Optional[dict] = option(None, "GEMM rate by output width, relative to dense_flops")

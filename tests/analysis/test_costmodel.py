@@ -40,7 +40,7 @@ def test_a_hand_made_record_projects_to_the_hand_computed_time():
     # [local | halo] copy 8 bytes per source element and again for its gradient:
     # 10 x 8 x 32 + 15 x 8 x 16 + 10 x 2 x 32 + 15 x 2 x 16 = 5600 bytes at 1000 B/s
     assert t["elementwise"] == pytest.approx(5.6)
-    assert t["dropout_draws"] == 0
+    assert t["dropout"] == 0
     assert t["optimizer_step"] == pytest.approx(58 * 88 / 1000)  # Adam: 88 bytes a parameter
     # halo: 5 rows x (8 + 2) x 4 bytes forward and backward = 400 bytes at 100 B/s, 4 messages of 10 ms
     assert t["exchange"] == pytest.approx(4.04)
