@@ -7,6 +7,9 @@ Time of one rank's training epoch, each term named as in `projection.json`:
 
     dense       = forward + backward GEMM FLOPs / dense_flops        (backward = 2 x forward, 1 x in layer 0)
     aggregate   = edges x width x 4 bytes / gather_bandwidth         (again in backward where gradients flow)
+    attention   = GAT layers: edges x heads / attention_rate (the suite's kernel calibrated, forward and
+                  backward, at the layer's channels per head); without it, GAT layers are priced as
+                  `aggregate` plus per-edge passes in `elementwise`
     elementwise = bytes of dropout, bias, activation, [local | halo] copies, edge softmax / memory_bandwidth
     dropout     = elements through dropout's forward / dropout_rate (calibrated: a CPU's generator and
                   mixed-type multiply are far below the streaming bandwidth); backward is elementwise
@@ -115,7 +118,7 @@ def traffic(method: str, options: dict, model, rank: Rank) -> list[Transfer]:
         row = width * FLOAT
         # Layer 0's inputs never change: the stale and sampled methods fetch them once (`halo_inputs`,
         # a setup cost) and project them locally each step.
-        if layer == 0 and method in ("pipegcn", "bns_gcn", "digest", "sancus"):
+        if layer == 0 and method in CACHED_INPUTS:
             continue
         if method == "full_halo" or (method == "sar" and options.get("mode") == "one_shot"):
             both(layer, row, grad)
@@ -150,6 +153,11 @@ def traffic(method: str, options: dict, model, rank: Rank) -> list[Transfer]:
     return out
 
 
+#: Methods that fetch the halo's input features once and, every step, drop out and project them
+#: locally with the current weights (layer 0 transforms local and halo rows).
+CACHED_INPUTS = ("pipegcn", "bns_gcn", "digest", "sancus")
+
+
 def parameters(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
@@ -177,9 +185,10 @@ def ranks_per_unit(profile, workers: int) -> float:
 
 
 RATES = {"dense": ("dense_flops", "dense_flops_fp32"), "aggregate": ("gather_bandwidth", "gather_bandwidth"),
-         "elementwise": ("memory_bandwidth", "memory_bandwidth"), "dropout": ("dropout_rate", "dropout_rate")}
+         "elementwise": ("memory_bandwidth", "memory_bandwidth"), "dropout": ("dropout_rate", "dropout_rate"),
+         "attention": ("attention_rate", "attention_rate")}
 #: The compute terms (what overlapped traffic can hide behind).
-COMPUTE = ("dense", "aggregate", "elementwise", "dropout", "optimizer_step")
+COMPUTE = ("dense", "aggregate", "attention", "elementwise", "dropout", "optimizer_step")
 
 
 def width_efficiency(profile, width: int) -> float:
@@ -197,11 +206,11 @@ def width_efficiency(profile, width: int) -> float:
     return table[-1][1]
 
 
-def rank_rate(profile, workers: int, term: str) -> float:
+def rank_rate(profile, workers: int, term: str, channels: int | None = None) -> float:
     """The rate one rank computes `term` at. A GPU rank has its unit's rate (divided if ranks share
     a unit). On a CPU node with a `single_thread` calibration, each of P ranks runs cores // P
     threads (at least 1, as the launcher sets them) and ranks beyond the cores time-share them;
-    without one, the node's rate is split evenly."""
+    without one, the node's rate is split evenly. `attention` is read at `channels` per head."""
     unit_key, thread_key = RATES[term]
     rate = _get(profile.dense_flops, "fp32") if term == "dense" else getattr(profile, unit_key)
     single = getattr(profile, "single_thread", None)
@@ -209,9 +218,22 @@ def rank_rate(profile, workers: int, term: str) -> float:
     on_node = min(workers, profile.ranks_per_node)
     cores = getattr(profile, "cores", None)
     if profile.device != "cpu" or on_node == 1 or not (single and cores and single.get(thread_key)):
-        return rate / ranks_per_unit(profile, workers)
+        return _at(rate, channels) / ranks_per_unit(profile, workers)
     threads = max(1, cores // on_node)
-    return single[thread_key] * threads * min(1.0, cores / (on_node * threads))
+    return _at(single[thread_key], channels) * threads * min(1.0, cores / (on_node * threads))
+
+
+def _at(rate, channels: int | None) -> float:
+    """A rate, or a table of rates by channels per head read at `channels`: time per edge-head is
+    taken as linear in the channels between the measured ones, held at the narrowest."""
+    if not isinstance(rate, dict):
+        return rate
+    table = sorted((int(c), float(r)) for c, r in rate.items())
+    if channels <= table[0][0] or len(table) == 1:
+        return table[0][1]
+    (c0, r0), (c1, r1) = table[0], table[-1]
+    seconds = 1 / r0 + (channels - c0) * (1 / r1 - 1 / r0) / (c1 - c0)
+    return 1 / seconds
 
 
 class Links:
@@ -250,25 +272,35 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
     """Epoch time and training memory of one rank. `model`: a built `benchmarks.models.GNN` (its
     `work`, `exchanges` and parameters are the model's counts)."""
     work = model.work(rank.nodes, rank.edges)
+    rows = [rank.nodes] * len(work)  # rows each layer drops out and transforms
+    if method in CACHED_INPUTS and workers > 1:
+        rows[0] = rank.nodes + rank.halo
+        work[0] = model.layers[0].work(rows[0], rank.edges)
     exchanges = model.exchanges()
 
-    dense = aggregate = elementwise = dropped = 0.0
+    dense = aggregate = elementwise = dropped = attention = 0.0
     n = rank.nodes
     for layer, (w, (width, grad)) in enumerate(zip(work, exchanges)):
         backward_dense = 1 if layer == 0 else 2  # the weight's gradient; past layer 0 the input's too
         dense += w["dense_flops"] * (1 + backward_dense) / width_efficiency(profile, _out_width(model, layer))
-        aggregate += w["edges"] * w["aggregate_width"] * FLOAT * (2 if grad else 1)
+        heads = getattr(model.layers[layer], "heads", None)
+        if heads and getattr(profile, "attention_rate", None):
+            # GAT's logits, edge softmax and weighted sum, forward and backward: the suite's kernel, calibrated
+            attention += w["edges"] * heads / rank_rate(profile, workers, "attention", width // heads)
+        else:
+            aggregate += w["edges"] * w["aggregate_width"] * FLOAT * (2 if grad else 1)
+            elementwise += w["edge_ops"] * FLOAT * EDGE_PASSES * 3
         d_in, d_out = _in_width(model, layer), _out_width(model, layer)
         if model.dropout:
-            dropped += n * d_in
+            dropped += rows[layer] * d_in
             elementwise += n * d_in * (DROPOUT_BACKWARD if layer else 0)
         elementwise += n * d_out * (OUTPUT_FORWARD + OUTPUT_BACKWARD)
         elementwise += (n + rank.halo) * width * COPY * (2 if grad else 1)
-        elementwise += w["edge_ops"] * FLOAT * EDGE_PASSES * 3
     params = parameters(model)
     dropout_rate = getattr(profile, "dropout_rate", None)
     time_terms = {"dense": dense / rank_rate(profile, workers, "dense"),
                   "aggregate": aggregate / rank_rate(profile, workers, "aggregate"),
+                  "attention": attention,
                   "elementwise": elementwise / rank_rate(profile, workers, "elementwise"),
                   # dropout's forward: calibrated on a CPU (its generator is compute-bound); elsewhere
                   # the bytes it reads and writes
@@ -294,12 +326,12 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
 
     kept = kept_halo_rows(method, options, rank)
     layers = len(exchanges)
-    retained = [_kept_for_backward(model, layer, rank.nodes, kept, rank.edges) for layer in range(layers)]
+    retained = [_kept_for_backward(model, layer, rows[layer], kept, rank.edges) for layer in range(layers)]
     # the peak is the larger of: a forward dropout's draw on top of the earlier layers' activations
     # (uniform draws, mask and product: 9 bytes an element; wide input features set it), or
     # backward's first step on top of them all: the gradients of the layer's output, its input and
     # its [local | kept halo] sources
-    forward = max(sum(retained[:layer]) + rank.nodes * _in_width(model, layer) * (FLOAT + 1 + FLOAT)
+    forward = max(sum(retained[:layer]) + rows[layer] * _in_width(model, layer) * (FLOAT + 1 + FLOAT)
                   for layer in range(layers))
     backward = max(rank.nodes * (_out_width(model, layer) + (_in_width(model, layer) if layer else 0)) * FLOAT
                    + (rank.nodes + kept) * exchanges[layer][0] * FLOAT for layer in range(layers))

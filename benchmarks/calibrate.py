@@ -128,6 +128,22 @@ def dropout_rate(sizes: Sizes) -> float:
     return x.numel() / median_seconds(lambda: dropout(x, 0.5, True), sizes)
 
 
+#: Channels per head at which GAT's attention is measured (4 heads); the model interpolates between them.
+ATTENTION_CHANNELS = (16, 64)
+
+
+def attention_rate(adj: LocalAdjacency, channels: int, sizes: Sizes, heads: int = 4) -> float:
+    """Edge-heads per second through the suite's GAT aggregation (`LocalAdjacency.attention`:
+    logits, edge softmax, weighted sum) forward and backward. Its per-edge gathers and scatters and
+    per-head products run far below the SpMM's rate, so GAT layers are timed by this rate instead."""
+    z = torch.randn(adj.num_rows, heads, channels, requires_grad=True)
+    att_src, att_dst = (torch.randn(1, heads, channels, requires_grad=True) for _ in range(2))
+
+    def step():
+        adj.attention(z, z, att_src, att_dst, 0.2).sum().backward()
+    return adj.nnz * heads / median_seconds(step, sizes)
+
+
 def compute_rates(threads: int, adj: LocalAdjacency, sizes: Sizes, warm_up: bool = True) -> dict:
     """Dense fp32, aggregation and streaming rates with `threads` threads (every core, then one)."""
     torch.set_num_threads(threads)
@@ -135,7 +151,8 @@ def compute_rates(threads: int, adj: LocalAdjacency, sizes: Sizes, warm_up: bool
     # threads ready, and allocate their outputs afresh each call, in training as here.
     return {"dense_flops_fp32": statistics.fmean(gemm_flops(r, 256, torch.float32, sizes) for r in sizes.gemm_rows),
             "gather": {w: gather_bandwidth(adj, w, sizes, warm_up and i == 0) for i, w in enumerate(sizes.widths)},
-            "memory_bandwidth": stream_bandwidth(sizes), "dropout_rate": dropout_rate(sizes)}
+            "memory_bandwidth": stream_bandwidth(sizes), "dropout_rate": dropout_rate(sizes),
+            "attention": {c: attention_rate(adj, c, sizes) for c in ATTENTION_CHANNELS}}
 
 
 # --------------------------------------------------------------------------- communication
@@ -281,6 +298,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
         "memory_bytes": memory_bytes(),
         "memory_bandwidth": node["memory_bandwidth"],
         "dropout_rate": node["dropout_rate"],
+        "attention_rate": node["attention"],
         "gather_bandwidth": gather,
         "dense_flops": {"fp32": node["dense_flops_fp32"], **half},
         "dense_width_efficiency": {64: narrow / node["dense_flops_fp32"], 256: 1.0},
@@ -290,6 +308,8 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
             "memory_bytes": "MemTotal of /proc/meminfo",
             "memory_bandwidth": f"torch.add(a, b, out=c), {sizes.stream} fp32 elements each, 12 bytes an element; "
                                 f"median of up to {sizes.repeats} runs after a warm-up, {n} threads",
+            "attention_rate": f"LocalAdjacency.attention forward and backward, 4 heads of 16 and 64 channels, on "
+                              f"{graph}: edges x heads per second; median of up to {sizes.repeats} runs, {n} threads",
             "dropout_rate": f"benchmarks.models.dropout(x, 0.5, training) forward on {sizes.stream // 4} fp32 "
                             f"elements; median of up to {sizes.repeats} runs after a warm-up, {n} threads",
             "gather_bandwidth": "LocalAdjacency.spmm (CSR SpMM, int32) forward and spmm_t (its backward, A^T @ G) "
@@ -313,13 +333,14 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
             "dense_width_efficiency": "the 64-wide product's rate (dense_flops.fp32's source) over the 256-wide one's",
             "ranks_per_node": "every rank of a run on this machine is on this node",
             "cores": "benchmarks.probes.cores() (the cores this process may run on)",
-            "single_thread": "the same measurements as memory_bandwidth, dropout_rate, gather_bandwidth and dense_flops.fp32 "
+            "single_thread": "the same measurements as memory_bandwidth, dropout_rate, attention_rate, gather_bandwidth and dense_flops.fp32 "
                              "with torch.set_num_threads(1)",
         },
         "cores": n,
         "single_thread": {"dense_flops_fp32": one["dense_flops_fp32"],
                           "gather_bandwidth": statistics.fmean(one["gather"].values()),
-                          "memory_bandwidth": one["memory_bandwidth"], "dropout_rate": one["dropout_rate"]},
+                          "memory_bandwidth": one["memory_bandwidth"], "dropout_rate": one["dropout_rate"],
+                          "attention_rate": one["attention"]},
     }
 
 
@@ -358,6 +379,8 @@ def table(values: dict) -> str:
             f"{one['memory_bandwidth'] / 1e9:.2f} GB/s"),
         row("dropout forward", f"{values['dropout_rate'] / 1e6:.0f} M elements/s",
             f"{one['dropout_rate'] / 1e6:.0f} M elements/s"),
+        *[row(f"GAT attention, {c} ch", f"{values['attention_rate'][c] / 1e6:.1f} M edge-heads/s",
+              f"{one['attention_rate'][c] / 1e6:.1f} M edge-heads/s") for c in values["attention_rate"]],
         row("p2p between 2 ranks", f"{link['latency'] * 1e6:.0f} us + B / {link['bandwidth'] / 1e9:.2f} GB/s"),
         row("memory", f"{values['memory_bytes'] / 2 ** 30:.1f} GiB")])
 

@@ -70,6 +70,7 @@ class SingleThread(Options):
     gather_bandwidth: float = option(MISSING, "bytes/s of one thread", gt=0)
     memory_bandwidth: float = option(MISSING, "bytes/s of one thread", gt=0)
     dropout_rate: Optional[float] = option(None, "elements/s through dropout's forward, one thread", gt=0)
+    attention_rate: Optional[dict] = option(None, "GAT edge-heads/s by channels per head, one thread")
 
 
 #: The nested sections and their declarations.
@@ -102,6 +103,9 @@ class HardwareProfile:
     # optional: a GEMM's rate relative to dense_flops by its output width ({64: 0.5, 256: 1.0});
     # narrow products run below the peak on a CPU. Absent: every width at dense_flops.
     dense_width_efficiency: Optional[dict] = option(None, "GEMM rate by output width, relative to dense_flops")
+    # optional: GAT's aggregation (logits, edge softmax, weighted sum) forward and backward, in
+    # edge-heads/s by channels per head ({16: 2e7, 64: 1e7}); absent: priced as gathers and passes
+    attention_rate: Optional[dict] = option(None, "GAT edge-heads/s forward and backward, by channels per head")
 
     def check(self, cfg: dict) -> None:
         """The nested sections, then what holds across fields."""
@@ -110,6 +114,9 @@ class HardwareProfile:
         for key, cls in SECTIONS.items():
             if getattr(self, key) is not None:
                 section(cls, getattr(self, key), key)
+        for channels, rate in (self.attention_rate or {}).items():
+            if not (isinstance(channels, int) and channels > 0 and isinstance(rate, (int, float)) and rate > 0):
+                raise UserError(f"attention_rate maps channels per head to edge-heads/s, got {channels}: {rate}")
         for width, share in (self.dense_width_efficiency or {}).items():
             if not (isinstance(width, int) and width > 0 and isinstance(share, (int, float)) and 0 < share <= 10):
                 raise UserError(f"dense_width_efficiency maps output widths to rate shares, got {width}: {share}")

@@ -26,6 +26,9 @@ def test_analytic_traffic_equals_the_counted_traffic(make_cfg, method, model, ex
             for category, n in r[field].items():
                 if category not in ("setup", "eval", "probe", "halo_inputs"):  # not per-epoch training traffic
                     counted.setdefault(category, [0.0, 0.0, 0.0])[i] += n / epochs
+    for r, edges in zip(record["summary"]["per_rank"], record["partition"]["edges_per_rank"]):
+        assert r["peers"] == record["workers"] - 1  # the model's input, counted by the runtime
+        assert [w["edges"] for w in r["work_per_layer"]] == [edges] * cfg["layers"]
     g = record["graph"]
     model_ = projection.build_model(model, g["features"], cfg["hidden"], g["classes"], cfg["layers"])
     analytic = {}
