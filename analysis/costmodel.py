@@ -35,12 +35,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-FLOAT = 4  # bytes per fp32 element: the projection covers fp32 runs (see `check_projectable`)
+FLOAT = 4  # bytes per fp32 element: the projection covers fp32 runs (`projection.skip_reason`)
 INDEX = 8  # bytes per int64 index (CSR columns, row pointers)
 #: Bytes moved per element by the elementwise steps of a layer (fp32 4, mask 1), counted from the
-#: suite's code: dropout (`models.dropout`: compare the draws, multiply by the mask, then by 1 / (1 - p))
-#: forward 4 + 5 + 9 + 8 (where dropout_rate is not calibrated) and backward (mask, scale) 9 + 8; bias and activation forward 8 + 8, backward
-#: 12 + 4; the [local | halo] copy of the sources, read and written.
+#: suite's code: dropout (`models.dropout`: compare the draws, multiply by the mask, then by
+#: 1 / (1 - p)) forward 4 + 5 + 9 + 8 (where `dropout_rate` is not calibrated) and backward (mask,
+#: scale) 9 + 8; bias and activation forward 8 + 8, backward 12 + 4; the [local | halo] copy of the
+#: sources, read and written.
 DROPOUT_FORWARD, DROPOUT_BACKWARD = 26, 17
 OUTPUT_FORWARD, OUTPUT_BACKWARD = 16, 16
 COPY = 8
