@@ -126,10 +126,10 @@ def load_stats(graph: str, workers: list[int], stats_dir=None) -> dict:
     TOTALS, whose statistics are a proxy (`proxy_stats`) from the measured graphs in `stats_dir`."""
     from benchmarks.errors import UserError
     if graph in TOTALS:
-        from benchmarks.partition_stats import RESULTS
-        proxies = [json.loads(p.read_text()) for p in sorted(Path(stats_dir or RESULTS).glob("*.json"))]
+        from benchmarks.partition_stats import STATS_DIR
+        proxies = [json.loads(p.read_text()) for p in sorted(Path(stats_dir or STATS_DIR).glob("*.json"))]
         if not proxies:
-            raise UserError(f"no measured partition statistics in {stats_dir or RESULTS} to build a proxy from")
+            raise UserError(f"no measured partition statistics in {stats_dir or STATS_DIR} to build a proxy from")
         return proxy_stats(proxies, graph, *TOTALS[graph], workers)
     try:
         return json.loads(Path(graph).read_text())
@@ -260,10 +260,10 @@ def write_published(out_dir, reference=None, stats_dir=None) -> Path:
     import csv
 
     from benchmarks.hardware import load_profile
-    from benchmarks.partition_stats import RESULTS
+    from benchmarks.partition_stats import STATS_DIR
     reference = Path(reference or Path(__file__).resolve().parent.parent / "results" / "reference" / "projection.csv")
     rows = list(csv.DictReader(reference.open()))
-    proxies = [json.loads(p.read_text()) for p in sorted(Path(stats_dir or RESULTS).glob("*.json"))]
+    proxies = [json.loads(p.read_text()) for p in sorted(Path(stats_dir or STATS_DIR).glob("*.json"))]
     profiles = {name: load_profile(name) for name in {r["hardware"] for r in rows if r["projectable"] == "yes" and r["hardware"]}}
     result = project_published(rows, proxies, profiles)
     projected = [r for r in result if r["projected"] is not None]

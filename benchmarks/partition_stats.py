@@ -8,7 +8,7 @@ measured P to larger P (or from a proxy graph to another graph's totals) by a fi
         dataset.features=128 --workers 1,2,4,8,16,32,64,128 [--partitioner metis] \\
         [--extrapolate 256,512 [--fit-upto 16]]
 
-Results: results/partition_stats/<dataset label>-<partitioner>[-s<seed>].json
+Results: data/partition_stats/<dataset label>-<partitioner>[-s<seed>].json
 
     {"graph": {name, nodes, edges, features, classes, train_nodes, config}, "partitioner", "seed",
      "source": "measured",
@@ -38,7 +38,7 @@ from benchmarks.options import as_dict, defaults, validate
 from benchmarks.partition import PARTITIONERS, partition
 from benchmarks.record import write_atomic
 
-RESULTS = datasets.PROJECT_ROOT / "results" / "partition_stats"
+STATS_DIR = datasets.DATA / "partition_stats"  # shipped with the repository (data/README.md)
 
 
 # --------------------------------------------------------------------------- configuration
@@ -63,7 +63,7 @@ def label(dataset: dict) -> str:
     return "-".join([dataset["name"], *extra])
 
 
-def results_path(dataset: dict, partitioner: str, seed: int, results_dir=RESULTS) -> Path:
+def results_path(dataset: dict, partitioner: str, seed: int, results_dir=STATS_DIR) -> Path:
     return Path(results_dir) / f"{label(dataset)}-{partitioner}{f'-s{seed}' if seed else ''}.json"
 
 
@@ -115,7 +115,7 @@ def _load_cache(path: Path, graph_cfg: dict, partitioner: str, seed: int, log) -
 
 
 def measure(cfg_or_dataset: dict, workers: list[int], partitioner: str = "metis", seed: int = 0,
-            results_dir=RESULTS, log=print) -> dict:
+            results_dir=STATS_DIR, log=print) -> dict:
     """Partition the graph of `cfg_or_dataset` (a composed run config or its `dataset` section) to
     every P of `workers` with `partition.partition` and return (and write, see the module's doc)
     the per-rank statistics. The graph is loaded once, and only when some P is not in the file."""
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--partitioner", choices=PARTITIONERS, default=None, help="default: the config's (metis)")
     parser.add_argument("--extrapolate", type=_ints, default=None,
                         help="P to project to from the measured --workers (compared with measured values in the file)")
-    parser.add_argument("--results-dir", default=str(RESULTS))
+    parser.add_argument("--results-dir", default=str(STATS_DIR))
     args = parser.parse_args(argv)
     import torch
 
