@@ -165,8 +165,8 @@ def parameters(model) -> int:
 
 def kept_halo_rows(method: str, options: dict, rank: Rank) -> float:
     """Halo rows a layer keeps for backward: SAR keeps none (one shard in flight at a time, plus
-    `prefetch`); BNS-GCN its sample; the others the whole halo."""
-    if method == "sar" and options.get("mode", "sar") != "one_shot":
+    `prefetch`; its `sa` mode keeps every fetched shard); BNS-GCN its sample; the others the whole halo."""
+    if method == "sar" and options.get("mode", "sar") == "sar":
         return rank.halo / max(rank.peers, 1) * (1 + options.get("prefetch", 1))
     if method == "bns_gcn":
         return rank.halo * options.get("boundary_fraction", 0.1)
@@ -174,10 +174,6 @@ def kept_halo_rows(method: str, options: dict, rank: Rank) -> float:
 
 
 # ---------------------------------------------------------------- the profile's rates at P ranks
-
-def _get(obj, key):
-    return obj[key] if isinstance(obj, dict) else getattr(obj, key)
-
 
 def ranks_per_unit(profile, workers: int) -> float:
     """Ranks sharing one compute unit: a GPU per rank, or a CPU node's cores pooled by its ranks."""
@@ -213,9 +209,8 @@ def rank_rate(profile, workers: int, term: str, channels: int | None = None) -> 
     threads (at least 1, as the launcher sets them) and ranks beyond the cores time-share them;
     without one, the node's rate is split evenly. `attention` is read at `channels` per head."""
     unit_key, thread_key = RATES[term]
-    rate = _get(profile.dense_flops, "fp32") if term == "dense" else getattr(profile, unit_key)
+    rate = profile.dense_flops["fp32"] if term == "dense" else getattr(profile, unit_key)
     single = getattr(profile, "single_thread", None)
-    single = single if isinstance(single, dict) else vars(single) if single else None
     on_node = min(workers, profile.ranks_per_node)
     cores = getattr(profile, "cores", None)
     if profile.device != "cpu" or on_node == 1 or not (single and cores and single.get(thread_key)):
@@ -247,14 +242,14 @@ class Links:
         self.workers = workers
         on_node = min(workers, profile.ranks_per_node)
         self.remote = 0.0 if workers <= 1 else (workers - on_node) / (workers - 1)
-        self.intra, self.inter = _get(profile, "intra_node"), _get(profile, "inter_node")
+        self.intra, self.inter = profile.intra_node, profile.inter_node
         cores = getattr(profile, "cores", None) or 1
         self.slowdown = max(1.0, min(workers, profile.ranks_per_node) / cores) if profile.device == "cpu" else 1.0
 
     def transfer(self, nbytes: float, messages: float) -> float:
         r = self.remote
-        latency = messages * ((1 - r) * _get(self.intra, "latency") + r * _get(self.inter, "latency"))
-        streaming = max((1 - r) * nbytes / _get(self.intra, "bandwidth"), r * nbytes / _get(self.inter, "bandwidth"))
+        latency = messages * ((1 - r) * self.intra["latency"] + r * self.inter["latency"])
+        streaming = max((1 - r) * nbytes / self.intra["bandwidth"], r * nbytes / self.inter["bandwidth"])
         return latency + streaming * self.slowdown
 
     def ring_allreduce(self, nbytes: float) -> float:
@@ -263,8 +258,7 @@ class Links:
         if p == 1:
             return 0.0
         link = self.inter if self.remote else self.intra
-        return (2 * (p - 1) * _get(link, "latency")
-                + 2 * (p - 1) / p * nbytes / _get(link, "bandwidth") * self.slowdown)
+        return 2 * (p - 1) * link["latency"] + 2 * (p - 1) / p * nbytes / link["bandwidth"] * self.slowdown
 
 
 # ---------------------------------------------------------------- time and memory of one rank

@@ -424,8 +424,7 @@ def projection_vs_workers(rows: list[dict], out_dir) -> list[Path]:
     groups = list(df.groupby(["dataset", "model", "hardware"], sort=True))
     fig, axes = _grid(len(groups), per_group=3)
     sty = style(df["label"])
-    for (dataset, model, hardware), g in groups:
-        ax_t, ax_m, ax_f = axes[groups.index(((dataset, model, hardware), g))]
+    for (ax_t, ax_m, ax_f), ((dataset, model, hardware), g) in zip(axes, groups):
         for label, v in g.groupby("label"):
             v = v.groupby("workers").mean(numeric_only=True).reset_index()
             ax_t.plot(v["workers"], v["projected_epoch_s"], label=label, **sty[label])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 from analysis import costmodel
@@ -50,14 +51,15 @@ def skip_reason(record: dict) -> str | None:
     return None
 
 
-def ranks_of(partition: dict, workers: int) -> list[Rank]:
-    """Per-rank shapes from a record's `partition` section or a partition-statistics entry (without
-    `peers_per_rank`, every rank is taken to receive from every other). An extrapolated entry has
-    no per-rank lists, only its `summary`: its largest rank stands for all."""
+def ranks_of(partition: dict, workers: int, peers: list[int] | None = None) -> list[Rank]:
+    """Per-rank shapes from a record's `partition` section (with `peers`, its ranks' counted peers)
+    or a partition-statistics entry; where neither gives peers, every rank is taken to receive from
+    every other. An extrapolated entry has no per-rank lists, only its `summary`: its largest rank
+    stands for all."""
     if "nodes_per_rank" not in partition:
         s = partition["summary"]
         return [Rank(round(s["nodes_max"]), round(s["edges_max"]), round(s["halo_max"]), round(s["peers_max"]))]
-    peers = partition.get("peers_per_rank") or [workers - 1] * workers
+    peers = peers or partition.get("peers_per_rank") or [workers - 1] * workers
     return [Rank(int(n), int(e), int(h), int(k)) for n, e, h, k in
             zip(partition["nodes_per_rank"], partition["edges_per_rank"], partition["halo_nodes_per_rank"], peers)]
 
@@ -90,10 +92,8 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
             continue
         cfg, graph = r["config"], r["graph"]
         model = _model_of(cfg, graph["features"], graph["classes"])
-        per_rank = r["summary"].get("per_rank") or []
-        peers = [p["peers"] for p in per_rank if "peers" in p]  # records from before it counted peers: P - 1
-        ranks = ranks_of({**r["partition"], **({"peers_per_rank": peers} if len(peers) == r["workers"] else {})},
-                         r["workers"])
+        peers = [p["peers"] for p in r["summary"].get("per_rank", []) if "peers" in p]  # absent in older records
+        ranks = ranks_of(r["partition"], r["workers"], peers if len(peers) == r["workers"] else None)
         proj = costmodel.project(r["method"], cfg["method"], model, ranks, r["workers"], profile)
         s = r["summary"]
         rows.append(row(r, proj, r["workers"], profile, seed=r["seed"],
@@ -126,15 +126,27 @@ def load_stats(graph: str, workers: list[int], stats_dir=None) -> dict:
     TOTALS, whose statistics are a proxy (`proxy_stats`) from the measured graphs in `stats_dir`."""
     from benchmarks.errors import UserError
     if graph in TOTALS:
-        from benchmarks.partition_stats import STATS_DIR
-        proxies = [json.loads(p.read_text()) for p in sorted(Path(stats_dir or STATS_DIR).glob("*.json"))]
-        if not proxies:
-            raise UserError(f"no measured partition statistics in {stats_dir or STATS_DIR} to build a proxy from")
-        return proxy_stats(proxies, graph, *TOTALS[graph], workers)
+        return proxy_stats(measured_stats(stats_dir), graph, *TOTALS[graph], workers)
     try:
         return json.loads(Path(graph).read_text())
     except (OSError, ValueError) as e:
         raise UserError(f"--graph {graph}: not a partition-statistics file ({e}) nor one of {', '.join(TOTALS)}") from None
+
+
+def measured_stats(stats_dir=None) -> list[dict]:
+    """Every measured partition-statistics file (data/partition_stats/ by default): the graphs a proxy
+    can be taken from."""
+    from benchmarks.errors import UserError
+    from benchmarks.partition_stats import STATS_DIR
+    folder = Path(stats_dir or STATS_DIR)
+    stats = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    if not stats:
+        raise UserError(f"no measured partition statistics in {folder} to build a proxy from")
+    return stats
+
+
+def _median_max(xs: list[float]) -> dict:
+    return {"n": len(xs), "median": statistics.median(xs) if xs else math.nan, "max": max(xs) if xs else math.nan}
 
 
 def errors(rows: list[dict]) -> dict:
@@ -144,10 +156,7 @@ def errors(rows: list[dict]) -> dict:
     time = [rel(r["projected_epoch_s"], r["measured_epoch_s"]) for r in rows if r["measured_epoch_s"]]
     mem = [rel(r["projected_train_mem_bytes"], r["measured_train_mem_bytes"]) for r in rows
            if r["measured_train_mem_bytes"]]
-    import statistics
-    summary = lambda xs: {"n": len(xs), "median": statistics.median(xs) if xs else math.nan,
-                          "max": max(xs) if xs else math.nan}
-    return {"epoch_time": summary(time), "train_mem": summary(mem)}
+    return {"epoch_time": _median_max(time), "train_mem": _median_max(mem)}
 
 
 def markdown(rows: list[dict], skipped: list, hardware: str) -> str:
@@ -260,17 +269,15 @@ def write_published(out_dir, reference=None, stats_dir=None) -> Path:
     import csv
 
     from benchmarks.hardware import load_profile
-    from benchmarks.partition_stats import STATS_DIR
     reference = Path(reference or Path(__file__).resolve().parent.parent / "results" / "reference" / "projection.csv")
     rows = list(csv.DictReader(reference.open()))
-    proxies = [json.loads(p.read_text()) for p in sorted(Path(stats_dir or STATS_DIR).glob("*.json"))]
+    proxies = measured_stats(stats_dir)
     profiles = {name: load_profile(name) for name in {r["hardware"] for r in rows if r["projectable"] == "yes" and r["hardware"]}}
     result = project_published(rows, proxies, profiles)
     projected = [r for r in result if r["projected"] is not None]
-    ratios = [max(r["ratio"], 1 / r["ratio"]) for r in projected]
-    errs = sorted(abs(r["ratio"] - 1) for r in projected)
-    summary = {"n": len(projected), "within_2x": sum(x <= 2 for x in ratios),
-               "median_rel_error": errs[len(errs) // 2] if errs else math.nan}
+    errs = _median_max([abs(r["ratio"] - 1) for r in projected])
+    summary = {"n": len(projected), "within_2x": sum(max(r["ratio"], 1 / r["ratio"]) <= 2 for r in projected),
+               "median_rel_error": errs["median"]}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "published.json").write_text(json.dumps({"summary": summary, "rows": result}, indent=1))
@@ -280,7 +287,7 @@ def write_published(out_dir, reference=None, stats_dir=None) -> Path:
              fmt(r["projected"], 3) if r["projected"] is not None else "not projected",
              f"{r['ratio']:.2f}" if r["projected"] is not None else r["why_not"], r["hardware"],
              r.get("partition", "")] for r in result]
-    text = [f"# Published rows projected on their papers' hardware profiles", "",
+    text = ["# Published rows projected on their papers' hardware profiles", "",
             f"{summary['within_2x']} of {summary['n']} projected rows within 2x; median |error| "
             f"{summary['median_rel_error']:.0%}.", "", md_table(head, body)]
     (out / "published.md").write_text("\n".join(text) + "\n")
