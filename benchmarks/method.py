@@ -8,6 +8,8 @@ runtime resolves `method=<name>` to `methods.<plugin>` on demand and never impor
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import importlib
 import time
 from dataclasses import dataclass
@@ -98,6 +100,12 @@ class Method:
     loss_scaling = False
     #: The method's options (a dataclass, benchmarks/options.py); subclasses extend their family's.
     Options = Options
+    #: The option values that turn this method's approximation off: its exact control, which a study
+    #: runs on the same seeds, partition, model and layer-0 treatment, so that method minus control is
+    #: the approximation's effect (`control_config`; sweeps with `sweep.controls: true`). `name`
+    #: switches to another method, which keeps the options both declare (`layer0`). None: the method
+    #: is exact, or (the sampling baselines) declares no exact counterpart.
+    exact_control: dict | None = None
 
     @classmethod
     def check_partition(cls, options: Options, cfg: dict, partition_stats: dict) -> None:
@@ -176,3 +184,24 @@ def resolve(cfg: dict) -> tuple[type[Method], Options]:
     options = validate(method_cls.Options, m, cfg)
     cfg["method"] = {**{k: m[k] for k in RESERVED if k in m}, **as_dict(options)}
     return method_cls, options
+
+
+def control_config(cfg: dict) -> dict | None:
+    """The run config of `cfg`'s exact control: its method's `exact_control` applied and a lossy
+    codec (`comm.quantize`) switched off, everything else (seed, partition, model, layer 0) the same;
+    None when `cfg` is its own control (an exact method, or an approximation already switched off).
+    `cfg["method"]` must be resolved (`resolve`)."""
+    method = cfg["method"]
+    spec = dict(method_class(method["name"]).exact_control or {})
+    name = spec.pop("name", method["name"])
+    if name == method["name"]:
+        section = {**method, **spec}
+    else:
+        declared = {f.name for f in dataclasses.fields(method_class(name).Options)}
+        section = {"name": name, **{k: v for k, v in method.items() if k in declared}, **spec}
+    control = copy.deepcopy(cfg)
+    control["method"] = section
+    if (cfg.get("comm") or {}).get("quantize", "none") != "none":
+        control["comm"] = {**cfg["comm"], "quantize": "none", "quantize_grads": False}
+    resolve(control)
+    return None if control == cfg else control

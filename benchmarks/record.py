@@ -197,7 +197,7 @@ class RecordBuilder:
     launcher notices the outcome."""
 
     def __init__(self, cfg: dict, world: int, path: Path, scratch: Path, prepared: dict, env: dict,
-                 method_defaults: dict):
+                 method_defaults: dict, control: str | None = None):
         self.path, self.progress = Path(path), Path(scratch) / "progress.jsonl"
         self.epochs, self.log_every = cfg["epochs"], cfg.get("log_every") or 0
         self.warmup_epochs = cfg["warmup_epochs"]
@@ -205,6 +205,7 @@ class RecordBuilder:
         self.record = {
             "status": "running", "error": None,
             "method": cfg["method"]["name"], "variant": run_variant(cfg, method_defaults),
+            "control": control,  # the variant of its exact control (method.control_config); None: exact
             "dataset": cfg["dataset"]["name"], "model": cfg["model"]["name"],
             "workers": world, "workers_requested": cfg["workers"], "seed": cfg["seed"],
             "setting": _digest(setting, 6), "setting_config": setting,

@@ -40,10 +40,10 @@ from benchmarks.config import backend_of, check as check_config
 from benchmarks.datasets import load_dataset
 from benchmarks.errors import Stopped, UserError, stop_on_signals
 from benchmarks.leftovers import owner_tag, remove_leftovers
-from benchmarks.method import Method, method_class, method_defaults
+from benchmarks.method import Method, control_config, method_class, method_defaults
 from benchmarks.partition import build_parts, load_manifest, load_part, partition_stats, prepare_parts
 from benchmarks.probes import cores, fix_mmap_threshold
-from benchmarks.record import RecordBuilder, environment, ok_record, record_path, write_atomic
+from benchmarks.record import RecordBuilder, environment, ok_record, record_path, run_variant, write_atomic
 from benchmarks.train import Diverged, run_rank
 
 
@@ -59,6 +59,7 @@ class Plan:
     options: object
     method_defaults: dict
     world: int  # ranks the run really uses: 1 for single-process methods, whatever `workers` says
+    control: str | None = None  # the variant of its exact control (`method.control_config`); None: exact
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "options": None}
@@ -95,7 +96,9 @@ def plan(cfg: dict) -> Plan:
     if cfg["device"] == "cuda" and world > 1 and not under_torchrun() and world > torch.cuda.device_count():
         raise UserError(f"workers={world} but this machine has {torch.cuda.device_count()} GPUs; NCCL needs one "
                         "GPU per rank (use fewer workers, or torchrun across machines)")
-    return Plan(cfg, options, method_defaults(cfg["method"]["name"]), world)
+    control = control_config(cfg)
+    control = None if control is None else run_variant(control, method_defaults(control["method"]["name"]))
+    return Plan(cfg, options, method_defaults(cfg["method"]["name"]), world, control)
 
 
 def ranks_of(method_cls: type[Method], cfg: dict) -> int:
@@ -161,7 +164,7 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
         builder = RecordBuilder(cfg, p.world, p.path, scratch, info,
                                 environment(p.backend, cfg["device"], p.threads(p.world),
                                             "in-process" if p.world == 1 else "spawn", cfg.get("kernel", "spmm")),
-                                p.method_defaults)
+                                p.method_defaults, p.control)
         try:
             if p.world == 1:
                 try:
@@ -368,7 +371,7 @@ def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
     builder = RecordBuilder(cfg, world, p.path, scratch, state["info"],
                             environment(p.backend, cfg["device"], p.threads(local_world), "torchrun",
                                         cfg.get("kernel", "spmm")),
-                            p.method_defaults)
+                            p.method_defaults, p.control)
     try:
         _rank_main(p, builder, rank, local_rank, local_world, state["folder"], init_method=None)
     except Stopped as e:  # torchrun stops its workers with SIGTERM

@@ -14,6 +14,9 @@ What a preset sweeps (all optional; docs/analysis.md has an example of each):
 - `sweep.where`: `[{if: {key: value or [values]}, add: [overrides]}]`: extra overrides for the runs
   whose overrides match (a larger graph for `dataset: synthetic`); later entries win.
 - `sweep.skip`: `[{key: value or [values]}]`: runs that match one entry are not run.
+- `sweep.controls: true`: every run's exact control (`method.control_config`: the approximation
+  switched off, the same seed, partition, model and layer 0) is run too, unless the sweep has it
+  already, so the report can pair each approximation with its control seed by seed.
 - `sweep.bisect`: a strategy instead of one run per point: for each run, the largest value of the
   numeric `key` whose record is `ok` and whose `field` (a dotted path in the record) is `at_most`
   (or `at_least`) a bound. It probes `start`, steps by `factor` until it has a value that meets the
@@ -133,10 +136,50 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
     return runs, sorted(set(missing))
 
 
+def _sweep_section(argv: list[str]) -> dict:
+    parsed = OverridesParser.create().parse_overrides(argv)
+    return _preset([o.input_line for o in parsed if not o.is_sweep_override()])[2]
+
+
 def strategy(argv: list[str]) -> dict | None:
     """The preset's `sweep.bisect` (None: one run per point)."""
-    parsed = OverridesParser.create().parse_overrides(argv)
-    return _preset([o.input_line for o in parsed if not o.is_sweep_override()])[2].get("bisect")
+    return _sweep_section(argv).get("bisect")
+
+
+def control_overrides(overrides: list[str], cfg: dict) -> list[str] | None:
+    """The overrides of the run's exact control (`method.control_config`; None: the run is exact): its
+    own, with the method section and the codec replaced by the control's (options at their defaults
+    left out, so the control composes to the same record as the same run named by hand)."""
+    from benchmarks.method import control_config, method_defaults, resolve
+
+    resolved = copy.deepcopy(cfg)
+    resolve(resolved)
+    control = control_config(resolved)
+    if control is None:
+        return None
+    method, defaults = control["method"], method_defaults(control["method"]["name"])
+    codec_off = control.get("comm") != resolved.get("comm")  # the control's codec is the default: none
+    kept = [o for o in overrides if _key(o) != "method" and not _key(o).startswith("method.")
+            and not (codec_off and _key(o).startswith("comm."))]
+    return kept + [f"method={method['name']}"] + [
+        f"method.{k}={_text(v)}" for k, v in method.items() if k not in ("name", "plugin") and defaults.get(k) != v]
+
+
+def with_controls(runs: list[list[str]], configs: list[dict], machine: bool) -> tuple[list, list]:
+    """`runs` and `configs` with every run's exact control added after them (`sweep.controls`), each
+    once and only if no run of the sweep is it already (the same record path)."""
+    have = {path_of(cfg) for cfg in configs}
+    extra = []
+    for overrides, cfg in zip(runs, configs):
+        control = control_overrides(overrides, cfg)
+        if control is not None:
+            extra.append(control)
+    added = []
+    for overrides, cfg in zip(extra, checked(extra, None, machine) if extra else []):
+        if path_of(cfg) not in have:
+            have.add(path_of(cfg))
+            added.append((overrides, cfg))
+    return runs + [o for o, _ in added], configs + [c for _, c in added]
 
 
 def checked(runs: list[list[str]], spec: dict | None, machine: bool = True) -> list[dict]:
@@ -275,10 +318,13 @@ def sweep(argv: list[str]) -> None:
         check_composes(argv)
         try:
             runs, missing = expand(argv)
-            spec = strategy(argv)
+            section = _sweep_section(argv)
+            spec = section.get("bisect")
         except (HydraException, OmegaConfBaseException) as e:
             raise composition_error(e, argv) from None
         configs = checked(runs, spec, machine=not dry_run)
+        if section.get("controls"):
+            runs, configs = with_controls(runs, configs, machine=not dry_run)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

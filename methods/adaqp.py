@@ -402,6 +402,8 @@ class AdaQPAggregator(Aggregator):
 
 # --------------------------------------------------------------------------- the method
 class Method(FullGraphMethod):
+    exact_control = {"bits": 32}  # AdaQP-p: full_halo up to float order
+
     @dataclass
     class Options(FullGraphMethod.Options):
         # adaptive: per-row widths from {2, 4, 8}, re-assigned every assign_cycle epochs (AdaQP);

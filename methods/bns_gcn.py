@@ -29,7 +29,7 @@ import torch
 
 from benchmarks.aggregation import HaloAggregator, HaloPlan, keep_halo_rows, keyed_hash
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.families.partition_parallel import CachedHaloInputs, LayerZeroExact, LocalAggregator
+from benchmarks.families.partition_parallel import LAYER0, LayerZeroExact, layer0_aggregator, layer0_option
 from benchmarks.options import option
 
 
@@ -74,12 +74,16 @@ def inverse_ratio_scale(part, adj, plan: HaloPlan, p: float) -> torch.Tensor:
 
 
 class Method(FullGraphMethod):
+    exact_control = {"boundary_fraction": 1.0}
+
     @dataclass
     class Options(FullGraphMethod.Options):
         # p: each pair keeps floor(p |B_ij|) of its boundary rows in layers >= 1 (1 = full_halo)
         boundary_fraction: float = option(0.1, "share of each pair's boundary rows sent per epoch", ge=0, le=1)
         # inverse_ratio: kept rows weigh |B_ij| / s_ij (unbiased, the authors'); none: dropped rows just vanish
         scale: Literal["inverse_ratio", "none"] = option("inverse_ratio")
+        # the authors' scripts all set `--use-pp` (their init_buffer refuses to run without it)
+        layer0: Literal[LAYER0] = layer0_option("precomputed")
 
     def __init__(self, ctx):
         self.p = ctx.options.boundary_fraction
@@ -88,7 +92,7 @@ class Method(FullGraphMethod):
         super().__init__(ctx)
         self.edge_scale = (inverse_ratio_scale(ctx.part, ctx.adj, ctx.plan, self.p)
                            if ctx.options.scale == "inverse_ratio" else None)
-        self.first = LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, ctx.cfg["dropout"]))
+        self.first = layer0_aggregator(ctx, ctx.options.layer0)
 
     def make_aggregator(self):
         return None  # a new one every epoch (aggregator_for)

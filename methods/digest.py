@@ -4,9 +4,10 @@ arXiv 2206.00057), and DIGEST-A (`asynchronous: true`).
 Each rank trains on its own part (one full-partition step per epoch) with the full row panel of
 the adjacency (global degrees). In-edges inside the part use fresh rows; in-edges from other parts
 read a table of halo rows, detached (no gradient reaches other ranks, no backward halo traffic):
-  - layer 0: the halo input features, exact (they never change), fetched once at the first step
-    (category `halo_inputs`: a one-time cost, like loading the partition), then dropped out every
-    step like the local rows (`halo_input_dropout`, consistent dropout: docs/digest.md);
+  - layer 0: exact, as `method.layer0` says (`families.partition_parallel.LAYER0`); by default
+    `cached`: the halo input features (they never change), fetched once at the first step (category
+    `halo_inputs`: a one-time cost, like loading the partition), then dropped out every step like the
+    local rows (consistent dropout: docs/digest.md; `cached_undropped` is the earlier ablation);
   - deeper layers: halo rows of the layer input, refreshed every `sync_every` steps (I) with the
     rows a sync step's forward computed (category `stale_sync`). `sync: overlapped` (the design):
     the sync step posts them without waiting and keeps aggregating the rows it has; they are waited
@@ -37,7 +38,8 @@ import torch
 
 from benchmarks.aggregation import exchange_rows, start_exchange_rows
 from benchmarks.errors import UserError
-from benchmarks.families.partition_parallel import CachedHaloInputs, LocalAggregator, PartitionParallelMethod
+from benchmarks.families.partition_parallel import (LAYER0, LayerZeroExact, LocalAggregator, PartitionParallelMethod,
+                                                     layer0_aggregator, layer0_option)
 from benchmarks.options import option
 from benchmarks.stores import ParameterServer, RepresentationStore
 
@@ -62,10 +64,10 @@ class StaleHalo:
 
     TAG = 1000  # p2p tag base of posted exchanges: one tag per layer, apart from the blocking ones (0)
 
-    def __init__(self, ctx, sync: str = "blocking", input_dropout: float = 0.0):
+    def __init__(self, ctx, sync: str = "blocking"):
         self.ctx, self.tables, self.refresh = ctx, {}, True
         self.on_host = bool((ctx.cfg.get("memory") or {}).get("offload_stale"))  # `memory.offload_stale`
-        self.sync, self.inputs = sync, CachedHaloInputs(ctx, input_dropout)
+        self.sync = sync
         self.step = 0
         self.computed = {}  # layer -> the step whose forward computed the table's rows
         self.pending = {}  # layer -> (Pending, step that posted it): overlapped exchanges in flight
@@ -74,10 +76,6 @@ class StaleHalo:
         self.blocking_s = []  # (step, seconds) of blocking exchanges of hidden rows (cold start included)
 
     def __call__(self, h: torch.Tensor, layer: int) -> torch.Tensor:
-        if layer == 0:
-            # Consistent dropout: the halo's input rows go through the same dropout as local rows
-            # (a fresh mask every step), as deeper halo rows did when their owner computed them.
-            return self.inputs(h, 0)
         if layer in self.pending:  # overlapped: rows posted at an earlier step
             pending, posted = self.pending.pop(layer)
             start = time.perf_counter()
@@ -139,8 +137,8 @@ class StaleHalo:
 class StoreHalo(StaleHalo):
     """DIGEST-A: after the cold-start exchange, refreshes go through the representation store."""
 
-    def __init__(self, ctx, store: RepresentationStore, server: ParameterServer, input_dropout: float = 0.0):
-        super().__init__(ctx, "blocking", input_dropout)  # pulls from the store never wait for a peer
+    def __init__(self, ctx, store: RepresentationStore, server: ParameterServer):
+        super().__init__(ctx, "blocking")  # pulls from the store never wait for a peer
         self.store, self.server, self.cold = store, server, True
         part = ctx.part
         self.boundary = torch.unique(ctx.plan.send_idx)  # my rows some peer needs
@@ -161,6 +159,8 @@ class StoreHalo(StaleHalo):
 
 
 class Method(PartitionParallelMethod):
+    exact_control = {"name": "full_halo"}  # with the same layer0
+
     @dataclass
     class Options(PartitionParallelMethod.Options):
         # steps (= epochs) between halo refreshes; 1 = fresh halo rows every step
@@ -168,9 +168,9 @@ class Method(PartitionParallelMethod):
         # overlapped: a sync step posts its rows without waiting, they serve the next I steps (age 1..I);
         # blocking: a sync step exchanges its rows and uses them at once (age 0..I-1; the ablation)
         sync: Literal["overlapped", "blocking"] = option("overlapped")
-        # true: the halo's input features get the same dropout as local rows (a fresh mask each step);
-        # false: they enter undropped (the suite's earlier DIGEST)
-        halo_input_dropout: bool = option(True)
+        # cached: the halo's input features fetched once, then dropped out like the local rows (a fresh
+        # mask each step); cached_undropped: they enter undropped (the suite's earlier DIGEST)
+        layer0: Literal[LAYER0] = layer0_option("cached")
         # true = DIGEST-A (shared representation store + parameter server, no waiting)
         asynchronous: bool = option(False)
 
@@ -178,6 +178,9 @@ class Method(PartitionParallelMethod):
             if self.asynchronous and self.avg_every is not None:
                 raise UserError("method.asynchronous=true updates the parameters through a parameter server every "
                                 "step; set method.avg_every=null")
+            if self.asynchronous and self.layer0 == "exchanged":
+                raise UserError("method.layer0=exchanged exchanges layer 0 with every peer every step, which "
+                                "method.asynchronous=true never waits for; set method.layer0=cached or precomputed")
             if self.asynchronous and self.sync == "blocking":
                 raise UserError("method.sync=blocking does not apply to method.asynchronous=true (DIGEST-A's store "
                                 "never waits for a peer); set method.sync=overlapped")
@@ -191,13 +194,13 @@ class Method(PartitionParallelMethod):
 
     def make_aggregator(self):
         ctx = self.ctx
-        p = ctx.cfg["dropout"] if ctx.options.halo_input_dropout else 0.0
         if self.asynchronous:
             self.server, store = self.open_shared_state()
-            self.halo = StoreHalo(ctx, store, self.server, p)
+            self.halo = StoreHalo(ctx, store, self.server)
         else:
-            self.halo = StaleHalo(ctx, ctx.options.sync, p)
-        return LocalAggregator(ctx.adj, ctx.comm, self.halo)  # the full row panel, global degrees
+            self.halo = StaleHalo(ctx, ctx.options.sync)
+        stale = LocalAggregator(ctx.adj, ctx.comm, self.halo)  # the full row panel, global degrees
+        return LayerZeroExact(layer0_aggregator(ctx, ctx.options.layer0), stale, ctx.comm)
 
     def open_shared_state(self) -> tuple[ParameterServer, RepresentationStore]:
         ctx = self.ctx

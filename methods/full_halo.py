@@ -2,9 +2,30 @@
 
 Each layer fetches every halo row in one all-to-all through the partition's exchange plan, then
 aggregates locally; backward sends the halo gradients back with the reverse all-to-all. Gradients
-are all-reduced every step. Equal to `single` up to float summation order."""
+are all-reduced every step. Equal to `single` up to float summation order.
+
+`layer0` (`families.partition_parallel.LAYER0`): `exchanged` (the default) exchanges layer 0 like every
+other layer; `cached` and `precomputed` compute it exactly from the halo's input features fetched
+once, as the boundary methods do, which is a different model at dropout > 0 (who draws the halo's
+masks). `full_halo method.layer0=<mode>` is the exact control of a method that treats layer 0 so."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from benchmarks.aggregation import HaloAggregator
 from benchmarks.families.full_graph import FullGraphMethod
+from benchmarks.families.partition_parallel import LAYER0, LayerZeroExact, layer0_aggregator, layer0_option
 
 
 class Method(FullGraphMethod):
-    pass
+    @dataclass
+    class Options(FullGraphMethod.Options):
+        layer0: Literal[LAYER0] = layer0_option("exchanged")
+
+    def make_aggregator(self):
+        ctx = self.ctx
+        every_layer = HaloAggregator(ctx.adj, ctx.plan, ctx.comm)
+        if ctx.options.layer0 == "exchanged":
+            return every_layer
+        return LayerZeroExact(layer0_aggregator(ctx, ctx.options.layer0), every_layer, ctx.comm)

@@ -32,6 +32,8 @@ from benchmarks.stores import replicated_store
 
 
 class Method(LocalRounds):
+    exact_control = {"name": "full_halo"}
+
     @dataclass
     class Options(LocalRoundOptions):
         # sampled: the server's mini-batches from the whole graph (LLCG's code); full: exact full-graph steps

@@ -1,23 +1,29 @@
 """`pipegcn`: PipeGCN (Wan, Li, Wolfe, Kyrillidis, Kim, Lin, ICLR 2022, arXiv 2203.10428): `full_halo`
-with every communicating layer's halo exchange pipelined by one epoch.
+with every communicating layer's halo exchange pipelined by one epoch, as the authors' code
+(GATECH-EIC/PipeGCN `helper/feature_buffer.py`, `module/model.py`) does it.
 
 Epoch t aggregates, at every layer l >= 1, the halo rows its peers sent during epoch t-1, and adds
-into its boundary rows' gradients the halo gradients its peers sent back during epoch t-1. What
-epoch t sends (its own rows in forward, the gradient of the halo rows it used in backward) is
+into its boundary rows' gradients the halo gradients its peers sent back during epoch t-1. The rows
+are the layer's *input* h (the reference's `buffer.update(i, h)` before `layer(g, h)`), so the
+receiver projects them with the current weights W_t: a stale feature, never a stale weight (the
+setting of the paper's convergence analysis); the gradients sent back are those of that input.
+What epoch t sends (its own rows in forward, the gradient of the halo rows it used in backward) is
 posted without waiting and waited for at its first use, the same layer of epoch t+1, so the
-transfer overlaps the rest of epoch t and the parameter all-reduce. The rows sent are those
-`full_halo` sends (projected rows where the layer projects first, GAT's z), so the bytes per epoch
-are `full_halo`'s: pipelining moves traffic in time and removes none. The parameter-gradient
+transfer overlaps the rest of epoch t and the parameter all-reduce. Pipelining moves traffic in
+time and removes none; rows of the layer input are wider than `full_halo`'s where a layer projects
+first (GCN, GAT, narrowing SAGE layers), so those layers move more bytes. The parameter-gradient
 all-reduce stays fresh, every step (`sync_gradients`).
 
-Layer 0 (the authors' `--use-pp`, which every shipped script sets): the halo's input features
-never change, so they are exchanged once, exactly (category `halo_inputs`), cached and projected
-with the current weights on the receiving rank: layer 0 is exact and never communicates again.
+Dropout (`halo_dropout`): `receiver` (the reference: `buffer.update` then `dropout`) sends the
+undropped input and each receiver draws its own mask on the halo rows every step; `sender` sends
+the rows its owner dropped out (the masks `full_halo`'s owners draw). Layer 0 (`layer0`, default
+`precomputed`: the authors' `--use-pp`, which every shipped script sets) is exact and fetches the
+halo's input features once (category `halo_inputs`); `families.partition_parallel.LAYER0`.
 
 `epoch0: zeros` (the authors' code): epoch 0 has received nothing and uses zero halo rows and zero
-boundary gradients. `epoch0: sync`: epoch 0 exchanges exactly (it is `full_halo`'s step), and
-epoch 1 uses what epoch 0 sent, as any later epoch does. `pipeline: false`: every exchange is
-waited for at once (exact, `full_halo`, unless smoothing is on).
+boundary gradients. `epoch0: sync`: epoch 0 exchanges exactly, and epoch 1 uses what epoch 0 sent,
+as any later epoch does. `pipeline: false`: every exchange is waited for at once: exact (its exact
+control; with `halo_dropout: sender`, `full_halo` with the same `layer0`, unless smoothing is on).
 
 Smoothing (PipeGCN-F/-G/-GF: `smooth_features`, `smooth_grads`; aliases in conf/method/): each
 receipt R updates S = gamma S + (1 - gamma) R (S = 0 before the first, no bias correction, as the
@@ -33,10 +39,11 @@ from typing import Callable, Literal
 
 import torch
 
-from benchmarks.aggregation import HaloAggregator, Replay, start_exchange_rows
+from benchmarks.aggregation import Aggregator, Replay, dropout, start_exchange_rows
 from benchmarks.comm import Pending
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.families.partition_parallel import CachedHaloInputs, LayerZeroExact, LocalAggregator
+from benchmarks.families.partition_parallel import (LAYER0, LayerZeroExact, LocalAggregator, layer0_aggregator,
+                                                     layer0_option)
 from benchmarks.options import option
 
 # p2p tags of the posted exchanges, one per layer and direction: apart from the blocking exchanges
@@ -94,35 +101,40 @@ class StaleBlock:
             self.in_flight = None
 
 
-class _PipelinedSources(torch.autograd.Function):
-    """[rows | halo block] with the halo block from `forward.swap` (a constant: no gradient reaches
-    its owner through autograd). Backward hands the gradient of the halo block to `backward.swap`,
-    which posts it to the owners, and adds the boundary gradients it returns into the rows they
-    were sent from (`send_idx`: which of my rows each peer holds as halo)."""
+class _StaleHalo(torch.autograd.Function):
+    """The halo block of a layer from `forward.swap` (a constant: no gradient reaches its owner
+    through autograd), given the rows `rows` this rank sends. Backward hands the gradient of the
+    halo block to `backward.swap`, which posts it to the owners, and adds the boundary gradients it
+    returns into the rows they were sent from (`send_idx`: which of my rows each peer holds as halo)."""
 
     @staticmethod
     def forward(ctx, rows, forward: StaleBlock, backward: StaleBlock, send_idx, epoch: int, comm, layer: int,
                 replay: Replay):
-        ctx.backward, ctx.send_idx, ctx.epoch, ctx.num_rows = backward, send_idx, epoch, rows.shape[0]
+        ctx.backward, ctx.send_idx, ctx.epoch, ctx.shape = backward, send_idx, epoch, rows.shape
         # A checkpoint's recompute (memory.checkpoint) gets this step's stale block back: swapping
-        # again would post a second time and take the block meant for the next epoch.
-        return torch.cat([rows, replay(comm, layer, lambda: forward.swap(rows.detach(), epoch))])
+        # again would post a second time and take the block meant for the next epoch. A copy: the
+        # block itself stays with `forward` (smoothing updates it), outside this step's graph.
+        return replay(comm, layer, lambda: forward.swap(rows.detach(), epoch)).clone()
 
     @staticmethod
     def backward(ctx, grad):
-        n = ctx.num_rows
-        boundary = ctx.backward.swap(grad[n:].contiguous(), ctx.epoch)
-        return grad[:n].index_add(0, ctx.send_idx, boundary), None, None, None, None, None, None, None
+        boundary = ctx.backward.swap(grad.contiguous(), ctx.epoch)
+        return grad.new_zeros(ctx.shape).index_add_(0, ctx.send_idx, boundary), None, None, None, None, None, None, None
 
 
-class PipelinedAggregator(HaloAggregator):
-    """Layers >= 1 as `HaloAggregator`, their halo rows and gradients one epoch stale
-    (`_PipelinedSources`); layer 0 goes elsewhere (`LayerZeroExact`). `epoch` is set by the method
-    before each step."""
+class PipelinedAggregator(LocalAggregator):
+    """Layers >= 1: [local rows | halo block], the halo block being the owners' layer inputs of one
+    epoch earlier (`_StaleHalo`), projected with the current weights where the layer projects
+    (`LocalAggregator.projected_sources`); batch-norm statistics over the whole graph, as `full_halo`.
+    With `halo_dropout: receiver` the model's dropout keeps each layer's undropped input, which is what
+    is sent, and the received block gets this rank's own mask. Layer 0 goes elsewhere
+    (`LayerZeroExact`). `epoch` is set by the method before each step."""
 
     def __init__(self, ctx, options):
-        super().__init__(ctx.adj, ctx.plan, ctx.comm)
-        self.ctx, self.epoch = ctx, 0
+        super().__init__(ctx.adj, ctx.comm, halo=self.halo_rows if ctx.world > 1 else None)
+        self.ctx, self.plan, self.epoch = ctx, ctx.plan, 0
+        self.receiver_dropout = options.halo_dropout == "receiver"
+        self.undropped = {}  # layer -> its undropped input this step (halo_dropout: receiver)
         self.stale_replay = Replay(always=True)
         plan, comm = ctx.plan, ctx.comm
         settings = dict(pipeline=options.pipeline, gamma=options.gamma, epoch0=options.epoch0)
@@ -136,11 +148,19 @@ class PipelinedAggregator(HaloAggregator):
                 sum(plan.send_counts), f"halo_bwd/{layer}", smooth=options.smooth_grads, **settings)
             self.blocks[layer] = (fwd, bwd)
 
-    def sources(self, h: torch.Tensor, layer: int) -> torch.Tensor:
-        if self.comm.world == 1:
-            return h
-        return _PipelinedSources.apply(h, *self.blocks[layer], self.plan.send_idx, self.epoch, self.comm, layer,
-                                       self.stale_replay)
+    def dropout(self, h, p: float, training: bool, layer: int):
+        if self.receiver_dropout:
+            self.undropped[layer] = h  # read, not popped: a checkpointed layer's recompute reads it again
+        return dropout(h, p, training)
+
+    def halo_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        sent = self.undropped[layer] if self.receiver_dropout else h
+        block = _StaleHalo.apply(sent, *self.blocks[layer], self.plan.send_idx, self.epoch, self.comm, layer,
+                                 self.stale_replay)
+        return dropout(block, self.ctx.cfg["dropout"], self.ctx.model.training) if self.receiver_dropout else block
+
+    def node_sum(self, t: torch.Tensor) -> torch.Tensor:
+        return Aggregator.node_sum(self, t)
 
 
 def age_summary(ages: list[int | None]) -> dict:
@@ -150,6 +170,8 @@ def age_summary(ages: list[int | None]) -> dict:
 
 
 class Method(FullGraphMethod):
+    exact_control = {"pipeline": False, "smooth_features": False, "smooth_grads": False}
+
     @dataclass
     class Options(FullGraphMethod.Options):
         # true: epoch t uses the halo rows and gradients sent in epoch t-1, sent without waiting;
@@ -162,12 +184,16 @@ class Method(FullGraphMethod):
         gamma: float = option(0.95, "the smoothing's decay", ge=0, lt=1)
         # zeros: epoch 0 uses zero halo rows and gradients (the authors' code); sync: epoch 0 exchanges exactly
         epoch0: Literal["zeros", "sync"] = option("zeros")
+        # receiver: the owner sends its undropped layer input, each receiver draws its own mask (the
+        # reference's `buffer.update` then `dropout`); sender: the rows its owner dropped out (full_halo's)
+        halo_dropout: Literal["receiver", "sender"] = option("receiver")
+        # the authors' scripts all set `--use-pp`
+        layer0: Literal[LAYER0] = layer0_option("precomputed")
 
     def make_aggregator(self):
         ctx = self.ctx
         self.pipelined = PipelinedAggregator(ctx, ctx.options)
-        first = LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, ctx.cfg["dropout"]) if ctx.world > 1 else None)
-        return LayerZeroExact(first, self.pipelined, ctx.comm)
+        return LayerZeroExact(layer0_aggregator(ctx, ctx.options.layer0), self.pipelined, ctx.comm)
 
     def aggregator_for(self, epoch: int):
         self.pipelined.epoch = epoch

@@ -15,4 +15,6 @@ from benchmarks.families.minibatch import LocalRounds
 
 
 class Method(LocalRounds):
+    exact_control = {"name": "full_halo"}
+
     pass

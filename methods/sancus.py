@@ -25,13 +25,14 @@ rows each peer needs move, so bytes are not the paper's. Reconstructions: docs/s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
 from benchmarks.aggregation import HaloAggregator, Replay
 from benchmarks.comm import Comm
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.families.partition_parallel import CachedHaloInputs, LayerZeroExact, LocalAggregator
+from benchmarks.families.partition_parallel import LAYER0, LayerZeroExact, layer0_aggregator, layer0_option
 from benchmarks.options import option
 
 EPS = 1e-12  # keeps the relative change finite for an all-zero cached block
@@ -168,6 +169,8 @@ class SancusAggregator(HaloAggregator):
 
 
 class Method(FullGraphMethod):
+    exact_control = {"threshold": 0.0}
+
     @dataclass
     class Options(FullGraphMethod.Options):
         # relative change ||B - C||_F / ||C||_F under which a block is not re-sent (0: only identical
@@ -177,12 +180,13 @@ class Method(FullGraphMethod):
         # epochs a peer may go on using a cached block (0: never skip, full_halo)
         max_staleness: int = option(10, "epochs a cached halo block may be reused", ge=0)
         skip_grads: bool = option(True, "apply the rule to the halo gradients too")
+        # the public code (light-dist-gnn) caches the first layer's raw input features
+        layer0: Literal[LAYER0] = layer0_option("cached")
 
     def make_aggregator(self):
         ctx, o = self.ctx, self.ctx.options
         self.skipping = SancusAggregator(ctx, o.threshold, o.max_staleness, o.skip_grads)
-        first = LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, ctx.cfg["dropout"]))
-        return LayerZeroExact(first, self.skipping, ctx.comm)
+        return LayerZeroExact(layer0_aggregator(ctx, o.layer0), self.skipping, ctx.comm)
 
     def probes(self) -> dict:
         return {"sancus": self.skipping.probes()}

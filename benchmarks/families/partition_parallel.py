@@ -1,4 +1,6 @@
-"""The partition-parallel family: what DIGEST, PSGD-PA and LLCG share.
+"""The partition-parallel family: what DIGEST, PSGD-PA and LLCG share; and layer 0's treatments
+(`method.layer0`, `layer0_aggregator`), which DIGEST shares with the full-graph methods that cut
+boundary traffic (PipeGCN, BNS-GCN, Sancus) and with their exact control, `full_halo`.
 
 Each rank trains on its own part, one full-partition step per epoch here (PSGD-PA and LLCG take
 rounds of neighbour-sampled local steps instead by default: `minibatch.LocalRounds`, with
@@ -18,11 +20,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import Aggregator, LocalAdjacency, Replay, exchange_rows
+from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency, Replay, dropout, exchange_rows
 from benchmarks.comm import Comm
 from benchmarks.families.replicas import ReplicaAveraging
 from benchmarks.method import RankContext, sync_gradients
-from benchmarks.models import dropout
+from benchmarks.options import option
 from benchmarks.partition import Part, own_edges
 
 
@@ -34,13 +36,33 @@ def local_block(part: Part) -> LocalAdjacency:
     return LocalAdjacency(indptr, indices, deg, deg)
 
 
+#: `method.layer0`: how a halo-exchanging method computes layer 0, exactly in every mode (the input
+#: features never change, so a method may fetch the halo's once instead of every step). The modes are
+#: different models at dropout > 0 (who draws the halo's masks, and on what), so an approximation is
+#: compared with its exact control at the same mode (docs/architecture.md, "Comparisons that attribute"):
+#:   - `exchanged`: `full_halo`'s layer 0: every step the owners send their rows, which they dropped
+#:     out (projected first where the layer projects first), and get the gradients back;
+#:   - `cached`: the halo's input features fetched once (category `halo_inputs`) and kept; every step
+#:     the *receiver* drops them out with a fresh mask and projects them with the current weights;
+#:   - `cached_undropped`: `cached` without the halo's dropout (DIGEST's earlier ablation);
+#:   - `precomputed`: the reference codes' `--use-pp` (PipeGCN's and BNS-GCN's `train.py precompute`):
+#:     layer 0's aggregate of the undropped features, A x, computed once from the fetched halo
+#:     features; every step dropout draws its mask on the aggregate (GCN: dropout(Â x) W; SAGE:
+#:     W_l dropout(mean x) + W_r dropout(x)). GAT's aggregate depends on the weights, so it has none
+#:     to precompute: there, as in BNS-GCN's code (`precompute` returns the features), it is `cached`.
+LAYER0 = ("exchanged", "cached", "cached_undropped", "precomputed")
+
+
+def layer0_option(default: str):
+    return option(default, "how layer 0 gets its halo: exchanged | cached | cached_undropped | precomputed")
+
+
 class CachedHaloInputs:
-    """Layer 0's halo rows where a method computes layer 0 exactly without exchanging every step, as
-    the reference codes precompute it (PipeGCN's and BNS-GCN's `--use-pp`, Sancus's cached first
-    layer; DIGEST's table 0): the halo's input features, fetched once (category `halo_inputs`) and
-    kept. A `LocalAggregator` with this halo projects them with the current weights, so layer 0's
-    output and gradients are exact. Each step they get dropout `p` like the local rows (a fresh mask,
-    drawn by the receiver, where the owner would draw it under `full_halo`: the same distribution)."""
+    """Layer 0's halo rows under `layer0: cached` (and DIGEST's table 0): the halo's input features,
+    fetched once (category `halo_inputs`) and kept. A `LocalAggregator` with this halo projects them
+    with the current weights, so layer 0's output and gradients are exact. Each step they get dropout
+    `p`, drawn by the receiver (under `exchanged` the owner draws it: the same distribution, another
+    sample)."""
 
     def __init__(self, ctx: RankContext, p: float):
         self.ctx, self.p, self.rows = ctx, p, None
@@ -51,15 +73,56 @@ class CachedHaloInputs:
         return dropout(self.rows, self.p, self.ctx.model.training)
 
 
+class PrecomputedAggregate(Aggregator):
+    """Layer 0 under `layer0: precomputed`: `propagate` returns dropout(A x) for the rank's rows, A x
+    computed once (per normalisation) from its own and the halo's undropped input features, whatever
+    `h` it is given (the model's dropped-out x, which SAGE's root term still uses through `targets`).
+    x needs no gradient, so nothing flows back through the halo."""
+
+    def __init__(self, ctx: RankContext):
+        self.ctx, self.adj, self.comm = ctx, ctx.adj, ctx.comm
+        self.halo = CachedHaloInputs(ctx, 0.0)
+        self.aggregates = {}
+
+    def aggregate(self, norm: str) -> torch.Tensor:
+        if norm not in self.aggregates:
+            x = self.ctx.part.x
+            sources = x if self.comm.world == 1 else torch.cat([x, self.halo(x, 0)])
+            with torch.no_grad():
+                self.aggregates[norm] = self.adj.spmm(norm, sources)
+        return dropout(self.aggregates[norm], self.ctx.cfg["dropout"], self.ctx.model.training)
+
+    def propagate(self, h, norm: str, layer: int):
+        return self.aggregate(norm).to(h.dtype)
+
+    def propagate_linear(self, h, weight, norm: str, layer: int):
+        return F.linear(self.propagate(h, norm, layer), weight)  # (A x) W^T = A (x W^T)
+
+
+def layer0_aggregator(ctx: RankContext, mode: str) -> Aggregator:
+    """The aggregator of layer 0 under `method.layer0=mode` (`LAYER0`), over the rank's whole halo."""
+    gat = ctx.cfg["model"]["name"] == "gat"
+    if mode == "exchanged":
+        return HaloAggregator(ctx.adj, ctx.plan, ctx.comm)
+    if mode == "precomputed" and not gat:
+        return PrecomputedAggregate(ctx)
+    p = 0.0 if mode == "cached_undropped" else ctx.cfg["dropout"]
+    return LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, p) if ctx.world > 1 else None)
+
+
 class LayerZeroExact(Aggregator):
-    """Layer 0 through `first` (exact over the whole halo: a `LocalAggregator` over `CachedHaloInputs`),
-    deeper layers through `sampled` (BNS-GCN's sampled halo, PipeGCN's stale one)."""
+    """Layer 0 through `first` (exact over the whole halo: `layer0_aggregator`), deeper layers through
+    `sampled` (BNS-GCN's sampled halo, PipeGCN's stale one, DIGEST's tables), which also sums batch-norm
+    statistics and draws dropout its own way."""
 
     def __init__(self, first: Aggregator, sampled: Aggregator, comm):
         self.first, self.sampled, self.comm = first, sampled, comm
 
     def at(self, layer: int) -> Aggregator:
         return self.first if layer == 0 else self.sampled
+
+    def dropout(self, h, p: float, training: bool, layer: int):
+        return self.at(layer).dropout(h, p, training, layer)
 
     def propagate(self, h, norm: str, layer: int):
         return self.at(layer).propagate(h, norm, layer)
@@ -72,6 +135,9 @@ class LayerZeroExact(Aggregator):
 
     def attention_linear(self, h, weight, heads: int, att_src, att_dst, layer: int, negative_slope: float = 0.2):
         return self.at(layer).attention_linear(h, weight, heads, att_src, att_dst, layer, negative_slope)
+
+    def node_sum(self, t: torch.Tensor) -> torch.Tensor:
+        return self.sampled.node_sum(t)
 
 
 class LocalAggregator(Aggregator):

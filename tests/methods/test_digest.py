@@ -80,13 +80,14 @@ class Method(digest.Method):
         ctx.model.register_forward_hook(lambda m, a, o: setattr(self, "in_forward", False))
         for i, layer in enumerate(ctx.model.layers):
             layer.register_forward_pre_hook(lambda m, a, i=i: self.inputs.__setitem__(i, a[0].detach().clone()))
-        halo = self.aggregator.halo
+        stale = self.aggregator.sampled  # layers >= 1 (layer 0: layer0_aggregator)
+        halo = stale.halo
 
         def recording(h, layer):
             table = halo(h, layer)
             self.used[layer] = table.clone()
             return table
-        self.aggregator.halo = recording
+        stale.halo = recording
 
     def train_epoch(self, epoch):
         self.step = epoch
@@ -191,16 +192,17 @@ def test_digest_sync_every_1_overlapped_is_one_step_stale(make_cfg):
 
 
 def test_digest_drops_out_halo_inputs_like_local_rows(make_cfg):
-    """With dropout, halo input rows are dropped out too (halo_input_dropout, the default): the
-    training differs from the run whose halo inputs enter undropped; without dropout nothing does."""
+    """With dropout, halo input rows are dropped out too (layer0=cached, the default): the training
+    differs from the run whose halo inputs enter undropped (cached_undropped); without dropout nothing
+    does."""
     common = ["method=digest", "method.sync=blocking", "workers=2", "epochs=3", *SMALL_SYNTHETIC]
     losses = {}
     for p in ("0", "0.5"):
-        for flag in ("true", "false"):
-            _, record = run_ok(make_cfg(*common, f"dropout={p}", f"method.halo_input_dropout={flag}"))
-            losses[p, flag] = [h["train_loss"] for h in record["history"]]
-    assert losses["0", "true"] == losses["0", "false"]
-    assert losses["0.5", "true"][0] != losses["0.5", "false"][0]
+        for layer0 in ("cached", "cached_undropped"):
+            _, record = run_ok(make_cfg(*common, f"dropout={p}", f"method.layer0={layer0}"))
+            losses[p, layer0] = [h["train_loss"] for h in record["history"]]
+    assert losses["0", "cached"] == losses["0", "cached_undropped"]
+    assert losses["0.5", "cached"][0] != losses["0.5", "cached_undropped"][0]
 
 
 @pytest.mark.parametrize("model, sync", [("gcn", "overlapped"), ("sage", "overlapped"), ("gcn", "blocking")])
@@ -303,7 +305,10 @@ def test_digest_a_counts_what_digest_counts_for_the_same_exchange(make_cfg):
     (["method=digest", "method.sync=eager"], "unknown method.sync 'eager'; choose one of: blocking, overlapped"),
     (["method=digest", "method.asynchronous=true", "method.sync=blocking"],
      "method.sync=blocking does not apply to method.asynchronous=true"),
-    (["method=digest", "method.halo_input_dropout=maybe"], "method.halo_input_dropout='maybe' must be true or false"),
+    (["method=digest", "method.layer0=maybe"], "unknown method.layer0 'maybe'; choose one of: cached, cached_undropped, "
+                                               "exchanged, precomputed"),
+    (["method=digest", "method.asynchronous=true", "method.layer0=exchanged"],
+     "method.layer0=exchanged exchanges layer 0 with every peer every step"),
     (["method=psgd_pa", "method.avg_every=null"], "method.avg_every=None must be a positive integer"),
     (["method=llcg", "method.correction_steps=-1"], "method.correction_steps=-1 must be an integer >= 0"),
     (["method=digest", "method.avg_weighting=equal"], "unknown method.avg_weighting 'equal'"),

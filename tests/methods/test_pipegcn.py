@@ -1,7 +1,9 @@
-"""PipeGCN held to its definition: without pipelining it is the exact method; pipelined, every halo
-block a layer uses (rows forward, gradients backward) is bit for bit the one its owner sent one
-epoch earlier (zeros at epoch 0, or epoch 0's own with epoch0=sync); smoothing follows its
-recursion; the bytes are full_halo's for layers >= 1 and layer 0's inputs cross once."""
+"""PipeGCN held to its definition (the authors' feature buffer): without pipelining it is the exact
+method; pipelined, every halo block a layer uses (rows forward, gradients backward) is bit for bit the
+one its owner sent one epoch earlier (zeros at epoch 0, or epoch 0's own with epoch0=sync), the
+forward rows are the owner's undropped layer input of that epoch, and the layer projects them with
+its weights of this epoch; smoothing follows its recursion; the bytes are the layer inputs' for
+layers >= 1 and layer 0's inputs cross once."""
 from __future__ import annotations
 
 import pytest
@@ -34,19 +36,23 @@ def test_without_pipelining_it_is_the_oracle(make_cfg, data_root, model):
 # uses (what `StaleBlock.swap` hands the aggregation forward or the boundary rows backward).
 WATCH_PLUGIN = """
 import hashlib
+import torch.nn.functional as F
 from methods import pipegcn
 
 
+def digest(t):
+    return "zeros" if not t.any() else hashlib.sha1(t.detach().cpu().numpy().tobytes()).hexdigest()
+
+
 def digests(t, counts):
-    return [None if not b.numel() else "zeros" if not b.any() else hashlib.sha1(b.cpu().numpy().tobytes()).hexdigest()
-            for b in t.split(counts)]
+    return [None if not b.numel() else digest(b) for b in t.split(counts)]
 
 
 class Method(pipegcn.Method):
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.epoch, self.sent, self.used = 0, [], []
-        comm, plan = ctx.comm, ctx.plan
+        self.epoch, self.sent, self.used, self.inputs, self.weights, self.projected = 0, [], [], [], [], []
+        comm, plan, agg = ctx.comm, ctx.plan, self.pipelined
         post = comm.all_to_all_start
 
         def watched(send, send_counts, recv_counts, category, layer=None, tag=0):
@@ -54,7 +60,7 @@ class Method(pipegcn.Method):
                 self.sent.append((self.epoch, f"{category}/{layer}", digests(send, send_counts)))
             return post(send, send_counts, recv_counts, category, layer, tag)
         comm.all_to_all_start = watched
-        for block in (b for pair in self.pipelined.blocks.values() for b in pair):
+        for block in (b for pair in agg.blocks.values() for b in pair):
             counts = plan.recv_counts if block.name.startswith("halo_fwd") else plan.send_counts
 
             def use(outgoing, epoch, _swap=block.swap, _name=block.name, _counts=counts):
@@ -63,17 +69,39 @@ class Method(pipegcn.Method):
                 return got
             block.swap = use
 
+        dropout, halo_rows, projected_sources = agg.dropout, agg.halo_rows, agg.projected_sources
+
+        def watched_dropout(h, p, training, layer):  # the layer's undropped input, the rows each peer needs
+            if training:
+                self.inputs.append((self.epoch, f"halo_fwd/{layer}", digests(h.index_select(0, plan.send_idx),
+                                                                              plan.send_counts)))
+            return dropout(h, p, training, layer)
+
+        def watched_halo_rows(h, layer):
+            agg.last_halo = halo_rows(h, layer)
+            return agg.last_halo
+
+        def watched_projection(h, weight, layer):  # [local | halo] projected: by which weights?
+            out = projected_sources(h, weight, layer)
+            exact = out[h.shape[0]:].equal(F.linear(agg.last_halo, weight))
+            self.projected.append((self.epoch, layer, digest(weight), exact))
+            return out
+        agg.dropout, agg.halo_rows, agg.projected_sources = watched_dropout, watched_halo_rows, watched_projection
+
     def train_epoch(self, epoch):
         self.epoch = epoch
+        self.weights.append([digest(layer.weight if hasattr(layer, "weight") else layer.lin_l.weight)
+                             for layer in self.ctx.model.layers])
         return super().train_epoch(epoch)
 
     def probes(self):
-        return {**super().probes(), "sent": self.sent, "used": self.used}
+        return {**super().probes(), "sent": self.sent, "used": self.used, "inputs": self.inputs,
+                "weights": self.weights, "projected": self.projected}
 """
 
 
 @pytest.mark.parametrize("model, epoch0", [("sage", "zeros"), ("gat", "sync")])
-def test_pipelined_blocks_are_their_owners_from_one_epoch_before_and_bytes_are_full_halos(
+def test_pipelined_blocks_are_their_owners_inputs_from_one_epoch_before_projected_with_this_epochs_weights(
         make_cfg, write_plugins, model, epoch0):
     write_plugins({"pipegcn_watch": WATCH_PLUGIN})
     epochs, workers = 4, 3
@@ -107,16 +135,34 @@ def test_pipelined_blocks_are_their_owners_from_one_epoch_before_and_bytes_are_f
     # The rows moved on between epochs: an equal digest above is staleness, not a constant.
     assert sent[0, 1, "halo_fwd/1"] != sent[0, 2, "halo_fwd/1"]
 
-    # Bytes (all ranks): full_halo's for layers >= 1 every epoch; layer 0's input rows once, never
-    # its projected rows or their gradients.
+    # What is sent forward is the owner's layer input of that epoch, undropped (the receiver drops it
+    # out: halo_dropout=receiver); so a block used at t is its owner's input of t - 1.
+    for r in ranks:
+        inputs = {(epoch, name): blocks for epoch, name, blocks in r["inputs"]}
+        for (rank, epoch, name), blocks in sent.items():
+            if rank == r["rank"] and name.startswith("halo_fwd"):
+                assert blocks == inputs[epoch, name], (rank, epoch, name)
+    # ... and a layer projects it with the weights of the epoch that uses it, not those of t - 1.
+    projections = 0
+    for r in ranks:
+        weights = r["weights"]  # per epoch, each layer's weight at the start of its step
+        for epoch, layer, weight, exact in r["projected"]:
+            assert exact and weight == weights[epoch][layer], (r["rank"], epoch, layer)
+            if epoch:
+                assert weight != weights[epoch - 1][layer]
+            projections += 1
+    assert projections >= len(ranks) * epochs * (1 if model == "sage" else 2)
+
+    # Bytes (all ranks): the layer inputs' rows and gradients for layers >= 1 every epoch (wider than
+    # full_halo's where a layer projects first); layer 0's input rows once, never its projected rows.
     g, halo = record["graph"], sum(record["partition"]["halo_nodes_per_rank"])
     net = build_model(model, g["features"], cfg["hidden"], g["classes"], 3, 0.0, cfg["seed"])
     by_layer = {}
     for r in ranks:
         for key, b in r["comm_bytes_by_layer"].items():
             by_layer[key] = by_layer.get(key, 0) + b
-    want = {f"halo_{d}/{layer}": epochs * halo * width * 4
-            for layer, (width, _) in enumerate(net.exchanges()) if layer > 0 for d in ("fwd", "bwd")}
+    want = {f"halo_{d}/{layer}": epochs * halo * cfg["hidden"] * 4
+            for layer in range(1, len(net.exchanges())) for d in ("fwd", "bwd")}
     assert {k: b for k, b in by_layer.items() if k.startswith("halo")} == {
         **want, "halo_inputs/0": halo * g["features"] * 4}
     params = sum(t.numel() for t in net.parameters()) * 4
@@ -146,7 +192,8 @@ def test_smoothing_follows_its_recursion():
 
 def test_options_aliases_and_a_bad_gamma(make_cfg):
     assert method_defaults("pipegcn") == {"pipeline": True, "smooth_features": False, "smooth_grads": False,
-                                          "gamma": 0.95, "epoch0": "zeros"}
+                                          "gamma": 0.95, "epoch0": "zeros", "halo_dropout": "receiver",
+                                          "layer0": "precomputed"}
     for alias, smoothing in (("pipegcn_f", (True, False)), ("pipegcn_g", (False, True)),
                              ("pipegcn_gf", (True, True))):
         options = resolve(make_cfg(f"method={alias}"))[1]
