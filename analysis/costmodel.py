@@ -117,9 +117,9 @@ def traffic(method: str, options: dict, model, rank: Rank) -> list[Transfer]:
         if not width or k == 0:
             continue
         row = width * FLOAT
-        # Layer 0's inputs never change: the stale and sampled methods fetch them once (`halo_inputs`,
-        # a setup cost) and project them locally each step.
-        if layer == 0 and method in CACHED_INPUTS:
+        # Layer 0's inputs never change: under `method.layer0` other than `exchanged` they are fetched
+        # once (`halo_inputs`, a setup cost) and transformed locally each step.
+        if layer == 0 and layer0_mode(method, options) != "exchanged":
             continue
         if method == "full_halo" or (method == "sar" and options.get("mode") == "one_shot"):
             both(layer, row, grad)
@@ -133,8 +133,8 @@ def traffic(method: str, options: dict, model, rank: Rank) -> list[Transfer]:
                 out.append(Transfer("halo_refetch", layer, h * row, k, k, ahead))
             if grad:
                 out.append(Transfer("halo_bwd", layer, h * row, k, k))
-        elif method == "pipegcn":  # last epoch's rows and gradients, sent without waiting
-            both(layer, row, grad, hidden=options.get("pipeline", True))
+        elif method == "pipegcn":  # last epoch's layer inputs and their gradients, sent without waiting
+            both(layer, _in_width(model, layer) * FLOAT, True, hidden=options.get("pipeline", True))
         elif method == "bns_gcn":  # a share of each pair's boundary rows
             both(layer, row, grad, share=options.get("boundary_fraction", 0.1))
         elif method == "digest":
@@ -154,9 +154,15 @@ def traffic(method: str, options: dict, model, rank: Rank) -> list[Transfer]:
     return out
 
 
-#: Methods that fetch the halo's input features once and, every step, drop out and project them
-#: locally with the current weights (layer 0 transforms local and halo rows).
+#: Methods that, in records from before `method.layer0`, fetched the halo's input features once and,
+#: every step, dropped out and projected them locally (layer 0 transforms local and halo rows).
 CACHED_INPUTS = ("pipegcn", "bns_gcn", "digest", "sancus")
+
+
+def layer0_mode(method: str, options: dict) -> str:
+    """The run's `method.layer0` (benchmarks.families.partition_parallel.LAYER0); a record from before
+    it names none: `cached` for the methods that cached layer 0 then, else `exchanged`."""
+    return options.get("layer0", "cached" if method in CACHED_INPUTS else "exchanged")
 
 
 def parameters(model) -> int:
@@ -268,9 +274,14 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
     `work`, `exchanges` and parameters are the model's counts)."""
     work = model.work(rank.nodes, rank.edges)
     rows = [rank.nodes] * len(work)  # rows each layer drops out and transforms
-    if method in CACHED_INPUTS and workers > 1:
+    mode = layer0_mode(method, options)
+    attention_at_0 = hasattr(model.layers[0], "heads")
+    precomputed = mode == "precomputed" and not attention_at_0  # GAT's `precomputed` is `cached`
+    if mode != "exchanged" and not precomputed and workers > 1:  # the halo's inputs transformed here too
         rows[0] = rank.nodes + rank.halo
         work[0] = model.layers[0].work(rows[0], rank.edges)
+    if precomputed:  # A x computed once: no aggregation in layer 0 (its dropout is drawn on A x too)
+        work[0] = {**work[0], "edges": 0}
     exchanges = model.exchanges()
 
     dense = aggregate = elementwise = dropped = attention = 0.0
@@ -291,6 +302,8 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
             elementwise += n * d_in * (DROPOUT_BACKWARD if layer else 0)
         elementwise += n * d_out * (OUTPUT_FORWARD + OUTPUT_BACKWARD)
         elementwise += (n + rank.halo) * width * COPY * (2 if grad else 1)
+    if precomputed and model.dropout:
+        dropped += n * _in_width(model, 0)  # a second mask in layer 0: on A x, beside the model's on x
     params = parameters(model)
     dropout_rate = getattr(profile, "dropout_rate", None)
     time_terms = {"dense": dense / rank_rate(profile, workers, "dense"),
@@ -335,8 +348,8 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
     stale = 0.0
     if method in ("pipegcn", "digest", "sancus"):
         # the tables of last epoch's rows (and PipeGCN's gradients) per layer >= 1
-        stale = sum(rank.halo * FLOAT * (2 * width if method == "pipegcn" else _in_width(model, layer))
-                    for layer, (width, _) in enumerate(exchanges) if layer)
+        stale = sum(rank.halo * FLOAT * _in_width(model, layer) * (2 if method == "pipegcn" else 1)
+                    for layer in range(1, len(exchanges)))
     memory_terms = {"activations": activations, "backward_transient": transient, "stale_tables": stale,
                     "optimizer": 3 * params * FLOAT,  # gradients and Adam's two moments
                     "static": _static_bytes(model, rank, params)}

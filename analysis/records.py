@@ -75,6 +75,7 @@ def _run_row(r: dict) -> dict:
         "status": r["status"], "error": r.get("error"),
         "method": r["method"], "variant": r["variant"], "dataset": r["dataset"], "model": r["model"],
         "workers": int(r["workers"]), "seed": r["seed"], "setting": r["setting"],
+        "control": r.get("control"),  # the variant of its exact control (None: exact, or a record from before controls)
         "cores": _num((r.get("env") or {}).get("cores")),  # the machine's: time with more ranks than cores is slicing
         "reproduces": r["config"].get("reproduces"), "epochs_run": len(r.get("history") or []),
         "epoch_time_s": value("epoch_time_s_median"),

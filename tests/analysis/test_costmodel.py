@@ -62,9 +62,10 @@ def test_a_hand_made_record_projects_to_the_hand_computed_time():
 
 def test_overlapped_traffic_costs_only_what_compute_does_not_hide():
     (plain,), _ = projection.project_records([hand_record("pipegcn")], PROFILE, [], None)
-    # PipeGCN sends layer 1's rows and gradients without waiting (layer 0's inputs were fetched once)
+    # PipeGCN sends layer 1's input rows (8 wide: the receiver projects them) and their gradients
+    # without waiting (layer 0's inputs were fetched once): 5 x 8 x 4 bytes each way
     t = plain["time_terms"]
-    assert t["exchange"] == 0 and t["hidden_exchange"] == pytest.approx(2 * 0.01 + 2 * 40 / 100)
+    assert t["exchange"] == 0 and t["hidden_exchange"] == pytest.approx(2 * 0.01 + 2 * 5 * 8 * 4 / 100)
     assert t["overlap"] == -t["hidden_exchange"]  # compute (about 37 s) hides it whole
 
 

@@ -80,33 +80,52 @@ def test_runtime_section_gives_the_ratios_against_plain_pyg(tmp_path):
     assert "- synthetic gcn: full_halo(1) / single 1.20x (goal <= 1.1: NOT met)" in text
 
 
-def boundary_run(method, seed, val, by_cat, blocked, options=None):
-    """3 epochs, 2 ranks; `blocked`: each rank's seconds blocked in halo_fwd over the run."""
+def boundary_run(method, seed, best, by_cat, blocked, options=None, control=None):
+    """3 epochs, 2 ranks, best validation accuracy `best` (test: best - 0.01); `blocked`: each rank's
+    seconds blocked in halo_fwd over the run; `control`: the variant of its exact control."""
     per_rank = [{"rank": i, "comm_blocked_s_by_category": {"halo_fwd": b, "grad_allreduce": 9.0}}
                 for i, b in enumerate(blocked)]
-    return record(method, 2, seed=seed, val=val, by_cat=by_cat, options=options, dataset="cora",
-                  extra={"study": "boundary", "partitioner": "metis"}, summary={"per_rank": per_rank})
+    r = record(method, 2, seed=seed, val=(0.5, 0.6, best), by_cat=by_cat, options=options, dataset="cora",
+               extra={"study": "boundary", "partitioner": "metis"}, summary={"per_rank": per_rank})
+    return {**r, "control": control}
 
 
-def test_boundary_goals_hold_each_method_against_full_halo_seed_means_and_worst_rank(tmp_path):
+def test_boundary_attributes_each_method_to_its_control_and_the_treatment_to_full_halo_seed_by_seed(tmp_path):
+    exact = {"halo_fwd": 3000, "halo_bwd": 3000}
+    off = {"threshold": 0.0}
     folder = write(tmp_path / "b", [
-        boundary_run("full_halo", 0, (0.5, 0.8, 0.9), {"halo_fwd": 3000, "halo_bwd": 3000}, [3.0, 6.0]),
-        boundary_run("full_halo", 1, (0.5, 0.8, 0.8), {"halo_fwd": 3000, "halo_bwd": 3000}, [3.0, 6.0]),
-        # 0.3x the bytes (one skip flag counted as halo), 0.6 pt below on the mean of two seeds
-        boundary_run("sancus", 0, (0.5, 0.8, 0.89), {"halo_fwd": 900, "halo_bwd": 800, "skip_flags": 100,
-                                                      "halo_inputs": 300}, [1.0, 1.0]),
-        boundary_run("sancus", 1, (0.5, 0.8, 0.8), {"halo_fwd": 900, "halo_bwd": 800, "skip_flags": 100}, [1.0, 1.0]),
-        # waits 0.1x and 0.5x of full_halo's, rank by rank: the worst rank misses the goal
-        boundary_run("pipegcn", 0, (0.5, 0.8, 0.85), {"halo_fwd": 3000, "halo_bwd": 3000}, [0.3, 3.0]),
+        *(boundary_run("full_halo", s, v, exact, [3.0, 6.0]) for s, v in enumerate((0.80, 0.82, 0.78))),
+        # Sancus's control: +4, +3, +5 points over full_halo seed by seed (the treatment, resolved)
+        *(boundary_run("sancus", s, v, {"halo_fwd": 3000, "halo_bwd": 3000}, [2.0, 2.0], options=off)
+          for s, v in enumerate((0.84, 0.85, 0.83))),
+        # Sancus: -0.5, -0.5, 0 points from its control (within noise; the interval spans -1), 0.3x its bytes
+        *(boundary_run("sancus", s, v, {"halo_fwd": 900, "halo_bwd": 800, "skip_flags": 100,
+                                        **({"halo_inputs": 300} if s == 0 else {})}, [1.0, 1.0],
+                       control="sancus threshold=0.0") for s, v in enumerate((0.835, 0.845, 0.83))),
+        # one seed of PipeGCN and its control: no interval; waits 0.1x and 0.5x the control's, rank by rank
+        boundary_run("pipegcn", 0, 0.85, exact, [0.3, 3.0], control="pipegcn pipeline=False"),
+        boundary_run("pipegcn", 0, 0.84, exact, [3.0, 6.0], options={"pipeline": False}),
     ])
     t = studies.boundary.table(records.load(folder))
     by = {r["variant"]: r for r in t.to_dict("records")}
-    assert by["sancus"]["bytes_ratio"] == pytest.approx(1800 / 6000)
-    assert by["sancus"]["acc_gap_pt"] == pytest.approx(100 * (0.84 - (0.88 + 0.79) / 2))  # full_halo 0.84
-    assert by["sancus"]["inputs_bytes_per_epoch"] == pytest.approx(150 / 3)  # one seed of two fetched, per epoch
+    sancus = by["sancus"]
+    assert sancus["control"] == "sancus threshold=0.0" and sancus["seeds"] == 3
+    assert sancus["approximation"].n == 3 and sancus["approximation"].mean == pytest.approx(-0.01 / 3)
+    assert not sancus["approximation"].resolved
+    assert sancus["treatment"].mean == pytest.approx(0.04) and sancus["treatment"].resolved  # control - full_halo
+    assert by["sancus threshold=0.0"]["treatment"].mean == pytest.approx(0.04)
+    assert sancus["bytes_vs_control"] == pytest.approx(1800 / 6000) == sancus["bytes_vs_full_halo"]
+    assert sancus["inputs_bytes_per_epoch"] == pytest.approx(100 / 3)  # one seed of three fetched, per epoch
     assert by["pipegcn"]["wait_ratio_worst"] == pytest.approx(0.5)
     lines = "\n".join(studies.boundary.goals(t))
-    assert "cora P=2 sancus: test gap +0.5 pt (goal <= 1: met); halo bytes 0.300x (goal <= 0.5: met)" in lines
-    assert "pipegcn: test gap +0.0 pt (goal <= 1: met); halo wait 0.50x on its worst rank (goal <= 0.2: NOT met)" in lines
+    assert ("cora P=2 sancus: against `sancus threshold=0.0` -0.3 [-1.1, +0.4] (3, within noise) pt (goal >= -1 on "
+            "the interval: unresolved (the interval spans -1)); halo bytes 0.300x its control's (goal <= 0.5: met)"
+            ) in lines
+    assert ("pipegcn: against `pipegcn pipeline=False` +1.0 (1 pair: no interval) pt (goal >= -1 on the interval: "
+            "unresolved (fewer than 2 paired seeds)); halo wait 0.50x its control's on its worst rank (goal <= 0.2: "
+            "NOT met)") in lines
+    headlines = "\n".join(studies.boundary.headlines(t))
+    assert "its control `sancus threshold=0.0` is above `full_halo` by +4.0 [+1.5, +6.5] (3) pt (treatment)" in headlines
+    assert "sancus is below" not in headlines  # within noise: never a headline
     text = "\n".join(studies.sections(records.load(folder), tmp_path / "out"))
     assert "## Study: boundary communication" in text and (tmp_path / "out/figures/boundary/accuracy_vs_halo_bytes.png").exists()

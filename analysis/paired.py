@@ -1,0 +1,92 @@
+"""Paired comparisons over seeds, the way every study attributes a difference (docs/analysis.md).
+
+A run's seed fixes its initial weights, its dropout masks and its partition, so two variants run on
+the same seeds differ, seed by seed, only by what tells them apart. An effect is the mean of those
+per-seed differences with a 95 % Student-t interval (n - 1 degrees of freedom); it is *resolved*
+when the interval excludes 0 and "within noise" otherwise. Each approximate method's record names
+its exact control (`control`, the variant of `benchmarks.method.control_config`), so:
+  - the approximation's effect is method - control (same layer 0, model, partition, seeds);
+  - the treatment's effect is control - the plain exact method (`full_halo`): what the control
+    itself does differently (layer 0 cached or precomputed, the receiver's dropout).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+from scipy import stats
+
+#: What two runs share to be a pair: everything but the variant.
+PAIR_KEYS = ["dataset", "model", "setting", "workers", "seed"]
+PLAIN = "full_halo"  # the plain exact method every treatment is measured against
+LEVEL = 0.95
+
+
+@dataclass
+class Effect:
+    """Mean of paired differences over `n` seeds and its interval [`low`, `high`] (NaN with n < 2)."""
+
+    n: int
+    mean: float
+    low: float
+    high: float
+
+    @property
+    def resolved(self) -> bool:
+        return self.n >= 2 and (self.low > 0 or self.high < 0)
+
+    def text(self, scale: float = 100.0, digits: int = 1) -> str:
+        """`+1.3 [-0.8, +3.4] (5)`: the mean and interval times `scale` (points for accuracies), the
+        pairs in parentheses, and "within noise" when the interval contains 0."""
+        if self.n == 0:
+            return "–"
+        if self.n < 2:
+            return f"{scale * self.mean:+.{digits}f} (1 pair: no interval)"
+        noise = "" if self.resolved else ", within noise"
+        return (f"{scale * self.mean:+.{digits}f} [{scale * self.low:+.{digits}f}, {scale * self.high:+.{digits}f}]"
+                f" ({self.n}{noise})")
+
+
+def effect(differences) -> Effect:
+    d = [float(x) for x in differences if x == x]
+    n = len(d)
+    if n == 0:
+        return Effect(0, math.nan, math.nan, math.nan)
+    mean = sum(d) / n
+    if n < 2:
+        return Effect(1, mean, math.nan, math.nan)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    half = stats.t.ppf(0.5 + LEVEL / 2, n - 1) * sd / math.sqrt(n)
+    return Effect(n, mean, mean - half, mean + half)
+
+
+def differences(runs: pd.DataFrame, variant: str, against: str, column: str = "test_acc",
+                where: dict | None = None) -> list[float]:
+    """`column` of `variant` minus that of `against`, seed by seed, over the ok runs of both that
+    share every `PAIR_KEYS` value (and the values in `where`)."""
+    ok = runs[runs["status"] == "ok"]
+    for key, value in (where or {}).items():
+        ok = ok[ok[key] == value]
+    a = ok[ok["variant"] == variant].set_index(PAIR_KEYS)[column]
+    b = ok[ok["variant"] == against].set_index(PAIR_KEYS)[column]
+    a, b = a[~a.index.duplicated()], b[~b.index.duplicated()]
+    both = a.index.intersection(b.index)
+    return list(a[both] - b[both])
+
+
+def attribution(runs: pd.DataFrame, column: str = "test_acc",
+                group: tuple[str, ...] = ("dataset", "model", "setting", "workers")) -> pd.DataFrame:
+    """One row per group and variant that names a control: `control`, the approximation's effect
+    (`approximation`: variant - control) and the treatment's (`treatment`: control - `PLAIN`; None
+    when the control is `PLAIN` itself), as `Effect`s of `column`."""
+    rows = []
+    named = runs[runs["control"].notna()] if "control" in runs else runs.iloc[0:0]
+    for key, g in named.groupby(list(group), sort=True):
+        where = dict(zip(group, key))
+        for variant, control in sorted(set(zip(g["variant"], g["control"]))):
+            rows.append({**where, "variant": variant, "control": control,
+                         "approximation": effect(differences(runs, variant, control, column, where)),
+                         "treatment": None if control == PLAIN else
+                         effect(differences(runs, control, PLAIN, column, where))})
+    return pd.DataFrame(rows)
