@@ -1,0 +1,58 @@
+"""Every approximate method names its exact control (`Method.exact_control`, `method.control_config`):
+the same run with the approximation switched off and everything else (seed, partition, model, layer 0)
+kept; a sweep with `sweep.controls` runs each control once beside the runs it controls. In-process:
+configurations are composed and checked, no run is started."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import sweep
+from benchmarks.cli import config_of
+from benchmarks.method import control_config, method_defaults, resolve
+from benchmarks.record import run_variant
+
+pytestmark = pytest.mark.fast
+
+
+def control_variant(*overrides: str) -> str | None:
+    cfg = config_of(list(overrides))
+    resolve(cfg)
+    control = control_config(cfg)
+    return None if control is None else run_variant(control, method_defaults(control["method"]["name"]))
+
+
+@pytest.mark.parametrize("overrides, control", [
+    (["method=pipegcn"], "pipegcn pipeline=False"),
+    (["method=pipegcn_gf"], "pipegcn_gf pipeline=False smooth_features=False smooth_grads=False"),
+    (["method=bns_gcn", "method.boundary_fraction=0.2"], "bns_gcn boundary_fraction=1.0"),
+    (["method=sancus"], "sancus threshold=0.0"),
+    (["method=adaqp"], "adaqp bits=32"),
+    # another method keeps the options both declare: the layer-0 treatment
+    (["method=digest"], "full_halo layer0=cached"),
+    (["method=digest", "method.layer0=precomputed", "method.sync_every=4"], "full_halo layer0=precomputed"),
+    (["method=psgd_pa"], "full_halo"),
+    (["method=llcg"], "full_halo"),
+    # a lossy codec is switched off; the run's other savers are kept
+    (["method=full_halo", "comm.quantize=int8", "precision=bf16"], "full_halo precision=bf16"),
+    # exact runs, and approximations already switched off, are their own control
+    (["method=full_halo"], None), (["method=full_halo", "method.layer0=precomputed"], None), (["method=sar"], None),
+    (["method=pipegcn", "method.pipeline=false"], None), (["method=bns_gcn", "method.boundary_fraction=1"], None),
+])
+def test_each_method_names_its_exact_control(overrides, control):
+    assert control_variant(*overrides) == control
+
+
+def test_a_sweep_with_controls_runs_each_control_once_and_not_twice_what_it_has(capsys):
+    sweep.sweep(["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0,1", "--dry-run"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 * 6 + 2 * 4  # six methods; four controls (psgd_pa's, full_halo, is in the sweep)
+    controls = [line for line in lines if "method.pipeline=false" in line or "method.layer0=cached" in line]
+    assert len(controls) == 4 and all("seed=" in line and "dataset=cora" in line for line in controls)
+    # the control's overrides compose to the run named by hand: the same record
+    run = ["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=digest", "method.sync_every=4"]
+    control = sweep.control_overrides(run, config_of(run))
+    assert control == ["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=full_halo",
+                       "method.layer0=cached"]
+    by_hand = config_of(["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=full_halo",
+                         "method.layer0=cached"])
+    assert sweep.path_of(config_of(control)) == sweep.path_of(by_hand)
