@@ -48,6 +48,18 @@ class Effect:
                 f" ({self.n}{noise})")
 
 
+def within(e: Effect | None, points: float) -> str:
+    """A goal "no more than `points` below" on an accuracy effect, judged on its interval: met when
+    the interval's lower end is above -points, NOT met when its upper end is below, else unresolved."""
+    if e is None or e.n < 2:
+        return "unresolved (fewer than 2 paired seeds)"
+    if 100 * e.low >= -points:
+        return "met"
+    if 100 * e.high < -points:
+        return "NOT met"
+    return f"unresolved (the interval spans -{points:g})"
+
+
 def effect(differences) -> Effect:
     d = [float(x) for x in differences if x == x]
     n = len(d)

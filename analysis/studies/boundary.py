@@ -92,17 +92,6 @@ def table(recs: list[dict]) -> pd.DataFrame:
     return t
 
 
-def _judged(e: paired.Effect | None, gap: float) -> str:
-    """An accuracy goal "within `gap` points of the control", judged on the interval."""
-    if e is None or e.n < 2:
-        return "unresolved (fewer than 2 paired seeds)"
-    if 100 * e.low >= -gap:
-        return "met"
-    if 100 * e.high < -gap:
-        return "NOT met"
-    return f"unresolved (the interval spans -{gap:g})"
-
-
 def goals(t: pd.DataFrame) -> list[str]:
     lines = []
     for r in t.to_dict("records"):
@@ -112,7 +101,7 @@ def goals(t: pd.DataFrame) -> list[str]:
         gap_goal, bytes_goal, wait_goal = goal
         e = r["approximation"]
         parts = [f"against `{r['control']}` {e.text()} pt (goal >= -{gap_goal:g} on the interval: "
-                 f"{_judged(e, gap_goal)})"]
+                 f"{paired.within(e, gap_goal)})"]
         if bytes_goal is not None:
             b = r["bytes_vs_control"]
             parts.append(f"halo bytes {b:.3f}x its control's (goal <= {bytes_goal:g}: "
