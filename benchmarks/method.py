@@ -199,6 +199,12 @@ def control_config(cfg: dict) -> dict | None:
     else:
         declared = {f.name for f in dataclasses.fields(method_class(name).Options)}
         section = {"name": name, **{k: v for k, v in method.items() if k in declared}, **spec}
+    alias = aliases().get(name)
+    if alias and all(section.get(k) == defaults(method_class(name).Options).get(k)
+                     for k in alias if k not in (*RESERVED, "defaults")):
+        # the control switches off all the alias sets (pipegcn_gf's: pipegcn without pipelining): one
+        # control, named by its plugin, serves every alias of it
+        section = {"name": alias["plugin"], **{k: v for k, v in section.items() if k not in RESERVED}}
     control = copy.deepcopy(cfg)
     control["method"] = section
     if (cfg.get("comm") or {}).get("quantize", "none") != "none":

@@ -23,7 +23,8 @@ def control_variant(*overrides: str) -> str | None:
 
 @pytest.mark.parametrize("overrides, control", [
     (["method=pipegcn"], "pipegcn pipeline=False"),
-    (["method=pipegcn_gf"], "pipegcn_gf pipeline=False smooth_features=False smooth_grads=False"),
+    # an alias switched off is its plugin: pipegcn, pipegcn_f, _g and _gf share one control
+    (["method=pipegcn_gf"], "pipegcn pipeline=False"), (["method=pipegcn_f"], "pipegcn pipeline=False"),
     (["method=bns_gcn", "method.boundary_fraction=0.2"], "bns_gcn boundary_fraction=1.0"),
     (["method=sancus"], "sancus threshold=0.0"),
     (["method=adaqp"], "adaqp bits=32"),
