@@ -4,10 +4,9 @@ Full-graph training on partitions, like `full_halo`, except that each epoch ever
 receiver j only s_ij = floor(p |B_ij|) of the boundary rows j needs from it (B_ij), drawn uniformly
 without replacement, independently per pair (a node two peers need is sampled twice), a fresh draw
 every epoch (p = `boundary_fraction`):
-  - layer 0 is exact, as the authors' code with its required `--use-pp`: the input features of the
-    whole halo are fetched once (category `halo_inputs`) and kept; each step projects them with the
-    current weights, so layer 0's output and gradients are `full_halo`'s (their dropout: a fresh
-    mask each step, like the local rows; docs/bns_gcn.md);
+  - layer 0 is exact, by default as the authors' code with its required `--use-pp` (`layer0:
+    precomputed`: the halo's input features fetched once, category `halo_inputs`, layer 0's
+    aggregate computed once and dropped out every step; `families.partition_parallel.LAYER0`);
   - layers >= 1 aggregate over local rows plus the epoch's sampled halo rows (the same sample in
     every layer >= 1, forward and backward; categories `halo_fwd` / `halo_bwd`, as `full_halo`);
     edges from a sampled row of owner i are scaled by 1 / r_ij (r_ij = s_ij / |B_ij|, `scale:
@@ -15,8 +14,9 @@ every epoch (p = `boundary_fraction`):
     its input; degrees stay the global ones. GAT softmaxes over the edges present, unscaled.
 Sender and receiver agree on the sample without sending ids: both rank B_ij by a hash of each global
 id keyed by (seed, epoch, i, j) and keep the s_ij smallest; the receiver knows B_ij as its halo ids
-from i, the sender as its rows for j, in the same order (`HaloPlan`). p = 1 is `full_halo`; p = 0
-sends no halo row in layers >= 1 (`full_halo` with those rows zeroed, full-degree denominators).
+from i, the sender as its rows for j, in the same order (`HaloPlan`). p = 1 is the exact control:
+`full_halo` with the same `layer0` (plain `full_halo` only without dropout); p = 0 sends no halo
+row in layers >= 1 (those rows zeroed, full-degree denominators).
 What differs from the paper and the authors' code: docs/bns_gcn.md.
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Method(FullGraphMethod):
 
     @dataclass
     class Options(FullGraphMethod.Options):
-        # p: each pair keeps floor(p |B_ij|) of its boundary rows in layers >= 1 (1 = full_halo)
+        # p: each pair keeps floor(p |B_ij|) of its boundary rows in layers >= 1 (1: exact, the control)
         boundary_fraction: float = option(0.1, "share of each pair's boundary rows sent per epoch", ge=0, le=1)
         # inverse_ratio: kept rows weigh |B_ij| / s_ij (unbiased, the authors'); none: dropped rows just vanish
         scale: Literal["inverse_ratio", "none"] = option("inverse_ratio")

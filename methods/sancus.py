@@ -17,7 +17,8 @@ while it has barely changed:
     (`skip_grads`), the owner reusing the gradient block it last received; the owner adds them into
     its boundary rows. With skipped forward rows the receiver's halo rows are a cached constant, and
     their gradient still reaches the owner through the backward send.
-`threshold: 0` skips only blocks equal bit for bit to the cached one, so it equals `full_halo`.
+`threshold: 0` skips only blocks equal bit for bit to the cached one, so it equals `full_halo` with
+the same `layer0` (its exact control).
 
 The paper's layout (CAGNET 1D) broadcasts whole blocks of rows to every rank; here only the halo
 rows each peer needs move, so bytes are not the paper's. Reconstructions: docs/sancus.md.
