@@ -54,7 +54,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
     for key, g in ok.groupby(KEYS, sort=True):
         per_rank = [sum(x) / len(x) for x in zip(*g["halo_wait_s"]) if x]  # mean over seeds, rank by rank
         control = g["control"].dropna()
-        rows.append({**dict(zip(KEYS, key)), "seeds": len(g), "control": control.iloc[0] if len(control) else None,
+        rows.append({**dict(zip(KEYS, key)), "seeds": len(g), "control": control.iloc[0] if len(control) else "",
                      "test_acc": g["test_acc"].mean(), "test_acc_std": g["test_acc"].std(ddof=1),
                      "halo_bytes_per_epoch": g["halo_bytes_per_epoch"].mean(),
                      "inputs_bytes_per_epoch": g["inputs_bytes_per_epoch"].mean(),
@@ -100,6 +100,10 @@ def goals(t: pd.DataFrame) -> list[str]:
             continue
         gap_goal, bytes_goal, wait_goal = goal
         e = r["approximation"]
+        if e.n == 0:
+            lines.append(f"- {r['dataset']} P={r['workers']} {r['variant']}: not judged (its control "
+                         f"`{r['control']}` has no ok run on these seeds)")
+            continue
         parts = [f"against `{r['control']}` {e.text()} pt (goal >= -{gap_goal:g} on the interval: "
                  f"{paired.within(e, gap_goal)})"]
         if bytes_goal is not None:
