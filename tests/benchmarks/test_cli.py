@@ -42,8 +42,8 @@ def test_cli_runs_one_configuration_and_says_where_the_record_went(tmp_path):
     (["+foo=1"], "error: unknown key foo; valid keys are: allow_nonfinite, backend, "),
     # a key the config lacks, without `+`: Hydra's paragraph becomes the schema's line
     (["epoch=5"], "error: unknown key epoch; valid keys are: allow_nonfinite, backend, "),
-    (["method.unknown=1"], "error: unknown option method.unknown for method=full_halo; it takes none"),
-    (["-m", "workers=1,2", "method.mode=sa"], "error: unknown option method.mode for method=full_halo; it takes none"),
+    (["method.unknown=1"], "error: unknown option method.unknown for method=full_halo; its options are: layer0"),
+    (["-m", "workers=1,2", "method.mode=sa"], "error: unknown option method.mode for method=full_halo; its options are: layer0"),
     (["workers=[1,2"], "error: cannot parse the override 'workers=[1,2': "),
 ])
 def test_bad_input_gets_one_line_and_exit_status_2(tmp_path, args, message):

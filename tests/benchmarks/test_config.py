@@ -54,7 +54,7 @@ pytestmark = pytest.mark.fast
     (["dataset=cora", "+dataset.nodes=100"],
      "dataset.nodes is an option of dataset=synthetic, not of dataset=cora (a preset's dataset.* keys"),
     (["+model.foo=1"], "unknown option model.foo for model=sage; its options are: heads"),
-    (["+method.foo=1"], "unknown option method.foo for method=full_halo; it takes none"),
+    (["+method.foo=1"], "unknown option method.foo for method=full_halo; its options are: layer0"),
     # older messages, kept word for word
     (["workers=0"], "workers must be a positive integer (got 0)"),
     (["epochs=abc"], "epochs must be a positive integer (got 'abc')"),

@@ -113,6 +113,7 @@ def test_metis_edges_lowers_the_edge_imbalance_of_a_skewed_graph():
 
 
 def test_the_default_kernel_leaves_record_names_and_settings_as_before(make_cfg):
+    from benchmarks.method import method_defaults
     from benchmarks.record import config_hash, run_variant, setting_config
     cfg = make_cfg()
     older = {k: v for k, v in cfg.items() if k != "kernel"}  # a config from before the key existed
@@ -121,4 +122,5 @@ def test_the_default_kernel_leaves_record_names_and_settings_as_before(make_cfg)
     # Another run (its own name), compared in the same setting as the default kernel's runs, its
     # variant naming the kernel: `sar` and `full_halo kernel=messages` land in one table.
     assert config_hash(vanilla) != config_hash(cfg) and setting_config(vanilla) == setting_config(cfg)
-    assert run_variant(vanilla, {}) == "full_halo kernel=messages" and run_variant(cfg, {}) == "full_halo"
+    defaults = method_defaults("full_halo")
+    assert run_variant(vanilla, defaults) == "full_halo kernel=messages" and run_variant(cfg, defaults) == "full_halo"
