@@ -26,15 +26,17 @@ GiB = 2 ** 30
 
 
 def build_model(model: str, features: int, hidden: int, classes: int, layers: int, heads: int = 4,
-                batch_norm: bool = False, dropout: float = 0.0):
+                batch_norm: bool = False, dropout: float = 0.0, heads_concat: bool = True):
     """The suite's own model, for its counts (work per layer, exchange widths, parameters)."""
     from benchmarks.models import build_model as build
-    return build(model, features, hidden, classes, layers, dropout, 0, heads=heads, batch_norm=batch_norm)
+    return build(model, features, hidden, classes, layers, dropout, 0, heads=heads, batch_norm=batch_norm,
+                 heads_concat=heads_concat)
 
 
 def _model_of(cfg: dict, features: int, classes: int):
     return build_model(cfg["model"]["name"], features, cfg["hidden"], classes, cfg["layers"],
-                       cfg["model"].get("heads", 4), cfg.get("batch_norm", False), cfg.get("dropout", 0.0))
+                       cfg["model"].get("heads", 4), cfg.get("batch_norm", False), cfg.get("dropout", 0.0),
+                       cfg["model"].get("heads_concat", True))
 
 
 def skip_reason(record: dict) -> str | None:

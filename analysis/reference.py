@@ -39,7 +39,12 @@ TABLES = REFERENCE_DIR / "tables.csv"
 # simply match nothing until their records exist.
 METHODS = {
     "SAR": "sar",
-    "vanilla domain-parallel (no SR)": "full_halo",  # SAR's "vanilla" = one halo exchange per layer
+    # SAR's "vanilla": one halo exchange per layer, then DGL's builtins, which DGL fuses into a g-SpMM
+    # for SAGE and GCN (copy_u + mean/sum) and for GAT's aggregation (u_mul_e + sum; the E x H logits
+    # are materialised, as the suite's attention does): the default `kernel=spmm`, i.e. the variant
+    # `full_halo`, not `full_halo kernel=messages` (dmlc/dgl python/dgl/core.py `message_passing`,
+    # nn/pytorch/conv/{sageconv,gatconv}.py; docs/sar.md "Which baseline").
+    "vanilla domain-parallel (no SR)": "full_halo",
     "PSGD-PA": "psgd_pa",
     "LLCG": "llcg",
     "DIGEST": "digest",

@@ -18,10 +18,12 @@ Kernels (`kernel`, a top-level config key; `use_kernel` sets the rank's default,
     autograd function whose backward multiplies by a precomputed transposed CSR; attention weights
     the CSR per head (`EdgeSpMM`). This keeps only the adjacency for backward (no E x d message
     tensor) and is several times faster than gather + scatter on CPU (measurement guide §3).
-  - `messages`: what PyG's default path does (DGL's builtins fuse it): gather the source row of every edge
+  - `messages`: what PyG's default path does: gather the source row of every edge
     (E x F; E x H x C for attention), scale it by the edge weight, scatter-add it into its
     destination (`index_add`), all under plain autograd, so attention keeps its E x H x C messages
-    for backward. The "vanilla" baseline of SAR's memory claims; same results up to float order.
+    for backward. Same results up to float order. Not SAR's papers' vanilla: DGL fuses its builtin
+    `copy_u`/`u_mul_e` + `sum`/`mean` into one g-SpMM (dmlc/dgl python/dgl/core.py), as `spmm`
+    does (docs/sar.md, "Which baseline").
 """
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ class RunOptions(Options):
     seed: int = option(0, ge=0)
     partitioner: Literal[PARTITIONERS] = option("metis")
     kernel: Literal[KERNELS] = option(
-        "spmm", "aggregation kernel: spmm (fused CSR) | messages (per-edge messages, as PyG: 'vanilla')")
+        "spmm", "aggregation kernel: spmm (fused CSR, as DGL's builtins) | messages (per-edge messages, as PyG)")
     precision: Literal[tuple(PRECISIONS)] = option(
         "fp32", "autocast dtype of the dense parts: fp32 | bf16 | fp16 (with loss scaling)")
     device: Literal["cpu", "cuda"] = option("cpu")

@@ -279,16 +279,23 @@ class ModelOptions(Options):
     reserved: ClassVar[tuple[str, ...]] = ("name",)
 
     heads: int = option(4, "GAT's attention heads", ge=1)
+    # SAR's GAT is DGL's GATConv(d_in, d_out, heads) with the heads averaged after every layer
+    # (IntelLabs/SAR examples/train_homogeneous_graph_advanced.py, GNNModel), so its "hidden 128,
+    # 4 heads" is 128 channels per head; PyG's and the GAT paper's hidden layers concatenate.
+    heads_concat: bool = option(True, "GAT: true = hidden layers concatenate heads of hidden / heads channels, the "
+                                      "output layer has one head; false = every layer has `heads` heads of full "
+                                      "width (hidden, or the classes), averaged (DGL GATConv + mean, as SAR)")
 
     def check(self, cfg: dict) -> None:
-        if cfg.get("model", {}).get("name") == "gat" and "hidden" in cfg and cfg["hidden"] % self.heads:
+        if (cfg.get("model", {}).get("name") == "gat" and self.heads_concat and "hidden" in cfg
+                and cfg["hidden"] % self.heads):
             raise UserError(f"hidden={cfg['hidden']} must be divisible by model.heads={self.heads} for GAT "
                             f"(each head has hidden / heads channels)")
 
 
 def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, dropout: float,
                 seed: int, heads: int = 4, batch_norm: bool = False, checkpoint: str = "none",
-                precision: str = "fp32", offload: str = "none") -> GNN:
+                precision: str = "fp32", offload: str = "none", heads_concat: bool = True) -> GNN:
     choose("model", name, MODELS)
     dims = [d_in] + [hidden] * (num_layers - 1) + [d_out]
     # A bias right before batch norm is cancelled by it (its gradient is zero up to rounding, which
@@ -296,7 +303,9 @@ def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, 
     bias = [not batch_norm or i == num_layers - 1 for i in range(num_layers)]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if name == "gat":
+        if name == "gat" and not heads_concat:  # `model.heads_concat=false`: heads averaged everywhere
+            layers = [GATLayer(dims[i], dims[i + 1], heads, False, bias=bias[i]) for i in range(num_layers)]
+        elif name == "gat":
             if hidden % heads:
                 raise UserError(f"hidden={hidden} must be divisible by model.heads={heads} for GAT")
             layers = [GATLayer(dims[i], hidden // heads, heads, True, bias=bias[i])

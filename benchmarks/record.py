@@ -33,8 +33,8 @@ from benchmarks.probes import MemoryProbe, cores
 NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "reproduces",
                 "study", "sweep", "allow_nonfinite")
 # The axes a comparison runs along: what a run's setting leaves out. The aggregation kernel is an
-# implementation of the same math, compared like a method option (SAR against `full_halo
-# kernel=messages`, its papers' vanilla): it is named in the variant (`run_variant`).
+# implementation of the same math, compared like a method option (SAR against `full_halo` and
+# `full_halo kernel=messages`, experiment=sar_vanilla): it is named in the variant (`run_variant`).
 # The savers (`memory`: activation checkpointing; `precision`; `comm`: quantised messages) are options that compose with any method, and
 # are named in the variant the same way.
 AXES = ("method", "workers", "seed", "kernel", "memory", "precision", "comm")

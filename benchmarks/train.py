@@ -43,7 +43,8 @@ def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.dev
     model = build_model(m["name"], part.x.shape[1], cfg["hidden"], part.num_classes, cfg["layers"],
                         cfg["dropout"], cfg["seed"], heads=m.get("heads", 4),
                         batch_norm=cfg.get("batch_norm", False), checkpoint=checkpoint,
-                        precision=cfg.get("precision", "fp32"), offload=memory.get("offload", "none")).to(device)
+                        precision=cfg.get("precision", "fp32"), offload=memory.get("offload", "none"),
+                        heads_concat=m.get("heads_concat", True)).to(device)
     # Every rank built the same weights from the seed; the broadcast makes it a guarantee.
     for t in [*model.parameters(), *model.buffers()]:
         comm.broadcast(t.data, 0, "setup")

@@ -3,7 +3,9 @@
 PSGD-PA (rounds of K local steps on each part with cut edges dropped, `benchmarks.families.
 minibatch.LocalRounds`, parameters averaged after every `avg_every` rounds), then after every
 averaging the server's correction: `correction_steps` steps of its own Adam (`server_lr`, state kept
-across rounds).
+across rounds). LLCG's code (mode d2gnncor, `server_opt_sync=True`) instead replaces the server's
+Adam state each round by the train-count-weighted average of the workers' states; not reproduced
+(docs/digest.md).
 
 `correction: sampled` (default, LLCG's code): the server holds the whole graph; each correction
 step is a mini-batch of `server_batch_size` training nodes drawn from the whole graph with
@@ -42,7 +44,8 @@ class Method(LocalRounds):
         correction_steps: int = option(1, ge=0, message="method.correction_steps={value!r} must be an integer >= 0 "
                                                         "(server steps per averaging round)")
         server_lr: Optional[float] = option(None, "the correction's Adam learning rate; null: the training lr", gt=0)
-        # LLCG: 2048 (Reddit, ogbn-arxiv), 512 (Flickr)
+        # LLCG's configs say 2048 (Reddit, ogbn-arxiv), 512 (Flickr), but its neighbour-sampled
+        # correction loader takes `minibatch_size` (64 Flickr, 256 arxiv and Reddit; docs/digest.md)
         server_batch_size: int = option(2048, "training nodes per correction step, from the whole graph", ge=1)
         server_fanouts: Optional[list[int]] = option(None, "the correction's fan-outs; null: method.fanouts",
                                                      ge=1, also=(-1,))

@@ -1,5 +1,5 @@
 """The `kernel` option (spmm | messages) and the `metis_edges` partitioner on their own, in process:
-the per-edge message kernel (PyG's default path, the "vanilla" baseline) gives the CSR
+the per-edge message kernel (PyG's default path) gives the CSR
 kernel's results and gradients; a bad value is one line before anything runs; balancing edges too
 lowers the edge imbalance of a METIS partition of a skewed graph."""
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_messages_attention_equals_spmm_with_gradients():
 
 
 def test_messages_attention_keeps_its_per_edge_messages_for_backward():
-    """What makes `messages` the vanilla baseline: autograd saves the E x H x C gathered messages."""
+    """What sets `messages` apart from `spmm`: autograd saves the E x H x C gathered messages."""
     saved = []
     adj = random_adjacency("messages")
     z = torch.randn(45, 2, 4, requires_grad=True)

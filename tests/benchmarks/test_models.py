@@ -78,3 +78,22 @@ def test_initial_parameters_depend_only_on_the_seed():
     c = build_model("gat", 10, 8, 3, 3, 0.0, seed=6, heads=2)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
     assert not all(torch.equal(p, q) for p, q in zip(a.parameters(), c.parameters()))
+
+
+def test_gat_heads_averaged_is_dgl_gatconv_with_mean(data_root):
+    """`model.heads_concat=false` is SAR's GAT (DGL GATConv(d_in, d_out, heads), then the heads'
+    mean, after every layer): each layer has `heads` heads of the full width, averaged, which is
+    PyG's GATConv(concat=False)."""
+    graph = load_dataset({"name": "citeseer"}, data_root)
+    cfg = {"model": {"name": "gat", "heads": 4, "heads_concat": False}, "hidden": 30, "layers": 3, "dropout": 0.0,
+           "seed": 1, "lr": 0.01, "weight_decay": 0.0}  # 30: not divisible by 4, which only concatenation needs
+    ctx = make_context(cfg, 0, 1, build_parts(graph, torch.tensor([0, graph.num_nodes]))[0], torch.device("cpu"))
+    ours = ctx.model
+    assert [(m.heads, m.out_per_head, m.concat) for m in ours.layers] == [(4, 30, False), (4, 30, False),
+                                                                           (4, graph.num_classes, False)]
+    assert [w for w, _ in ours.exchanges()] == [120, 120, 4 * graph.num_classes]
+    twin = pyg_twin("gat", ours)
+    out = ours(graph.x, HaloAggregator(ctx.adj, ctx.plan, ctx.comm))
+    torch.testing.assert_close(out, twin(graph.x, graph.edge_index()), rtol=1e-4, atol=1e-5)
+    concat = build_model("gat", 10, 8, 3, 3, 0.0, seed=5, heads=2)
+    assert [(m.heads, m.out_per_head, m.concat) for m in concat.layers] == [(2, 4, True), (2, 4, True), (1, 3, False)]
