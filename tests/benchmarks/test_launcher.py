@@ -49,7 +49,7 @@ def crashing_plugins(write_plugins):
 ])
 def test_a_dying_rank_ends_the_run_with_a_failed_record(make_cfg, crashing_plugins, plugin, rank, error):
     cfg = make_cfg("workers=3", "epochs=20", "dist_timeout_s=600", *SMALL_SYNTHETIC)
-    cfg["method"]["name"] = plugin
+    cfg["method"] = {"name": plugin}  # full_halo's options (layer0) are not the plugin's
     start = time.monotonic()
     path, record = run(cfg)
     # The survivors were blocked in a collective; the launcher ended them instead of waiting for

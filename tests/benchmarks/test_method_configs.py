@@ -27,7 +27,7 @@ def composed(*overrides: str) -> dict:
 def test_every_plugin_composes_with_its_declared_defaults_and_no_yaml():
     assert not (CONF / "method" / "sar.yaml").exists()
     assert composed("method=sar", "method.prefetch=2")["method"] == {"name": "sar", "mode": "sar", "prefetch": 2}
-    assert composed("method=full_halo")["method"] == {"name": "full_halo"}
+    assert composed("method=full_halo")["method"] == {"name": "full_halo", "layer0": "exchanged"}
     for name in registered_methods():
         cfg = composed(f"method={name}")
         assert cfg["method"]["name"] == name
