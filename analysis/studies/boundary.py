@@ -130,6 +130,7 @@ def headlines(t: pd.DataFrame) -> list[str]:
                 who = r["variant"] if name == "approximation" else f"its control `{r['control'] or r['variant']}`"
                 lines.append(f"- {r['dataset']} P={r['workers']}: {who} is {side} `{against}` by "
                              f"{e.text()} pt ({name})")
+    lines = list(dict.fromkeys(lines))  # a control's treatment is named once, not once per row that shows it
     return lines or ["- no accuracy difference here is resolved: every interval contains 0 (within noise)"]
 
 
