@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 FLOAT = 4  # bytes per fp32 element: the projection covers fp32 runs (`projection.skip_reason`)
 INDEX = 8  # bytes per int64 index (CSR columns, row pointers)
 #: Bytes moved per element by the elementwise steps of a layer (fp32 4, mask 1), counted from the
-#: suite's code: dropout (`models.dropout`: compare the draws, multiply by the mask, then by
+#: suite's code: dropout (`aggregation.dropout`: compare the draws, multiply by the mask, then by
 #: 1 / (1 - p)) forward 4 + 5 + 9 + 8 (where `dropout_rate` is not calibrated) and backward (mask,
 #: scale) 9 + 8; bias and activation forward 8 + 8, backward 12 + 4; the [local | halo] copy of the
 #: sources, read and written.

@@ -85,20 +85,3 @@ def differences(runs: pd.DataFrame, variant: str, against: str, column: str = "t
     a, b = a[~a.index.duplicated()], b[~b.index.duplicated()]
     both = a.index.intersection(b.index)
     return list(a[both] - b[both])
-
-
-def attribution(runs: pd.DataFrame, column: str = "test_acc",
-                group: tuple[str, ...] = ("dataset", "model", "setting", "workers")) -> pd.DataFrame:
-    """One row per group and variant that names a control: `control`, the approximation's effect
-    (`approximation`: variant - control) and the treatment's (`treatment`: control - `PLAIN`; None
-    when the control is `PLAIN` itself), as `Effect`s of `column`."""
-    rows = []
-    named = runs[runs["control"].notna()] if "control" in runs else runs.iloc[0:0]
-    for key, g in named.groupby(list(group), sort=True):
-        where = dict(zip(group, key))
-        for variant, control in sorted(set(zip(g["variant"], g["control"]))):
-            rows.append({**where, "variant": variant, "control": control,
-                         "approximation": effect(differences(runs, variant, control, column, where)),
-                         "treatment": None if control == PLAIN else
-                         effect(differences(runs, control, PLAIN, column, where))})
-    return pd.DataFrame(rows)

@@ -119,11 +119,11 @@ def stream_bandwidth(sizes: Sizes) -> float:
 
 
 def dropout_rate(sizes: Sizes) -> float:
-    """Elements per second through the suite's dropout forward (`models.dropout`: uniform draws, a
+    """Elements per second through the suite's dropout forward (`aggregation.dropout`: uniform draws, a
     comparison, a multiply by the boolean mask, the scale). A CPU's generator and the mixed-type
     multiply run far below the streaming bandwidth, and dropout of wide input features is a large
     share of a small graph's epoch."""
-    from benchmarks.models import dropout
+    from benchmarks.aggregation import dropout
     x = torch.ones(sizes.stream // 4)
     return x.numel() / median_seconds(lambda: dropout(x, 0.5, True), sizes)
 
@@ -310,7 +310,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
                                 f"median of up to {sizes.repeats} runs after a warm-up, {n} threads",
             "attention_rate": f"LocalAdjacency.attention forward and backward, 4 heads of 16 and 64 channels, on "
                               f"{graph}: edges x heads per second; median of up to {sizes.repeats} runs, {n} threads",
-            "dropout_rate": f"benchmarks.models.dropout(x, 0.5, training) forward on {sizes.stream // 4} fp32 "
+            "dropout_rate": f"benchmarks.aggregation.dropout(x, 0.5, training) forward on {sizes.stream // 4} fp32 "
                             f"elements; median of up to {sizes.repeats} runs after a warm-up, {n} threads",
             "gather_bandwidth": "LocalAdjacency.spmm (CSR SpMM, int32) forward and spmm_t (its backward, A^T @ G) "
                                 f"on {graph}, counted as 2 x edges x width x 4 bytes over both; mean of widths "

@@ -9,7 +9,6 @@ runtime resolves `method=<name>` to `methods.<plugin>` on demand and never impor
 from __future__ import annotations
 
 import copy
-import dataclasses
 import importlib
 import time
 from dataclasses import dataclass
@@ -194,14 +193,13 @@ def control_config(cfg: dict) -> dict | None:
     method = cfg["method"]
     spec = dict(method_class(method["name"]).exact_control or {})
     name = spec.pop("name", method["name"])
+    declared = defaults(method_class(name).Options)  # the control's options and their plugin defaults
     if name == method["name"]:
         section = {**method, **spec}
     else:
-        declared = {f.name for f in dataclasses.fields(method_class(name).Options)}
         section = {"name": name, **{k: v for k, v in method.items() if k in declared}, **spec}
     alias = aliases().get(name)
-    if alias and all(section.get(k) == defaults(method_class(name).Options).get(k)
-                     for k in alias if k not in (*RESERVED, "defaults")):
+    if alias and all(section.get(k) == declared.get(k) for k in alias if k not in (*RESERVED, "defaults")):
         # the control switches off all the alias sets (pipegcn_gf's: pipegcn without pipelining): one
         # control, named by its plugin, serves every alias of it
         section = {"name": alias["plugin"], **{k: v for k, v in section.items() if k not in RESERVED}}

@@ -15,7 +15,6 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch import nn
 
-from benchmarks.aggregation import dropout  # noqa: F401 (where models and aggregators draw it)
 from benchmarks.errors import UserError, choose
 from benchmarks.options import Options, option
 

@@ -169,17 +169,15 @@ def with_controls(runs: list[list[str]], configs: list[dict], machine: bool) -> 
     """`runs` and `configs` with every run's exact control added after them (`sweep.controls`), each
     once and only if no run of the sweep is it already (the same record path)."""
     have = {path_of(cfg) for cfg in configs}
-    extra = []
-    for overrides, cfg in zip(runs, configs):
-        control = control_overrides(overrides, cfg)
-        if control is not None:
-            extra.append(control)
-    added = []
+    extra = [c for c in (control_overrides(o, cfg) for o, cfg in zip(runs, configs)) if c is not None]
+    runs, configs = list(runs), list(configs)
     for overrides, cfg in zip(extra, checked(extra, None, machine) if extra else []):
-        if path_of(cfg) not in have:
-            have.add(path_of(cfg))
-            added.append((overrides, cfg))
-    return runs + [o for o, _ in added], configs + [c for _, c in added]
+        path = path_of(cfg)
+        if path not in have:
+            have.add(path)
+            runs.append(overrides)
+            configs.append(cfg)
+    return runs, configs
 
 
 def checked(runs: list[list[str]], spec: dict | None, machine: bool = True) -> list[dict]:

@@ -131,6 +131,7 @@ class PipelinedAggregator(LocalAggregator):
     (`LayerZeroExact`). `epoch` is set by the method before each step."""
 
     def __init__(self, ctx, options):
+        # `halo` only says whether there is one (LocalAggregator.sources); `halo_rows` below replaces its use
         super().__init__(ctx.adj, ctx.comm, halo=self.halo_rows if ctx.world > 1 else None)
         self.ctx, self.plan, self.epoch = ctx, ctx.plan, 0
         self.receiver_dropout = options.halo_dropout == "receiver"

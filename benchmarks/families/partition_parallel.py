@@ -54,7 +54,7 @@ LAYER0 = ("exchanged", "cached", "cached_undropped", "precomputed")
 
 
 def layer0_option(default: str):
-    return option(default, "how layer 0 gets its halo: exchanged | cached | cached_undropped | precomputed")
+    return option(default, f"how layer 0 gets its halo: {' | '.join(LAYER0)}")
 
 
 class CachedHaloInputs:
