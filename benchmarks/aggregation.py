@@ -12,8 +12,9 @@ current weights.
 A method decides where the source rows come from; `HaloAggregator` (used by `single`, `full_halo`
 and the shared evaluation) fetches all halo rows in one all-to-all per layer.
 
-Kernels (`kernel`, a top-level config key; `use_kernel` sets the rank's default, which every
-`LocalAdjacency` built on the rank takes):
+Kernels (`kernel`, a top-level config key, passed to every `LocalAdjacency` a rank builds: the
+rank's context builds its adjacency with the run's kernel, and adjacencies derived from it take
+`adj.kernel`):
   - `spmm` (default): sum/mean aggregation is a CSR sparse matmul (int32 indices) inside a custom
     autograd function whose backward multiplies by a precomputed transposed CSR; attention weights
     the CSR per head (`EdgeSpMM`). This keeps only the adjacency for backward (no E x d message
@@ -43,14 +44,6 @@ warnings.filterwarnings("ignore", message=".*[Ss]parse (CSR tensor support|invar
 
 
 KERNELS = ("spmm", "messages")
-_default_kernel = "spmm"
-
-
-def use_kernel(name: str) -> None:
-    """Set the aggregation kernel every `LocalAdjacency` built afterwards in this process takes
-    (`make_context` calls it with the run's `kernel` for every rank)."""
-    global _default_kernel
-    _default_kernel = choose("kernel", name, KERNELS)
 
 
 def csr(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, shape) -> torch.Tensor:
@@ -148,8 +141,8 @@ class LocalAdjacency:
 
     def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, row_deg: torch.Tensor, col_deg: torch.Tensor,
                  edge_scale: torch.Tensor | None = None, attention_ignores_scale: bool = False,
-                 kernel: str | None = None):
-        self.kernel = _default_kernel if kernel is None else choose("kernel", kernel, KERNELS)
+                 kernel: str = "spmm"):
+        self.kernel = choose("kernel", kernel, KERNELS)
         self.num_rows, self.num_cols = indptr.numel() - 1, col_deg.numel()
         self.nnz = indices.numel()
         self.indptr = indptr.long()  # int64 offsets, for segment reductions

@@ -5,22 +5,24 @@
 - `dataset.*`: per dataset (`datasets.options`: `synthetic`'s generator parameters, a real dataset's
   name alone);
 - `model.*`: `models.ModelOptions`;
-- `method.*`: the method's `Options` (`method.resolve`).
+- `method.*`: the method's `Options` (its plugin's, resolved through the registry).
 
-An unknown key anywhere is refused in one line that names the valid ones.
+An unknown key anywhere is refused in one line that names the valid ones. `check` returns the run as
+one typed, frozen `RunConfig`: launchers, ranks, the record and plugins read its attributes.
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, fields
+import copy
+from dataclasses import dataclass, fields, replace
 from typing import ClassVar, Literal, Optional
 
 from benchmarks import datasets
 from benchmarks.aggregation import KERNELS
 from benchmarks.errors import UserError, choose
-from benchmarks.method import Method, resolve
+from benchmarks.method import method_class
 from benchmarks.models import MODELS, PRECISIONS, MemoryOptions, ModelOptions
-from benchmarks.options import Options, option, validate
+from benchmarks.options import RESERVED, Options, as_dict, defaults, option, validate
+from benchmarks.registry import aliases
 from benchmarks.partition import PARTITIONERS
 from benchmarks.quantize import CommOptions
 
@@ -30,7 +32,7 @@ SECTIONS = ("method", "dataset", "model")
 SAVERS = {"memory": MemoryOptions, "comm": CommOptions}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions(Options):
     """The top-level keys of a run config (conf/config.yaml says the same, with the defaults)."""
 
@@ -73,48 +75,112 @@ class RunOptions(Options):
     study: Optional[str] = option(None, "the study section that reads the run")
     sweep: Optional[dict] = option(None, "a preset's sweep, read by benchmarks.sweep")
 
-    def check(self, cfg: dict) -> None:
-        backend = backend_of(dataclasses.asdict(self))
-        if (backend == "nccl") != (self.device == "cuda"):
-            raise UserError(f"backend={backend} does not fit device={self.device}: use gloo on cpu and nccl on cuda "
-                            "(or backend=auto)")
+    def check(self, run) -> None:
+        if (self.backend_name == "nccl") != (self.device == "cuda"):
+            raise UserError(f"backend={self.backend_name} does not fit device={self.device}: use gloo on cpu and nccl on "
+                            "cuda (or backend=auto)")
+
+    @property
+    def backend_name(self) -> str:
+        """The process group's backend: `backend`, or for `auto` the device's (gloo on cpu, nccl on cuda)."""
+        if self.backend != "auto":
+            return self.backend
+        return "nccl" if self.device == "cuda" else "gloo"
 
 
-def backend_of(cfg: dict) -> str:
-    if cfg["backend"] != "auto":
-        return cfg["backend"]
-    return "nccl" if cfg["device"] == "cuda" else "gloo"
+@dataclass(frozen=True)
+class RunConfig(RunOptions):
+    """A validated run: the top-level options as attributes (`run.epochs`), each section typed
+    (`run.model.heads`, `run.memory.checkpoint`, `run.method.sync_every`) with its group's choice beside
+    it (`model_name`, `dataset_name`), and the method resolved once (`method_name` as chosen, an alias
+    or a plugin; `method_cls`, the plugin's class). Built only by
+    `check`; frozen, so what was checked is what runs. `as_dict()` is the complete configuration,
+    as the record stores and hashes it."""
+
+    dataset: datasets.DatasetOptions = None
+    model: ModelOptions = None
+    memory: MemoryOptions = None
+    comm: CommOptions = None
+    method: Options = None
+    dataset_name: str = ""
+    model_name: str = ""
+    method_name: str = ""
+    method_cls: type = None
+
+    @property
+    def plugin(self) -> str:
+        """The plugin module the method runs (`pipegcn` for the alias `pipegcn_gf`)."""
+        return self.method_cls.__module__.rpartition(".")[2]
+
+    def as_dict(self) -> dict:
+        """The complete configuration as plain values: every key, every option filled in."""
+        top = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(RunOptions)}
+        method = {"name": self.method_name, **({"plugin": self.plugin} if self.plugin != self.method_name else {})}
+        return {**top, "dataset": {"name": self.dataset_name, **as_dict(self.dataset)},
+                "model": {"name": self.model_name, **as_dict(self.model)},
+                "memory": as_dict(self.memory), "comm": as_dict(self.comm), "method": {**method, **as_dict(self.method)}}
 
 
-def check(cfg: dict) -> tuple[type[Method], Options]:
-    """Hold every key of the run config `cfg` to the schema; nothing is loaded and nothing about this
-    machine is asked (`runner.plan` adds that). Returns the method class and its validated options
-    (`cfg["method"]` becomes the complete options, as `method.resolve` does); UserError otherwise.
-    Dataset and model sections are checked, never rewritten (a record's name hashes them as given)."""
-    validate(RunOptions, cfg, cfg, section="")
+def check(cfg: dict) -> RunConfig:
+    """Hold every key of the composed run config `cfg` to the schema and return it typed; nothing is
+    loaded and nothing about this machine is asked (`runner.plan` adds that). UserError otherwise.
+    The sections are checked in order, each against the run so far: the top level, the dataset, the
+    model and the savers see the top-level options; the method sees every other section."""
+    top = validate(RunOptions, cfg, None, section="")
     for section in SECTIONS:
         if not isinstance(cfg.get(section), dict) or not isinstance(cfg[section].get("name"), str):
             raise UserError(f"the config has no {section} (choose one with {section}=<name>)")
     dataset = cfg["dataset"]
     options_cls = datasets.options(dataset["name"])
-    generator_keys = {f.name for f in fields(datasets.SyntheticOptions)}
+    generator_keys = {f.name for f in fields(datasets.SyntheticOptions)} - {"name"}
     if options_cls is not datasets.SyntheticOptions and generator_keys & set(dataset):
         key = min(generator_keys & set(dataset))
         raise UserError(f"dataset.{key} is an option of dataset=synthetic, not of dataset={dataset['name']} "
                         f"(a preset's dataset.* keys are for its synthetic graph; drop it with ~dataset.{key})")
-    validate(options_cls, dataset, cfg, section="dataset")
+    sections = {"dataset": validate(options_cls, dataset, top, section="dataset")}
     choose("model", cfg["model"]["name"], MODELS)
-    validate(ModelOptions, cfg["model"], cfg, section="model")
-    for section, options_cls in SAVERS.items():
+    sections["model"] = validate(ModelOptions, cfg["model"], top, section="model")
+    sections["model"].check_for(cfg["model"]["name"], top.hidden)
+    for section, saver_cls in SAVERS.items():
         if not isinstance(cfg.get(section, {}), dict):
             raise UserError(f"{section} is a section of options ({section}.<option>=<value>), not a value "
                             f"(got {section}={cfg[section]!r})")
-        validate(options_cls, cfg.get(section, {}), cfg, section=section)
-    method_cls, options = resolve(cfg)
-    if cfg.get("precision") == "fp16" and not method_cls.loss_scaling:
-        raise UserError(f"precision=fp16 needs loss scaling, which method={cfg['method']['name']} does not apply "
+        sections[section] = validate(saver_cls, cfg.get(section, {}), top, section=section)
+    name = cfg["method"]["name"]
+    method_cls = method_class(name)
+    run = RunConfig(**{f.name: getattr(top, f.name) for f in fields(RunOptions)}, **sections,
+                    dataset_name=dataset["name"], model_name=cfg["model"]["name"], method_name=name,
+                    method_cls=method_cls)
+    run = replace(run, method=validate(method_cls.Options, cfg["method"], run))
+    if run.precision == "fp16" and not method_cls.loss_scaling:
+        raise UserError(f"precision=fp16 needs loss scaling, which method={name} does not apply "
                         "(use precision=bf16, whose range is fp32's)")
-    if (cfg.get("memory") or {}).get("checkpoint", "none") != "none" and not method_cls.recomputable:
-        raise UserError(f"memory.checkpoint does not apply to method={cfg['method']['name']}: its aggregation "
+    if run.memory.checkpoint != "none" and not method_cls.recomputable:
+        raise UserError(f"memory.checkpoint does not apply to method={name}: its aggregation "
                         "keeps state across a step that a recompute would change (use memory.checkpoint=none)")
-    return method_cls, options
+    return run
+
+
+def control_config(run: RunConfig) -> RunConfig | None:
+    """The run config of `run`'s exact control: its method's `exact_control` applied and a lossy
+    codec (`comm.quantize`) switched off, everything else (seed, partition, model, layer 0) the same;
+    None when `run` is its own control (an exact method, or an approximation already switched off)."""
+    cfg = run.as_dict()
+    method = cfg["method"]
+    spec = dict(run.method_cls.exact_control or {})
+    name = spec.pop("name", run.method_name)
+    declared = defaults(method_class(name).Options)  # the control's options and their plugin defaults
+    if name == run.method_name:
+        section = {**method, **spec}
+    else:
+        section = {"name": name, **{k: v for k, v in method.items() if k in declared}, **spec}
+    alias = aliases().get(name)
+    if alias and all(section.get(k) == declared.get(k) for k in alias if k not in (*RESERVED, "defaults")):
+        # the control switches off all the alias sets (pipegcn_gf's: pipegcn without pipelining): one
+        # control, named by its plugin, serves every alias of it
+        section = {"name": alias["plugin"], **{k: v for k, v in section.items() if k not in RESERVED}}
+    control = {**cfg, "method": section}
+    if run.comm.quantize != "none":
+        control["comm"] = {**cfg["comm"], "quantize": "none", "quantize_grads": False}
+    control = check(control)
+    return None if control.as_dict() == cfg else control

@@ -25,14 +25,14 @@ DATA = PROJECT_ROOT / "data"  # Cora and CiteSeer ship here (data/README.md); do
 
 
 # --------------------------------------------------------------------------- options
-@dataclass
+@dataclass(frozen=True)
 class DatasetOptions(Options):
     """A real dataset's section: its name alone (the files decide the rest)."""
 
     reserved: ClassVar[tuple[str, ...]] = ("name",)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SyntheticOptions(DatasetOptions):
     """`dataset=synthetic`: the generator's parameters (`synthetic`); defaults as in its YAML."""
 

@@ -40,7 +40,7 @@ FOLDER = CONF / "hardware"
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Link(Options):
     """`intra_node` / `inter_node`: a point-to-point message between two ranks takes
     latency + bytes / bandwidth."""
@@ -50,7 +50,7 @@ class Link(Options):
     latency: float = option(MISSING, "seconds per message", gt=0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DenseFlops(Options):
     """`dense_flops`: FLOP/s per unit achieved by GEMMs, by precision."""
 
@@ -60,7 +60,7 @@ class DenseFlops(Options):
     fp16: float = option(MISSING, "FLOP/s per unit", gt=0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SingleThread(Options):
     """`single_thread` (optional, cpu): the rates of one thread, what a rank gets when ranks
     outnumber cores (`threads_per_rank` = cores / P, at least 1)."""

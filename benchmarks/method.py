@@ -8,7 +8,7 @@ runtime resolves `method=<name>` to `methods.<plugin>` on demand and never impor
 """
 from __future__ import annotations
 
-import copy
+import functools
 import importlib
 import time
 from dataclasses import dataclass
@@ -20,9 +20,9 @@ import torch.nn.functional as F
 from benchmarks.aggregation import HaloPlan, LocalAdjacency
 from benchmarks.comm import Comm, flatten, unflatten_into
 from benchmarks.errors import UserError, choose
-from benchmarks.options import RESERVED, Options, as_dict, defaults, validate
+from benchmarks.options import RESERVED, Options, defaults
 from benchmarks.partition import Part
-from benchmarks.registry import CONF, aliases, method_names, plugin_names  # noqa: F401 (the registry, re-exported)
+from benchmarks.registry import aliases, method_names, plugin_path
 from benchmarks.stores import PartitionedStore, SharedMemory, replicated_store
 
 
@@ -32,7 +32,7 @@ class RankContext:
     for what the launcher knows (`local_rank`, `local_world`) and for the stores that live beyond
     their part (`graph_store`, `shared_memory`); they never read the environment or the cache."""
 
-    cfg: dict  # the resolved run config
+    cfg: "RunConfig"  # the validated run (benchmarks.config.RunConfig): `ctx.cfg.hidden`, `ctx.cfg.model_name`
     rank: int
     world: int
     device: torch.device
@@ -49,18 +49,18 @@ class RankContext:
     #: LOCAL_RANK and LOCAL_WORLD_SIZE; rank and world when every rank is on one machine).
     local_rank: int = 0
     local_world: int = 1
-    #: The method's validated options (`Method.Options`); rebuilt from `cfg["method"]` if not given
-    #: (None for a context built without a method: model tests).
-    options: Options | None = None
 
     def __post_init__(self):
-        if self.options is None and "method" in self.cfg:
-            self.options = resolve(self.cfg)[1]
         # fp16's dynamic loss scaling (`precision=fp16`; a pass-through otherwise): the loss is scaled
         # before backward and the summed gradients unscaled before the step, which is skipped (and the
         # scale halved) when they overflowed. Every rank sees the same summed gradients, so every rank
         # skips the same steps.
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.cfg.get("precision") == "fp16")
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.cfg.precision == "fp16")
+
+    @property
+    def options(self) -> Options:
+        """The method's validated options (`Method.Options`)."""
+        return self.cfg.method
 
     def graph_store(self, kind: str):
         """A graph store (`benchmarks.stores`) for samplers: `replicated` (the whole graph, built once
@@ -107,7 +107,7 @@ class Method:
     exact_control: dict | None = None
 
     @classmethod
-    def check_partition(cls, options: Options, cfg: dict, partition_stats: dict) -> None:
+    def check_partition(cls, run: "RunConfig", partition_stats: dict) -> None:
         """Checks that need the partition, called by the launcher once the parts are prepared and
         before any rank starts; raise UserError. `partition_stats` is the partition manifest's
         `stats` (`nodes_per_rank`, `train_nodes_per_rank`, `halo_nodes_per_rank`, ...; for one
@@ -136,7 +136,7 @@ class Method:
     def straggle(self) -> None:
         """Injected heterogeneity (`straggler_delay_s`: seconds per step, listed per rank and cycled):
         call at the start of every training step."""
-        delays = self.ctx.cfg.get("straggler_delay_s") or []
+        delays = self.ctx.cfg.straggler_delay_s or []
         if delays and delays[self.ctx.rank % len(delays)] > 0:
             time.sleep(delays[self.ctx.rank % len(delays)])
 
@@ -158,12 +158,17 @@ def local_loss(ctx: RankContext, logits: torch.Tensor) -> torch.Tensor:
 
 # --------------------------------------------------------------------------- registry
 # Which names exist (plugins, aliases) is benchmarks/registry.py's, which imports no torch; here,
-# what a name runs.
+# what a name runs. Both are cached: a run resolves its method once.
 def method_class(name: str) -> type[Method]:
-    """The `Method` class `method=<name>` runs (an alias's plugin's)."""
-    found = aliases()  # read once: it parses every alias YAML
-    choose("method", name, set(plugin_names()) | set(found))
-    return importlib.import_module(f"methods.{found.get(name, {}).get('plugin', name)}").Method
+    """The `Method` class `method=<name>` runs (an alias's plugin's); its module is imported now, the
+    first time the name is asked for, and no other plugin's is."""
+    choose("method", name, method_names())
+    return _plugin_class(aliases().get(name, {}).get("plugin", name), plugin_path())
+
+
+@functools.cache
+def _plugin_class(plugin: str, path: tuple[str, ...]) -> type[Method]:
+    return importlib.import_module(f"methods.{plugin}").Method
 
 
 def method_defaults(name: str) -> dict:
@@ -172,40 +177,3 @@ def method_defaults(name: str) -> dict:
     alias = aliases().get(name, {})
     return {**defaults(method_class(name).Options),
             **{k: v for k, v in alias.items() if k not in (*RESERVED, "defaults")}}
-
-
-def resolve(cfg: dict) -> tuple[type[Method], Options]:
-    """The method class of `cfg["method"]["name"]` and its validated options (UserError otherwise).
-    `cfg["method"]` becomes the complete validated dict (name, an alias's plugin, every option), so
-    the record's `config.method` holds every option. The launcher calls it once, before anything runs."""
-    m = cfg["method"]
-    method_cls = method_class(m["name"])
-    options = validate(method_cls.Options, m, cfg)
-    cfg["method"] = {**{k: m[k] for k in RESERVED if k in m}, **as_dict(options)}
-    return method_cls, options
-
-
-def control_config(cfg: dict) -> dict | None:
-    """The run config of `cfg`'s exact control: its method's `exact_control` applied and a lossy
-    codec (`comm.quantize`) switched off, everything else (seed, partition, model, layer 0) the same;
-    None when `cfg` is its own control (an exact method, or an approximation already switched off).
-    `cfg["method"]` must be resolved (`resolve`)."""
-    method = cfg["method"]
-    spec = dict(method_class(method["name"]).exact_control or {})
-    name = spec.pop("name", method["name"])
-    declared = defaults(method_class(name).Options)  # the control's options and their plugin defaults
-    if name == method["name"]:
-        section = {**method, **spec}
-    else:
-        section = {"name": name, **{k: v for k, v in method.items() if k in declared}, **spec}
-    alias = aliases().get(name)
-    if alias and all(section.get(k) == declared.get(k) for k in alias if k not in (*RESERVED, "defaults")):
-        # the control switches off all the alias sets (pipegcn_gf's: pipegcn without pipelining): one
-        # control, named by its plugin, serves every alias of it
-        section = {"name": alias["plugin"], **{k: v for k, v in section.items() if k not in RESERVED}}
-    control = copy.deepcopy(cfg)
-    control["method"] = section
-    if (cfg.get("comm") or {}).get("quantize", "none") != "none":
-        control["comm"] = {**cfg["comm"], "quantize": "none", "quantize_grads": False}
-    resolve(control)
-    return None if control == cfg else control

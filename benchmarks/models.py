@@ -246,7 +246,7 @@ def recomputed(fn, agg, *args):
                                              context_fn=lambda: (contextlib.nullcontext(), recomputing()))
 
 
-@dataclass
+@dataclass(frozen=True)
 class MemoryOptions(Options):
     """The `memory` section: activation checkpointing and offloading (models.GNN)."""
 
@@ -256,21 +256,22 @@ class MemoryOptions(Options):
     # held). Stale tables and posted exchanges (DIGEST) are always replayed, never fetched twice.
     checkpoint_halo: Literal["refetch", "keep"] = option("refetch", "refetch | keep")
     offload: Literal[OFFLOADS] = option("none", "none | activations (saved activations in pinned host memory; CUDA)")
-    offload_stale: bool = option(False, "DIGEST: its stale halo tables in host memory (CUDA)")
 
-    def check(self, cfg: dict) -> None:
+    def check(self, run) -> None:
         if self.checkpoint_halo == "keep" and self.checkpoint == "none":
             raise UserError("memory.checkpoint_halo=keep applies to a recompute: set memory.checkpoint=layer or all")
-        on_host = [name for name, on in (("memory.offload=activations", self.offload == "activations"),
-                                         ("memory.offload_stale=true", self.offload_stale)) if on]
-        if self.offload_stale and cfg.get("method", {}).get("name") != "digest":
-            raise UserError("memory.offload_stale=true applies to method=digest (its stale halo tables)")
-        if on_host and cfg.get("device") != "cuda":
-            raise UserError(f"{on_host[0]} moves device memory to the host, so it needs device=cuda "
-                            "(on cpu everything is in host memory already)")
+        if self.offload == "activations" and run is not None:
+            check_on_device("memory.offload=activations", run)
 
 
-@dataclass
+def check_on_device(setting: str, run) -> None:
+    """A saver that moves device memory to the host needs a device (`run`: the top-level options)."""
+    if run.device != "cuda":
+        raise UserError(f"{setting} moves device memory to the host, so it needs device=cuda "
+                        "(on cpu everything is in host memory already)")
+
+
+@dataclass(frozen=True)
 class ModelOptions(Options):
     """The `model` section's keys besides its name, one declaration for every model (a preset may set
     `model.heads` for a sweep over models; the models other than GAT ignore it)."""
@@ -285,10 +286,10 @@ class ModelOptions(Options):
                                       "output layer has one head; false = every layer has `heads` heads of full "
                                       "width (hidden, or the classes), averaged (DGL GATConv + mean, as SAR)")
 
-    def check(self, cfg: dict) -> None:
-        if (cfg.get("model", {}).get("name") == "gat" and self.heads_concat and "hidden" in cfg
-                and cfg["hidden"] % self.heads):
-            raise UserError(f"hidden={cfg['hidden']} must be divisible by model.heads={self.heads} for GAT "
+    def check_for(self, model: str, hidden: int) -> None:
+        """Checks that need the model's name (`config.check` calls it once the section is valid)."""
+        if model == "gat" and self.heads_concat and hidden % self.heads:
+            raise UserError(f"hidden={hidden} must be divisible by model.heads={self.heads} for GAT "
                             f"(each head has hidden / heads channels)")
 
 

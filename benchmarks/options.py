@@ -4,7 +4,7 @@ that dataclass or raises a one-line UserError naming the key. Each method (and f
 `method.*` options; the top-level keys (`benchmarks.config.RunOptions`), each dataset's
 (`datasets.SyntheticOptions`) and the models' (`models.ModelOptions`) are declared the same way.
 
-    @dataclass
+    @dataclass(frozen=True)
     class Options(MiniBatchMethod.Options):
         batch_size: int = option(512, "seed nodes per worker and step", ge=1)
         store: Literal["partitioned", "replicated"] = option("partitioned")
@@ -14,8 +14,8 @@ that dataclass or raises a one-line UserError naming the key. Each method (and f
 
 Types: bool, int, float (an int is a number too; NaN and infinities are not), str, Literal[...]
 (choices), Optional[X] (null allowed), list[X] (non-empty unless `empty=True`; bounds hold for every
-element) and dict (a mapping, its contents not checked). Values are kept as given (no conversion),
-so the validated dict is the composed one, with defaults filled in.
+element) and dict (a mapping, its contents not checked). Values are kept as given, and a float option given as an integer becomes a float (`dropout=0` and `dropout=0.0` are one run).
+Every options class is frozen: what was validated is what runs.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def option(default, doc: str = "", *, ge=None, gt=None, le=None, lt=None, also=(
     return dataclasses.field(default=default, metadata=meta)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Options:
     """A section's options (a method's, a dataset's...); the base declares none. Subclass it as a
     dataclass, fields by `option`."""
@@ -53,12 +53,13 @@ class Options:
     #: and an alias's plugin; a dataset's or a model's name; the top level's sections.
     reserved: ClassVar[tuple[str, ...]] = RESERVED
 
-    def check(self, cfg: dict) -> None:
-        """Checks across options or against the rest of the run config `cfg` (each field is already
-        valid on its own); raise UserError. Called before launch, with every option filled in."""
+    def check(self, run) -> None:
+        """Checks across options, or against the run (`run`: the `config.RunConfig` being built, or
+        None for a section validated on its own); each field is already valid on its own; raise
+        UserError. Called before launch, with every option filled in."""
 
 
-def validate(options_cls: type[Options], values: dict, cfg: dict | None = None, section: str = "method") -> Options:
+def validate(options_cls: type[Options], values: dict, run=None, section: str = "method") -> Options:
     """`values` (a composed section of the run config, e.g. `cfg["method"]`: name, an alias's
     plugin, options) as `options_cls`; missing options take their defaults. `section` is where the
     values sit in the run config (`method`, `dataset`, `model`; "" for the top level): errors name
@@ -79,8 +80,8 @@ def validate(options_cls: type[Options], values: dict, cfg: dict | None = None, 
     for key, value in values.items():
         if key in fields:
             _check(f"{section}.{key}" if section else key, value, hints[key], fields[key].metadata)
-    options = options_cls(**{k: v for k, v in values.items() if k in fields})
-    options.check(cfg or {})
+    options = options_cls(**{k: _as_declared(v, hints[k]) for k, v in values.items() if k in fields})
+    options.check(run)
     return options
 
 
@@ -94,6 +95,16 @@ def defaults(options_cls: type[Options]) -> dict:
 
 
 # --------------------------------------------------------------------------- checks
+def _as_declared(value, tp):
+    """An integer given for a float option as a float (one run, one spelling); anything else as is."""
+    tp, _ = _optional(tp)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if typing.get_origin(tp) is list and typing.get_args(tp) == (float,) and isinstance(value, list):
+        return [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+    return value
+
+
 def _optional(tp):
     """(X, True) for Optional[X], else (tp, False)."""
     if typing.get_origin(tp) in (Union, types.UnionType):

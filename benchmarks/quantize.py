@@ -26,7 +26,7 @@ FLOATS = {"fp16": torch.float16, "bf16": torch.bfloat16}
 HEADER_BYTES = 8  # per row: fp32 offset and fp32 scale
 
 
-@dataclass
+@dataclass(frozen=True)
 class CommOptions(Options):
     """The `comm` section: how rows travel (benchmarks.comm)."""
 

@@ -25,8 +25,9 @@ from pathlib import Path
 import torch
 
 from benchmarks.comm import NOT_TRAINING
+from benchmarks.config import SAVERS, RunConfig, RunOptions
 from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.options import RESERVED
+from benchmarks.options import RESERVED, as_dict, defaults
 from benchmarks.probes import MemoryProbe, cores
 
 # Keys that say where things are or how chatty a run is, not what is measured.
@@ -38,46 +39,33 @@ NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_time
 # The savers (`memory`: activation checkpointing; `precision`; `comm`: quantised messages) are options that compose with any method, and
 # are named in the variant the same way.
 AXES = ("method", "workers", "seed", "kernel", "memory", "precision", "comm")
-
-
-# Keys added after records existed, left out of the name's hash and the setting at these values
-# (what every older record ran with), so older records keep their names and settings. They are the
-# axes a variant names beside the method's options (`run_variant`).
-LATER_DEFAULTS = {"kernel": "spmm",
-                  "memory": {"checkpoint": "none", "checkpoint_halo": "refetch", "offload": "none", "offload_stale": False},
-                  "precision": "fp32",
-                  "comm": {"quantize": "none", "quantize_grads": False}}
-
-
-def _unless_later_default(cfg: dict) -> dict:
-    return {k: v for k, v in cfg.items() if k not in LATER_DEFAULTS or v != LATER_DEFAULTS[k]}
+RUN_DEFAULTS = defaults(RunOptions)
 
 
 def config_hash(cfg: dict) -> str:
-    return _digest({k: v for k, v in _unless_later_default(cfg).items() if k not in NON_SEMANTIC}, 10)
+    """`cfg`: a complete configuration (`RunConfig.as_dict`)."""
+    return _digest({k: v for k, v in cfg.items() if k not in NON_SEMANTIC}, 10)
 
 
 def setting_config(cfg: dict) -> dict:
     """What a run shares with the runs it is compared to: its configuration less the axes and
     where things are."""
-    return {k: v for k, v in cfg.items() if k not in (*AXES, *NON_SEMANTIC)}  # LATER_DEFAULTS' keys are axes
+    return {k: v for k, v in cfg.items() if k not in (*AXES, *NON_SEMANTIC)}
 
 
 def _digest(obj, length: int) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:length]
 
 
-def run_variant(cfg: dict, method_defaults: dict) -> str:
-    """The record's variant: the method's label, plus the kernel and savers that are not the default
-    (`sar kernel=messages`, `full_halo memory.checkpoint=layer`)."""
-    extra = []
-    for key, default in LATER_DEFAULTS.items():
-        value = cfg.get(key, default)
-        if isinstance(default, dict):
-            extra += [f"{key}.{k}={v}" for k, v in sorted(value.items()) if default.get(k) != v]
-        elif value != default:
-            extra.append(f"{key}={value}")
-    return " ".join([variant_label(cfg["method"], method_defaults), *extra])
+def run_variant(run: RunConfig, method_defaults: dict) -> str:
+    """The record's variant: the method's label, plus the kernel and savers that are not the
+    schema's defaults (`sar kernel=messages`, `full_halo memory.checkpoint=layer`)."""
+    extra = [f"{key}={getattr(run, key)}" for key in ("kernel", "precision")
+             if getattr(run, key) != RUN_DEFAULTS[key]]
+    for section, options_cls in SAVERS.items():
+        default = defaults(options_cls)
+        extra += [f"{section}.{k}={v}" for k, v in sorted(as_dict(getattr(run, section)).items()) if default[k] != v]
+    return " ".join([variant_label(run.as_dict()["method"], method_defaults), *extra])
 
 
 def variant_label(method_cfg: dict, defaults: dict) -> str:
@@ -88,11 +76,16 @@ def variant_label(method_cfg: dict, defaults: dict) -> str:
     return " ".join([method_cfg["name"], *extra])
 
 
-def record_path(cfg: dict, workers: int) -> Path:
-    """`workers` is the number of ranks the run really uses (1 for single-process methods)."""
-    name = (f"{cfg['dataset']['name']}-{cfg['model']['name']}-{cfg['method']['name']}-w{workers}"
-            f"-s{cfg['seed']}-{config_hash(cfg)}.json")
-    return Path(cfg["results_dir"]) / name
+def record_path(run: RunConfig) -> Path:
+    """Where the record of `run` is: a pure function of its configuration."""
+    name = (f"{run.dataset_name}-{run.model_name}-{run.method_name}-w{ranks_of(run)}"
+            f"-s{run.seed}-{config_hash(run.as_dict())}.json")
+    return Path(run.results_dir) / name
+
+
+def ranks_of(run: RunConfig) -> int:
+    """The ranks a run really uses: 1 for single-process methods, whatever `workers` says."""
+    return 1 if run.method_cls.single_process else run.workers
 
 
 def ok_record(path: Path) -> dict | None:
@@ -196,18 +189,19 @@ class RecordBuilder:
     (or on every rank under torchrun); `on_epoch`, `finish` and `fail` run wherever rank 0 or the
     launcher notices the outcome."""
 
-    def __init__(self, cfg: dict, world: int, path: Path, scratch: Path, prepared: dict, env: dict,
-                 method_defaults: dict, control: str | None = None):
-        self.path, self.progress = Path(path), Path(scratch) / "progress.jsonl"
-        self.epochs, self.log_every = cfg["epochs"], cfg.get("log_every") or 0
-        self.warmup_epochs = cfg["warmup_epochs"]
+    def __init__(self, run: RunConfig, scratch: Path, prepared: dict, env: dict, method_defaults: dict,
+                 control: str | None = None):
+        self.path, self.progress = record_path(run), Path(scratch) / "progress.jsonl"
+        self.epochs, self.log_every = run.epochs, run.log_every
+        self.warmup_epochs = run.warmup_epochs
+        cfg = run.as_dict()
         setting = setting_config(cfg)
         self.record = {
             "status": "running", "error": None,
-            "method": cfg["method"]["name"], "variant": run_variant(cfg, method_defaults),
-            "control": control,  # the variant of its exact control (method.control_config); None: exact
-            "dataset": cfg["dataset"]["name"], "model": cfg["model"]["name"],
-            "workers": world, "workers_requested": cfg["workers"], "seed": cfg["seed"],
+            "method": run.method_name, "variant": run_variant(run, method_defaults),
+            "control": control,  # the variant of its exact control (config.control_config); None: exact
+            "dataset": run.dataset_name, "model": run.model_name,
+            "workers": ranks_of(run), "workers_requested": run.workers, "seed": run.seed,
             "setting": _digest(setting, 6), "setting_config": setting,
             "config_hash": config_hash(cfg), "started_at": now(), "config": cfg, **prepared, "env": env,
         }

@@ -1,9 +1,12 @@
 """Which names a run can choose, found without importing torch or any plugin (so a misspelt choice,
 `method=sra`, is refused in a fraction of a second): method plugins (modules in methods/ and
 GNNBENCH_METHODS_PATH), the aliases in conf/method/, each config group's YAMLs.
-`benchmarks.method.method_class` is what imports the plugin a name runs."""
+`benchmarks.method.method_class` is what imports the plugin a name runs, and only that one. What was
+found is cached, keyed by the plugin folders, so a run looks once.""" 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import pkgutil
 from pathlib import Path
@@ -17,32 +20,39 @@ CONF = Path(__file__).resolve().parent.parent / "conf"
 GROUPS = ("method", "dataset", "model", "experiment")
 
 
-def _plugin_path() -> list[str]:
-    """The `methods` package, plus folders in GNNBENCH_METHODS_PATH (out-of-tree plugins; spawned
-    ranks inherit the variable, so they find the same plugins). Follows the variable as it is now:
-    folders it no longer names are no longer searched."""
+def plugin_path() -> tuple[str, ...]:
+    """The folders plugins are found in: the `methods` package, plus folders in GNNBENCH_METHODS_PATH
+    (out-of-tree plugins; spawned ranks inherit the variable, so they find the same plugins). It
+    follows the variable as it is now, and `methods.__path__` with it, so `methods.<name>` imports
+    from these folders; what was discovered is cached per path."""
     import methods
 
     extra = filter(None, os.environ.get("GNNBENCH_METHODS_PATH", "").split(os.pathsep))
-    methods.__path__[:] = [str(Path(methods.__file__).parent), *extra]
-    return methods.__path__
+    path = (str(Path(methods.__file__).parent), *extra)
+    methods.__path__[:] = path
+    return path
 
 
 def plugin_names() -> list[str]:
-    """The plugin modules (methods/ and GNNBENCH_METHODS_PATH), without importing them."""
-    return sorted(m.name for m in pkgutil.iter_modules(_plugin_path()) if not m.name.startswith("_"))
+    """The plugin modules (methods/ and GNNBENCH_METHODS_PATH), found without importing any."""
+    return list(_discover(plugin_path())[0])
 
 
 def aliases() -> dict[str, dict]:
     """conf/method/<alias>.yaml files that name a `plugin`: {alias: its YAML as a dict}. Aliases of a
     plugin that does not exist here are left out."""
-    plugins = set(plugin_names())
+    return copy.deepcopy(_discover(plugin_path())[1])
+
+
+@functools.cache
+def _discover(path: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, dict]]:
+    plugins = tuple(sorted(m.name for m in pkgutil.iter_modules(list(path)) if not m.name.startswith("_")))
     found = {}
-    for path in sorted((CONF / "method").glob("*.yaml")):
-        yaml = OmegaConf.to_container(OmegaConf.load(path))
+    for yaml_path in sorted((CONF / "method").glob("*.yaml")):
+        yaml = OmegaConf.to_container(OmegaConf.load(yaml_path))
         if isinstance(yaml, dict) and yaml.get("plugin") in plugins:
-            found[path.stem] = yaml
-    return found
+            found[yaml_path.stem] = yaml
+    return plugins, found
 
 
 def method_names() -> list[str]:

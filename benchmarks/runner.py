@@ -22,6 +22,7 @@ import json
 import multiprocessing as mp
 import multiprocessing.connection
 import os
+import pickle
 import shutil
 import signal
 import sys
@@ -36,79 +37,62 @@ import psutil
 import torch
 import torch.distributed as dist
 
-from benchmarks.config import backend_of, check as check_config
+from benchmarks.config import RunConfig, check as check_config, control_config
+from benchmarks import registry
 from benchmarks.datasets import load_dataset
 from benchmarks.errors import Stopped, UserError, stop_on_signals
 from benchmarks.leftovers import owner_tag, remove_leftovers
-from benchmarks.method import Method, control_config, method_class, method_defaults
+from benchmarks.method import method_defaults
 from benchmarks.partition import build_parts, load_manifest, load_part, partition_stats, prepare_parts
 from benchmarks.probes import cores, fix_mmap_threshold
-from benchmarks.record import RecordBuilder, environment, ok_record, record_path, run_variant, write_atomic
+from benchmarks.record import RecordBuilder, environment, ok_record, ranks_of, record_path, run_variant, write_atomic
 from benchmarks.train import Diverged, run_rank
 
 
 # --------------------------------------------------------------------------- plan
 @dataclass
 class Plan:
-    """A validated run: its config (method options complete and checked), its method's typed options
-    and defaults, and the ranks it uses. It travels to spawned ranks by pickling, so it holds the
-    method by name and leaves its options behind (an out-of-tree plugin's module can only be imported
-    once the rank has set up the plugin path; a rank's context rebuilds the options from `cfg`)."""
+    """A validated run: its typed configuration (the method resolved and its options checked), its
+    method's defaults and the ranks it uses. It travels to spawned ranks pickled into bytes, which
+    a rank unpickles once it has set up the plugin path (an out-of-tree plugin's module is found
+    only then)."""
 
-    cfg: dict
-    options: object
+    cfg: RunConfig
     method_defaults: dict
-    world: int  # ranks the run really uses: 1 for single-process methods, whatever `workers` says
-    control: str | None = None  # the variant of its exact control (`method.control_config`); None: exact
+    control: str | None = None  # the variant of its exact control (`config.control_config`); None: exact
 
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "options": None}
+    @property
+    def world(self) -> int:
+        """Ranks the run really uses: 1 for single-process methods, whatever `workers` says."""
+        return ranks_of(self.cfg)
 
     def check_partition(self, info: dict) -> None:
         """Checks that need the partition (after preparing it, before any rank starts)."""
-        self.method_cls.check_partition(self.options, self.cfg, info["partition"])
-
-    @property
-    def method_cls(self) -> type[Method]:
-        return method_class(self.cfg["method"]["name"])
+        self.cfg.method_cls.check_partition(self.cfg, info["partition"])
 
     @property
     def path(self) -> Path:
-        return record_path(self.cfg, self.world)
-
-    @property
-    def backend(self) -> str:
-        return backend_of(self.cfg)
+        return record_path(self.cfg)
 
     def threads(self, local_world: int) -> int:
         """Ranks on one machine share its cores instead of each taking all of them."""
-        return self.cfg.get("threads_per_rank") or max(1, cores() // local_world)
+        return self.cfg.threads_per_rank or max(1, cores() // local_world)
 
 
 def plan(cfg: dict) -> Plan:
-    """Validate the run config and resolve its method; raises UserError (nothing has run yet). Every
-    key is held to the schema (`config.check`: types, ranges, names, unknown keys); then what this
-    machine must offer (CUDA, enough GPUs)."""
-    method_cls, options = check_config(cfg)  # the method class and its options, checked
-    if cfg["device"] == "cuda" and not torch.cuda.is_available():
+    """Validate the composed run config and resolve its method; raises UserError (nothing has run
+    yet). Every key is held to the schema (`config.check`: types, ranges, names, unknown keys); then
+    what this machine must offer (CUDA, enough GPUs)."""
+    run = check_config(cfg)
+    if run.device == "cuda" and not torch.cuda.is_available():
         raise UserError("device=cuda but this torch build sees no CUDA device; use device=cpu")
-    world = ranks_of(method_cls, cfg)
-    if cfg["device"] == "cuda" and world > 1 and not under_torchrun() and world > torch.cuda.device_count():
+    world = ranks_of(run)
+    if run.device == "cuda" and world > 1 and not under_torchrun() and world > torch.cuda.device_count():
         raise UserError(f"workers={world} but this machine has {torch.cuda.device_count()} GPUs; NCCL needs one "
                         "GPU per rank (use fewer workers, or torchrun across machines)")
-    control = control_config(cfg)
-    control = None if control is None else run_variant(control, method_defaults(control["method"]["name"]))
-    return Plan(cfg, options, method_defaults(cfg["method"]["name"]), world, control)
-
-
-def ranks_of(method_cls: type[Method], cfg: dict) -> int:
-    """The ranks a run really uses: 1 for single-process methods, whatever `workers` says."""
-    return 1 if method_cls.single_process else cfg["workers"]
-
-
-def ranks(cfg: dict) -> int:
-    """`ranks_of` for a config whose method is not resolved yet (a sweep checking for records)."""
-    return ranks_of(method_class(cfg["method"]["name"]), cfg)
+    control = control_config(run)
+    control = None if control is None else run_variant(control, method_defaults(control.method_name))
+    return Plan(run, method_defaults(run.method_name), control)
 
 
 def under_torchrun() -> bool:
@@ -116,11 +100,11 @@ def under_torchrun() -> bool:
 
 
 # --------------------------------------------------------------------------- prepare
-def prepare(cfg: dict, world: int, log=print):
+def prepare(cfg: RunConfig, world: int, log=print):
     """Load and partition. Returns (what the record says about it, what a rank loads from: the
     whole graph's one part for one rank, else the partition cache folder)."""
     t0 = time.perf_counter()
-    graph = load_dataset(cfg["dataset"], cfg.get("data_root"))
+    graph = load_dataset(cfg.as_dict()["dataset"], cfg.data_root)
     load_s = time.perf_counter() - t0
     if world > graph.num_nodes:
         raise UserError(f"workers={world} exceeds the {graph.num_nodes} nodes of {graph.name}; use at most {graph.num_nodes}")
@@ -131,7 +115,7 @@ def prepare(cfg: dict, world: int, log=print):
                 "setup": {"load_time_s": load_s, "partition_time_s": 0.0, "setup_time_s": time.perf_counter() - t0}}
         return info, parts[0]
     t1 = time.perf_counter()
-    folder = prepare_parts(graph, cfg["partitioner"], world, cfg["seed"], Path(cfg["cache_dir"]), log=log)
+    folder = prepare_parts(graph, cfg.partitioner, world, cfg.seed, Path(cfg.cache_dir), log=log)
     manifest = load_manifest(folder)
     info = {"graph": manifest["graph"], "partition": manifest["stats"],
             "setup": {"load_time_s": load_s, "partition_time_s": manifest["partition_time_s"],
@@ -149,21 +133,22 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
     again; under torchrun it always runs (ranks on other machines may not see the same results
     folder, and all must agree)."""
     p = plan(cfg)
+    cfg = p.cfg
     for key in ("results_dir", "cache_dir"):  # found now, not after training
-        check_writable(key, cfg[key])
+        check_writable(key, getattr(cfg, key))
     with stop_on_signals():
         if under_torchrun():
             return _run_torchrun(p, log)
-        done = ok_record(p.path) if cfg.get("resume", True) else None
+        done = ok_record(p.path) if cfg.resume else None
         if done is not None:  # a resumed sweep runs only what is missing (failed records are rerun)
             log(f"skipped: {p.path} already holds an ok record (resume=false runs it again)")
             return p.path, done
         info, source = prepare(cfg, p.world, log)
         p.check_partition(info)
         scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}", dir=_runs_root(cfg)))
-        builder = RecordBuilder(cfg, p.world, p.path, scratch, info,
-                                environment(p.backend, cfg["device"], p.threads(p.world),
-                                            "in-process" if p.world == 1 else "spawn", cfg.get("kernel", "spmm")),
+        builder = RecordBuilder(cfg, scratch, info,
+                                environment(cfg.backend_name, cfg.device, p.threads(p.world),
+                                            "in-process" if p.world == 1 else "spawn", cfg.kernel),
                                 p.method_defaults, p.control)
         try:
             if p.world == 1:
@@ -201,16 +186,16 @@ def _error_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _runs_root(cfg: dict) -> Path:
+def _runs_root(cfg: RunConfig) -> Path:
     """Where runs keep their scratch folders; those of runs whose launcher was killed are removed."""
-    root = Path(cfg["cache_dir"]) / "runs"
+    root = Path(cfg.cache_dir) / "runs"
     root.mkdir(parents=True, exist_ok=True)
     remove_leftovers(root, "run-")
     return root
 
 
-def device_of(cfg: dict, local_rank: int) -> torch.device:
-    if cfg["device"] == "cuda":
+def device_of(cfg: RunConfig, local_rank: int) -> torch.device:
+    if cfg.device == "cuda":
         return torch.device("cuda", local_rank % torch.cuda.device_count())
     return torch.device("cpu")
 
@@ -220,18 +205,18 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
     """One rank, whichever launcher started it: allocator and threads first (before the part is
     loaded), then device, process group, part, training; rank 0 writes the record."""
     cfg = p.cfg
-    fix_mmap_threshold(cfg["malloc_mmap_threshold"])
+    fix_mmap_threshold(cfg.malloc_mmap_threshold)
     torch.set_num_threads(p.threads(local_world))
     device = device_of(cfg, local_rank)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if p.world > 1:
-        dist.init_process_group(p.backend, init_method=init_method, rank=rank, world_size=p.world,
-                                timeout=datetime.timedelta(seconds=cfg["dist_timeout_s"]))
+        dist.init_process_group(cfg.backend_name, init_method=init_method, rank=rank, world_size=p.world,
+                                timeout=datetime.timedelta(seconds=cfg.dist_timeout_s))
         part, folder = load_part(source, rank), Path(source)
     else:
         part, folder = source, None
-    result = run_rank(cfg, rank, p.world, part, device, p.method_cls, on_epoch=builder.on_epoch if rank == 0 else None,
+    result = run_rank(cfg, rank, p.world, part, device, on_epoch=builder.on_epoch if rank == 0 else None,
                       partition_folder=folder, local_rank=local_rank, local_world=local_world)
     if rank == 0:
         builder.finish(result["history"], result["per_rank"], result["grads"])
@@ -240,8 +225,8 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
         dist.destroy_process_group()
 
 
-def _rank_process(p: Plan, builder: RecordBuilder, rank: int, folder: str, scratch: str, init_method: str,
-                  plugin_path: str) -> None:
+def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: str, scratch: str,
+                  init_method: str, plugin_path: str) -> None:
     """Entry point of a spawned rank. The launcher owns the run: a Ctrl-C or hang-up reaches it (and
     it stops the ranks), not each rank with a traceback of its own; and a rank never outlives it."""
     faulthandler.enable()  # a rank killed by a fatal signal still prints its Python stack
@@ -255,6 +240,8 @@ def _rank_process(p: Plan, builder: RecordBuilder, rank: int, folder: str, scrat
         # The fork server's environment is the one it started with: pass on what this run needs.
         os.environ["GNNBENCH_METHODS_PATH"] = plugin_path
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: loopback, whatever the hostname
+        registry.plugin_path()  # `methods.<plugin>` now imports from the run's folders, as the plan needs
+        p = pickle.loads(plan_bytes)
         _rank_main(p, builder, rank, rank, p.world, folder, init_method)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -295,7 +282,7 @@ def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -
     init_method = f"file://{(scratch / 'store').resolve()}"
     plugin_path = os.environ.get("GNNBENCH_METHODS_PATH", "")
     procs = [ctx.Process(target=_rank_process, name=f"gnnbench-rank{r}",
-                         args=(p, builder, r, str(folder), str(scratch), init_method, plugin_path))
+                         args=(pickle.dumps(p), builder, r, str(folder), str(scratch), init_method, plugin_path))
              for r in range(p.world)]
     started = time.time()
     failed = []
@@ -350,27 +337,26 @@ def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    if p.method_cls.single_process and world != 1:
-        raise UserError(f"method={cfg['method']['name']} runs in one process; start it without torchrun")
-    if world != cfg["workers"]:
-        raise UserError(f"workers={cfg['workers']} but torchrun started WORLD_SIZE={world}; make them equal")
+    if cfg.method_cls.single_process and world != 1:
+        raise UserError(f"method={cfg.method_name} runs in one process; start it without torchrun")
+    if world != cfg.workers:
+        raise UserError(f"workers={cfg.workers} but torchrun started WORLD_SIZE={world}; make them equal")
     ready = _runs_root(cfg) / f"{p.path.stem}.ready.json"
     if local_rank == 0:
         info, folder = prepare(cfg, world, log)
         write_atomic(ready, {"info": info, "folder": str(folder)})
     else:
-        deadline = time.monotonic() + cfg["dist_timeout_s"]
+        deadline = time.monotonic() + cfg.dist_timeout_s
         started = psutil.Process().create_time() - 5  # a ready file from an earlier run is older
         while not (ready.exists() and ready.stat().st_mtime >= started):
             if time.monotonic() > deadline:
-                raise UserError(f"local rank 0 did not prepare the partition within {cfg['dist_timeout_s']} s")
+                raise UserError(f"local rank 0 did not prepare the partition within {cfg.dist_timeout_s} s")
             time.sleep(0.2)
     state = json.loads(ready.read_text())
     p.check_partition(state["info"])
     scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}r{rank}-", dir=_runs_root(cfg)))
-    builder = RecordBuilder(cfg, world, p.path, scratch, state["info"],
-                            environment(p.backend, cfg["device"], p.threads(local_world), "torchrun",
-                                        cfg.get("kernel", "spmm")),
+    builder = RecordBuilder(cfg, scratch, state["info"],
+                            environment(cfg.backend_name, cfg.device, p.threads(local_world), "torchrun", cfg.kernel),
                             p.method_defaults, p.control)
     try:
         _rank_main(p, builder, rank, local_rank, local_world, state["folder"], init_method=None)

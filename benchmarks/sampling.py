@@ -93,9 +93,9 @@ def relabel(dst: torch.Tensor, neighbors: torch.Tensor) -> tuple[torch.Tensor, t
     return column[inverse[dst.numel():]], torch.cat([dst, unique[new]])
 
 
-def sample_blocks(store, seeds: torch.Tensor, fanouts: list[int], generator):
+def sample_blocks(store, seeds: torch.Tensor, fanouts: list[int], generator, kernel: str = "spmm"):
     """The blocks of one mini-batch in model order (layer 0 first), the input nodes (layer 0's
-    sources) and the number of sampled edges."""
+    sources) and the number of sampled edges. The blocks aggregate with `kernel`."""
     blocks, nodes, edges = [], seeds, 0
     for hop, fanout in enumerate(fanouts):
         layer = len(fanouts) - 1 - hop
@@ -107,7 +107,8 @@ def sample_blocks(store, seeds: torch.Tensor, fanouts: list[int], generator):
         indptr = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
         scale = (deg / counts.clamp(min=1)).to(torch.float32)
         blocks.append(LocalAdjacency(indptr, columns, deg, source_deg,
-                                     edge_scale=torch.repeat_interleave(scale, counts), attention_ignores_scale=True))
+                                     edge_scale=torch.repeat_interleave(scale, counts), attention_ignores_scale=True,
+                                     kernel=kernel))
         edges += columns.numel()
         nodes = sources
     return blocks[::-1], nodes, edges

@@ -33,7 +33,6 @@ prints its first probe), for `torchrun` or a cluster scheduler.
 """
 from __future__ import annotations
 
-import copy
 import itertools
 import shlex
 import subprocess
@@ -146,26 +145,25 @@ def strategy(argv: list[str]) -> dict | None:
     return _sweep_section(argv).get("bisect")
 
 
-def control_overrides(overrides: list[str], cfg: dict) -> list[str] | None:
-    """The overrides of the run's exact control (`method.control_config`; None: the run is exact): its
+def control_overrides(overrides: list[str], run) -> list[str] | None:
+    """The overrides of the run's exact control (`config.control_config`; None: the run is exact): its
     own, with the method section and the codec replaced by the control's (options at their defaults
     left out, so the control composes to the same record as the same run named by hand)."""
-    from benchmarks.method import control_config, method_defaults, resolve
+    from benchmarks.config import control_config
+    from benchmarks.method import method_defaults
 
-    resolved = copy.deepcopy(cfg)
-    resolve(resolved)
-    control = control_config(resolved)
+    control = control_config(run)
     if control is None:
         return None
-    method, defaults = control["method"], method_defaults(control["method"]["name"])
-    codec_off = control.get("comm") != resolved.get("comm")  # the control's codec is the default: none
+    method, defaults = control.as_dict()["method"], method_defaults(control.method_name)
+    codec_off = control.comm != run.comm  # the control's codec is the default: none
     kept = [o for o in overrides if _key(o) != "method" and not _key(o).startswith("method.")
             and not (codec_off and _key(o).startswith("comm."))]
     return kept + [f"method={method['name']}"] + [
         f"method.{k}={_text(v)}" for k, v in method.items() if k not in ("name", "plugin") and defaults.get(k) != v]
 
 
-def with_controls(runs: list[list[str]], configs: list[dict], machine: bool) -> tuple[list, list]:
+def with_controls(runs: list[list[str]], configs: list, machine: bool) -> tuple[list, list]:
     """`runs` and `configs` with every run's exact control added after them (`sweep.controls`), each
     once and only if no run of the sweep is it already (the same record path)."""
     have = {path_of(cfg) for cfg in configs}
@@ -180,8 +178,8 @@ def with_controls(runs: list[list[str]], configs: list[dict], machine: bool) -> 
     return runs, configs
 
 
-def checked(runs: list[list[str]], spec: dict | None, machine: bool = True) -> list[dict]:
-    """Every run's configuration (a bisection's: its first probe's), composed and checked as the run
+def checked(runs: list[list[str]], spec: dict | None, machine: bool = True) -> list:
+    """Every run's configuration (a bisection's: its first probe's; a `config.RunConfig`), composed and checked as the run
     will check it (`runner.plan`; with `machine=False`, only what needs no look at this machine:
     `config.check`, for commands printed to run elsewhere). The first bad one raises a UserError
     naming the run; nothing has started then."""
@@ -197,30 +195,28 @@ def checked(runs: list[list[str]], spec: dict | None, machine: bool = True) -> l
                 cfg = config_of(overrides)
             except (HydraException, OmegaConfBaseException) as e:
                 raise composition_error(e, overrides) from None
-            # a copy: planning completes `method`, and the record's path is computed from the config as composed
-            (plan if machine else check)(copy.deepcopy(cfg))
+            run = plan(cfg).cfg if machine else check(cfg)
         except UserError as e:
             raise UserError(f"run {i}/{len(runs)} ({' '.join(overrides)}): {e}") from None
-        configs.append(cfg)
+        configs.append(run)
     return configs
 
 
-def path_of(cfg: dict) -> Path:
+def path_of(run) -> Path:
     """Where this run's record is (a pure function of its configuration)."""
     from benchmarks.record import record_path
-    from benchmarks.runner import ranks
 
-    return record_path(cfg, ranks(cfg))
+    return record_path(run)
 
 
-def kept(cfg: dict) -> dict | None:
+def kept(run) -> dict | None:
     """This run's `ok` record when it exists and resume is on (what a resumed sweep skips)."""
     from benchmarks.record import ok_record
 
-    return ok_record(path_of(cfg)) if cfg["resume"] else None
+    return ok_record(path_of(run)) if run.resume else None
 
 
-def run_one(overrides: list[str], cfg: dict) -> dict | None:
+def run_one(overrides: list[str], run) -> dict | None:
     """`python -m benchmarks <overrides>` (composing to `cfg`) in its own process; the record it
     wrote (None if none)."""
     import json
@@ -241,7 +237,7 @@ def run_one(overrides: list[str], cfg: dict) -> dict | None:
     lines = stdout.strip().splitlines() or stderr.strip().splitlines()[-1:] or ["(no output)"]
     print(f"  {lines[-1]}", flush=True)
     try:
-        return json.loads(path_of(cfg).read_text())
+        return json.loads(path_of(run).read_text())
     except (OSError, ValueError):
         return None  # refused before it started (a UserError): no record
 
@@ -282,7 +278,9 @@ def bisect(fits, start: int, factor: float = 2.0, tolerance: float = 0.1) -> tup
 def _bisect_run(overrides: list[str], spec: dict, counts: dict) -> None:
     def fits(value: int) -> bool:
         probe = _merge(overrides, [f"{spec['key']}={value}"])
-        cfg = config_of(probe)
+        from benchmarks.config import check
+
+        cfg = check(config_of(probe))
         record = kept(cfg)
         if record is not None:
             counts["kept"] += 1

@@ -13,16 +13,17 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency, use_kernel
+from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency
 from benchmarks.comm import Comm
-from benchmarks.method import Method, RankContext
+from benchmarks.config import RunConfig
+from benchmarks.method import RankContext
 from benchmarks.models import build_model
 from benchmarks.partition import Part
 from benchmarks.probes import MemoryProbe, Timer
 from benchmarks.record import warmup_dropped
 
 
-def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
+def make_context(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.device,
                  partition_folder: Path | None = None, *, local_rank: int | None = None,
                  local_world: int | None = None) -> RankContext:
     """The rank's context. `local_rank`/`local_world` (this rank's place on its machine) default to
@@ -30,25 +31,19 @@ def make_context(cfg: dict, rank: int, world: int, part: Part, device: torch.dev
     for name, value in vars(part).items():
         if isinstance(value, torch.Tensor) and name not in ("recv_counts", "send_counts", "offsets"):
             setattr(part, name, value.to(device))
-    quantize = cfg.get("comm") or {}
-    comm = Comm(rank, world, quantize.get("quantize", "none"), quantize.get("quantize_grads", False), cfg["seed"],
-                device)
-    memory = cfg.get("memory") or {}
-    checkpoint = memory.get("checkpoint", "none")
-    comm.checkpointing = None if checkpoint == "none" else memory.get("checkpoint_halo", "refetch")
-    use_kernel(cfg.get("kernel", "spmm"))  # every LocalAdjacency built on this rank from now on
-    adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg)
+    comm = Comm(rank, world, cfg.comm.quantize, cfg.comm.quantize_grads, cfg.seed, device)
+    memory = cfg.memory
+    comm.checkpointing = None if memory.checkpoint == "none" else memory.checkpoint_halo
+    adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg, kernel=cfg.kernel)
     plan = HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist())
-    m = cfg["model"]
-    model = build_model(m["name"], part.x.shape[1], cfg["hidden"], part.num_classes, cfg["layers"],
-                        cfg["dropout"], cfg["seed"], heads=m.get("heads", 4),
-                        batch_norm=cfg.get("batch_norm", False), checkpoint=checkpoint,
-                        precision=cfg.get("precision", "fp32"), offload=memory.get("offload", "none"),
-                        heads_concat=m.get("heads_concat", True)).to(device)
+    model = build_model(cfg.model_name, part.x.shape[1], cfg.hidden, part.num_classes, cfg.layers, cfg.dropout,
+                        cfg.seed, heads=cfg.model.heads, batch_norm=cfg.batch_norm, checkpoint=memory.checkpoint,
+                        precision=cfg.precision, offload=memory.offload,
+                        heads_concat=cfg.model.heads_concat).to(device)
     # Every rank built the same weights from the seed; the broadcast makes it a guarantee.
     for t in [*model.parameters(), *model.buffers()]:
         comm.broadcast(t.data, 0, "setup")
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     return RankContext(cfg, rank, world, device, comm, part, adj, plan, model, optimizer, partition_folder,
                        local_rank=rank if local_rank is None else local_rank,
                        local_world=world if local_world is None else local_world)
@@ -67,20 +62,20 @@ def evaluate(ctx: RankContext, agg, model: torch.nn.Module) -> dict[str, float]:
     return dict(zip(("train_acc", "val_acc", "test_acc"), accs))
 
 
-def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device, method_cls: type[Method], on_epoch=None,
+def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.device, on_epoch=None,
              partition_folder: Path | None = None, *, local_rank: int | None = None,
              local_world: int | None = None) -> dict:
     """Train and evaluate; every rank returns the gathered history and per-rank probes (identical on
     all ranks) and, with `probe_grads`, epoch 0's synchronised gradients."""
-    epochs = cfg["epochs"]
-    memory = MemoryProbe(device, probe_epochs=warmup_dropped(epochs, cfg["warmup_epochs"]) or epochs,
-                         switch_allocator=cfg["malloc_mmap_threshold"] is not None and device.type == "cpu")
-    torch.manual_seed(cfg["seed"] * 1000 + rank)  # dropout masks: reproducible, different per rank
+    epochs = cfg.epochs
+    memory = MemoryProbe(device, probe_epochs=warmup_dropped(epochs, cfg.warmup_epochs) or epochs,
+                         switch_allocator=cfg.malloc_mmap_threshold is not None and device.type == "cpu")
+    torch.manual_seed(cfg.seed * 1000 + rank)  # dropout masks: reproducible, different per rank
     ctx = make_context(cfg, rank, world, part, device, partition_folder, local_rank=local_rank,
                        local_world=local_world)
-    method = method_cls(ctx)
+    method = cfg.method_cls(ctx)
     eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, categories=("eval", "eval"))
-    eval_every = max(1, cfg["eval_every"])
+    eval_every = cfg.eval_every
     history, window, grads = [], [], None
 
     memory.start_training()
@@ -89,7 +84,7 @@ def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
         method.between_epochs(epoch)  # untimed; its traffic counts toward the epoch
         with Timer(device) as timer:
             loss = method.train_epoch(epoch)
-        if epoch == 0 and cfg.get("probe_grads"):
+        if epoch == 0 and cfg.probe_grads:
             grads = {n: p.grad.detach().cpu().clone() for n, p in ctx.model.named_parameters() if p.grad is not None}
         window.append((timer.seconds, float(loss), float(ctx.comm.training_bytes() - before)))
         evaluate_now = (epoch + 1) % eval_every == 0 or epoch == epochs - 1
@@ -105,7 +100,7 @@ def run_rank(cfg: dict, rank: int, world: int, part: Part, device: torch.device,
                 history.append(entry)
                 if on_epoch is not None:
                     on_epoch(entry)
-            if not cfg["allow_nonfinite"]:
+            if not cfg.allow_nonfinite:
                 check_finite(entries)
             memory.resume()
         memory.epoch_done(epoch)

@@ -165,7 +165,7 @@ class Widths:
         self.ctx, self.comm, self.plan = ctx, ctx.comm, ctx.plan
         self.adaptive = bits == "adaptive"
         self.variance_weight, self.group_size = variance_weight, group_size
-        generator = torch.Generator(ctx.device).manual_seed(7_000_003 * (ctx.cfg["seed"] + 1) + ctx.rank)
+        generator = torch.Generator(ctx.device).manual_seed(7_000_003 * (ctx.cfg.seed + 1) + ctx.rank)
         self.codecs = {b: Codec(f"int{b}", generator) for b in WIDTHS}
         self.codecs[FULL] = None
         plan = ctx.plan
@@ -404,7 +404,7 @@ class AdaQPAggregator(Aggregator):
 class Method(FullGraphMethod):
     exact_control = {"bits": 32}  # AdaQP-p: full_halo up to float order
 
-    @dataclass
+    @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):
         # adaptive: per-row widths from {2, 4, 8}, re-assigned every assign_cycle epochs (AdaQP);
         # 8 | 4 | 2: every row at that width; 32: full precision (Vanilla / AdaQP-p: full_halo's bytes)
@@ -420,8 +420,8 @@ class Method(FullGraphMethod):
         # keep its MILP small; the solver here handles every row on its own)
         group_size: int = option(1, "rows per assignment group", ge=1)
 
-        def check(self, cfg: dict) -> None:
-            if (cfg.get("comm") or {}).get("quantize", "none") != "none":
+        def check(self, run) -> None:
+            if run.comm.quantize != "none":
                 raise UserError("method=adaqp chooses its halo messages' widths itself (method.bits); "
                                 "set comm.quantize=none")
 

@@ -76,7 +76,7 @@ def inverse_ratio_scale(part, adj, plan: HaloPlan, p: float) -> torch.Tensor:
 class Method(FullGraphMethod):
     exact_control = {"boundary_fraction": 1.0}
 
-    @dataclass
+    @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):
         # p: each pair keeps floor(p |B_ij|) of its boundary rows in layers >= 1 (1: exact, the control)
         boundary_fraction: float = option(0.1, "share of each pair's boundary rows sent per epoch", ge=0, le=1)
@@ -99,7 +99,7 @@ class Method(FullGraphMethod):
 
     def aggregator_for(self, epoch: int):
         ctx = self.ctx
-        kept_halo, kept_sent = boundary_sample(ctx.part, ctx.plan, self.p, ctx.cfg["seed"], epoch)
+        kept_halo, kept_sent = boundary_sample(ctx.part, ctx.plan, self.p, ctx.cfg.seed, epoch)
         adj, plan = keep_halo_rows(ctx.part, ctx.adj, ctx.plan, kept_halo, kept_sent, self.edge_scale,
                                    attention_ignores_scale=True)
         if self.kept_epoch0 is None:

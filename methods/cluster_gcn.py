@@ -43,7 +43,7 @@ def metis_clusters(indptr: torch.Tensor, indices: torch.Tensor, num_parts: int, 
 
 
 class Method(SubgraphMethod):
-    @dataclass
+    @dataclass(frozen=True)
     class Options(SubgraphMethod.Options):
         num_parts: int = option(16, "METIS clusters per rank, of the rank's own part", ge=1)
         # q: steps per epoch = ceil(num_parts / q)
@@ -51,14 +51,14 @@ class Method(SubgraphMethod):
         # self-loop weights x (1 + diag_lambda)
         diag_lambda: float = option(0.0, "diagonal enhancement; 0: plain normalisation", ge=0)
 
-        def check(self, cfg: dict) -> None:
+        def check(self, run) -> None:
             c, q = self.num_parts, self.clusters_per_batch
             if q > c:
                 raise UserError(f"method.clusters_per_batch={q} exceeds method.num_parts={c}; use at most {c}")
 
     @classmethod
-    def check_partition(cls, options: Options, cfg: dict, partition_stats: dict) -> None:
-        sizes = partition_stats["nodes_per_rank"]
+    def check_partition(cls, run, partition_stats: dict) -> None:
+        options, sizes = run.method, partition_stats["nodes_per_rank"]
         smallest = min(sizes)
         if options.num_parts > smallest:
             raise UserError(f"method.num_parts={options.num_parts} exceeds the {smallest} nodes of rank "
@@ -70,7 +70,7 @@ class Method(SubgraphMethod):
         self.num_parts, self.q = options.num_parts, options.clusters_per_batch
         self.diag_lambda = float(options.diag_lambda)
         self.indptr, self.indices = own_edges(part)
-        clusters = metis_clusters(self.indptr, self.indices, self.num_parts, ctx.cfg["seed"]).to(ctx.device)
+        clusters = metis_clusters(self.indptr, self.indices, self.num_parts, ctx.cfg.seed).to(ctx.device)
         # Nodes grouped by cluster (ascending ids within a cluster); cluster c is
         # members[start[c]:start[c] + size[c]].
         self.members = torch.argsort(clusters, stable=True)
@@ -96,7 +96,7 @@ class Method(SubgraphMethod):
         # Diagonal enhancement: self-loops weigh 1 + diag_lambda in linear aggregation (GAT's softmax
         # runs over the batch's edges unscaled). Edge ends from the CSR: self-loops sit where column = row.
         scale = 1.0 + self.diag_lambda * (indices == edge_rows(indptr)).float() if self.diag_lambda else None
-        adj = LocalAdjacency(indptr, indices, deg, deg, scale, attention_ignores_scale=True)
+        adj = LocalAdjacency(indptr, indices, deg, deg, scale, attention_ignores_scale=True, kernel=self.ctx.cfg.kernel)
         rows = part.train_mask.index_select(0, nodes).nonzero().flatten()
         # Each cluster is in a step's batch with probability |chosen| / num_parts, so this weight makes
         # the sum over ranks an unbiased estimate of the global mean loss (exactly it when q = num_parts).

@@ -40,6 +40,7 @@ from benchmarks.aggregation import exchange_rows, start_exchange_rows
 from benchmarks.errors import UserError
 from benchmarks.families.partition_parallel import (LAYER0, LayerZeroExact, LocalAggregator, PartitionParallelMethod,
                                                      layer0_aggregator, layer0_option)
+from benchmarks.models import check_on_device
 from benchmarks.options import option
 from benchmarks.stores import ParameterServer, RepresentationStore
 
@@ -66,7 +67,7 @@ class StaleHalo:
 
     def __init__(self, ctx, sync: str = "blocking"):
         self.ctx, self.tables, self.refresh = ctx, {}, True
-        self.on_host = bool((ctx.cfg.get("memory") or {}).get("offload_stale"))  # `memory.offload_stale`
+        self.on_host = ctx.options.offload_stale
         self.sync = sync
         self.step = 0
         self.computed = {}  # layer -> the step whose forward computed the table's rows
@@ -161,7 +162,7 @@ class StoreHalo(StaleHalo):
 class Method(PartitionParallelMethod):
     exact_control = {"name": "full_halo"}  # with the same layer0
 
-    @dataclass
+    @dataclass(frozen=True)
     class Options(PartitionParallelMethod.Options):
         # steps (= epochs) between halo refreshes; 1 = fresh halo rows every step
         sync_every: int = option(10, "steps between halo refreshes", ge=1)
@@ -173,8 +174,12 @@ class Method(PartitionParallelMethod):
         layer0: Literal[LAYER0] = layer0_option("cached")
         # true = DIGEST-A (shared representation store + parameter server, no waiting)
         asynchronous: bool = option(False)
+        # the survey's offloading saver applied to DIGEST's own state (device=cuda)
+        offload_stale: bool = option(False, "the stale halo tables in host memory (CUDA)")
 
-        def check(self, cfg: dict) -> None:
+        def check(self, run) -> None:
+            if self.offload_stale:
+                check_on_device("method.offload_stale=true", run)
             if self.asynchronous and self.avg_every is not None:
                 raise UserError("method.asynchronous=true updates the parameters through a parameter server every "
                                 "step; set method.avg_every=null")
@@ -205,11 +210,11 @@ class Method(PartitionParallelMethod):
     def open_shared_state(self) -> tuple[ParameterServer, RepresentationStore]:
         ctx = self.ctx
         params = list(ctx.model.parameters())
-        widths = {layer: ctx.cfg["hidden"] for layer in range(1, ctx.cfg["layers"])}
+        widths = {layer: ctx.cfg.hidden for layer in range(1, ctx.cfg.layers)}
         shm = ctx.shared_memory({**RepresentationStore.specs(int(ctx.part.offsets[-1]), widths),
                                  **ParameterServer.specs(sum(p.numel() for p in params))}, "method.asynchronous=true")
         store = RepresentationStore(shm, ctx.comm)
-        server = ParameterServer(shm, ctx.comm, ctx.cfg["lr"], ctx.cfg["weight_decay"])
+        server = ParameterServer(shm, ctx.comm, ctx.cfg.lr, ctx.cfg.weight_decay)
         if ctx.rank == 0:
             store.init_stamps()
             server.initialise(params)

@@ -43,7 +43,7 @@ def random_walks(indptr: torch.Tensor, indices: torch.Tensor, roots: torch.Tenso
 
 
 class Method(SubgraphMethod):
-    @dataclass
+    @dataclass(frozen=True)
     class Options(SubgraphMethod.Options):
         # drawn from the rank's training nodes with replacement
         roots: int = option(6000, "random-walk roots per subgraph", ge=1)
@@ -115,7 +115,8 @@ class Method(SubgraphMethod):
         else:
             # The rank's batch mean, scaled by its share of the training nodes.
             scale, weights = None, self.local_train / (max(1, rows.numel()) * part.num_train_global)
-        adj = LocalAdjacency(indptr, indices, deg, deg, scale, attention_ignores_scale=True)  # GAT: softmax unscaled
+        # GAT: softmax unscaled
+        adj = LocalAdjacency(indptr, indices, deg, deg, scale, attention_ignores_scale=True, kernel=self.ctx.cfg.kernel)
         return Subgraph(nodes, adj, rows, weights)
 
     def sample(self, step: int) -> Subgraph:

@@ -36,7 +36,7 @@ from benchmarks.stores import replicated_store
 class Method(LocalRounds):
     exact_control = {"name": "full_halo"}
 
-    @dataclass
+    @dataclass(frozen=True)
     class Options(LocalRoundOptions):
         # sampled: the server's mini-batches from the whole graph (LLCG's code); full: exact full-graph steps
         correction: Literal["sampled", "full"] = option("sampled")
@@ -50,18 +50,18 @@ class Method(LocalRounds):
         server_fanouts: Optional[list[int]] = option(None, "the correction's fan-outs; null: method.fanouts",
                                                      ge=1, also=(-1,))
 
-        def check(self, cfg: dict) -> None:
-            super().check(cfg)
+        def check(self, run) -> None:
+            super().check(run)
             if self.server_fanouts is not None:
-                check_fanouts("server_fanouts", self.server_fanouts, cfg)
+                check_fanouts("server_fanouts", self.server_fanouts, run.layers)
 
     def __init__(self, ctx):
         super().__init__(ctx)
         options, part = ctx.options, ctx.part
         self.correction_steps = options.correction_steps
         self.sampled_correction = options.correction == "sampled"
-        self.server_optimizer = torch.optim.Adam(ctx.model.parameters(), lr=options.server_lr or ctx.cfg["lr"],
-                                                 weight_decay=ctx.cfg["weight_decay"])
+        self.server_optimizer = torch.optim.Adam(ctx.model.parameters(), lr=options.server_lr or ctx.cfg.lr,
+                                                 weight_decay=ctx.cfg.weight_decay)
         if not self.sampled_correction:
             self.server_aggregator = HaloAggregator(ctx.adj, ctx.plan, ctx.comm,
                                                     ("correction_fwd", "correction_bwd"))
@@ -76,7 +76,7 @@ class Method(LocalRounds):
             self.server_y = torch.cat([y for y, _ in shares]).to(ctx.device)
             self.server_train = torch.cat([m for _, m in shares]).nonzero().squeeze(1).to(ctx.device)
             self.server_batch_size = options.server_batch_size
-            self.server_fanouts = per_layer(options.server_fanouts or options.fanouts, ctx.cfg["layers"])
+            self.server_fanouts = per_layer(options.server_fanouts or options.fanouts, ctx.cfg.layers)
             self.server_generator = sampler_generator(ctx, salt=0x5E4)
 
     def after_average(self) -> None:

@@ -37,7 +37,7 @@ from benchmarks.sampling import sample_blocks
 
 
 class Method(MiniBatchMethod):
-    @dataclass
+    @dataclass(frozen=True)
     class Options(MiniBatchMethod.Options):
         fanouts: list[int] = option(
             [15, 10, 5], "or -1 for every neighbour; one per layer, seeds' hop first, or one for every layer, "
@@ -46,13 +46,13 @@ class Method(MiniBatchMethod):
         # partitioned: owners sample and serve features (counted); replicated: the whole graph on every rank, shared
         store: Literal["partitioned", "replicated"] = option("partitioned")
 
-        def check(self, cfg: dict) -> None:
-            check_fanouts("fanouts", self.fanouts, cfg)
+        def check(self, run) -> None:
+            check_fanouts("fanouts", self.fanouts, run.layers)
 
     def __init__(self, ctx):
         super().__init__(ctx)
         options, part = ctx.options, ctx.part
-        self.fanouts = per_layer(options.fanouts, ctx.cfg["layers"])
+        self.fanouts = per_layer(options.fanouts, ctx.cfg.layers)
         self.store = ctx.graph_store(options.store)
         self.lo = int(part.offsets[ctx.rank])
         self.train_nodes = part.train_mask.nonzero().squeeze(1)
@@ -71,7 +71,8 @@ class Method(MiniBatchMethod):
 
     def sample(self, step: int):
         local_seeds = self.batches[step]
-        blocks, inputs, edges = sample_blocks(self.store, local_seeds + self.lo, self.fanouts, self.generator)
+        blocks, inputs, edges = sample_blocks(self.store, local_seeds + self.lo, self.fanouts, self.generator,
+                                             self.ctx.cfg.kernel)
         return local_seeds, blocks, inputs, edges, 1.0 / self.global_batch[step]
 
     def fetch(self, sampled) -> Batch:

@@ -140,7 +140,7 @@ class PipelinedAggregator(LocalAggregator):
         plan, comm = ctx.plan, ctx.comm
         settings = dict(pipeline=options.pipeline, gamma=options.gamma, epoch0=options.epoch0)
         self.blocks = {}  # layer -> (forward rows, backward gradients)
-        for layer in range(1, ctx.cfg["layers"]):
+        for layer in range(1, ctx.cfg.layers):
             fwd = StaleBlock(lambda rows, layer=layer: start_exchange_rows(
                 rows, plan, comm, "halo_fwd", layer, FORWARD_TAG + layer),
                 sum(plan.recv_counts), f"halo_fwd/{layer}", smooth=options.smooth_features, **settings)
@@ -158,7 +158,7 @@ class PipelinedAggregator(LocalAggregator):
         sent = self.undropped[layer] if self.receiver_dropout else h
         block = _StaleHalo.apply(sent, *self.blocks[layer], self.plan.send_idx, self.epoch, self.comm, layer,
                                  self.stale_replay)
-        return dropout(block, self.ctx.cfg["dropout"], self.ctx.model.training) if self.receiver_dropout else block
+        return dropout(block, self.ctx.cfg.dropout, self.ctx.model.training) if self.receiver_dropout else block
 
     def node_sum(self, t: torch.Tensor) -> torch.Tensor:
         return Aggregator.node_sum(self, t)
@@ -173,7 +173,7 @@ def age_summary(ages: list[int | None]) -> dict:
 class Method(FullGraphMethod):
     exact_control = {"pipeline": False, "smooth_features": False, "smooth_grads": False}
 
-    @dataclass
+    @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):
         # true: epoch t uses the halo rows and gradients sent in epoch t-1, sent without waiting;
         # false: every exchange is waited for at once (no staleness; full_halo unless smoothing is on)

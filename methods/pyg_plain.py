@@ -39,13 +39,13 @@ class PygNet(torch.nn.Module):
 class Method(MethodBase):
     single_process = True
 
-    @dataclass
+    @dataclass(frozen=True)
     class Options(MethodBase.Options):
-        def check(self, cfg: dict) -> None:
-            if cfg["model"]["name"] not in ("gcn", "sage"):
+        def check(self, run) -> None:
+            if run.model_name not in ("gcn", "sage"):
                 raise UserError(f"pyg_plain runs model=gcn or model=sage (PyG's GCNConv/SAGEConv), not "
-                                f"model={cfg['model']['name']}")
-            if cfg.get("batch_norm"):
+                                f"model={run.model_name}")
+            if run.batch_norm:
                 raise UserError("pyg_plain has no batch norm; use batch_norm=false")
 
     def __init__(self, ctx: RankContext):
@@ -55,14 +55,14 @@ class Method(MethodBase):
         cfg, part = ctx.cfg, ctx.part
         # In-edge CSR -> edge_index (source, destination); one process, so every column is a node.
         edge_index = torch.stack([part.indices.long(), edge_rows(part.indptr)])
-        dims = [part.x.shape[1]] + [cfg["hidden"]] * (cfg["layers"] - 1) + [part.num_classes]
-        torch.manual_seed(cfg["seed"])
-        if cfg["model"]["name"] == "gcn":  # the graph has its self-loops; cache the normalisation, as users do
-            convs = [GCNConv(dims[i], dims[i + 1], add_self_loops=False, cached=True) for i in range(cfg["layers"])]
+        dims = [part.x.shape[1]] + [cfg.hidden] * (cfg.layers - 1) + [part.num_classes]
+        torch.manual_seed(cfg.seed)
+        if cfg.model_name == "gcn":  # the graph has its self-loops; cache the normalisation, as users do
+            convs = [GCNConv(dims[i], dims[i + 1], add_self_loops=False, cached=True) for i in range(cfg.layers)]
         else:
-            convs = [SAGEConv(dims[i], dims[i + 1], aggr="mean") for i in range(cfg["layers"])]
-        self.net = PygNet(torch.nn.ModuleList(convs), edge_index, cfg["dropout"]).to(ctx.device)
-        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+            convs = [SAGEConv(dims[i], dims[i + 1], aggr="mean") for i in range(cfg.layers)]
+        self.net = PygNet(torch.nn.ModuleList(convs), edge_index, cfg.dropout).to(ctx.device)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
         self.straggle()

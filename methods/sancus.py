@@ -157,7 +157,7 @@ class SancusAggregator(HaloAggregator):
                                      "halo_fwd", layer),
                     SkippingExchange(ctx.comm, plan.recv_counts, plan.send_counts, threshold,
                                      max_staleness if skip_grads else 0, "halo_bwd", layer))
-            for layer in range(1, ctx.cfg["layers"])}
+            for layer in range(1, ctx.cfg.layers)}
 
     def sources(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         if self.comm.world == 1:
@@ -172,7 +172,7 @@ class SancusAggregator(HaloAggregator):
 class Method(FullGraphMethod):
     exact_control = {"threshold": 0.0}
 
-    @dataclass
+    @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):
         # relative change ||B - C||_F / ||C||_F under which a block is not re-sent (0: only identical
         # blocks, exact); with dropout 0.5 a forward block changes by ~0.5-1 every epoch from the

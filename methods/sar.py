@@ -321,7 +321,7 @@ class _SARAttention(torch.autograd.Function):
 class Method(FullGraphMethod):
     """The full-graph step of every exact method, with SAR's aggregator."""
 
-    @dataclass
+    @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):
         # sar | sa (sequential aggregation, no rematerialisation) | one_shot (one halo all-to-all, as full_halo)
         mode: Literal["sar", "sa", "one_shot"] = option("sar")

@@ -78,7 +78,7 @@ class Batch:
         self.weights, self.sampled_edges = weights, sampled_edges
 
 
-@dataclass
+@dataclass(frozen=True)
 class MiniBatchOptions(LocalStepOptions, AveragingOptions):
     """The mini-batch methods' options: replica averaging, and optionally rounds of local steps."""
 
@@ -102,7 +102,7 @@ class MiniBatchMethod(ReplicaAveraging):
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)
         options = ctx.options
-        self.round_steps = options.steps_of_round(ctx.cfg["epochs"]) if options.local_steps else None
+        self.round_steps = options.steps_of_round(ctx.cfg.epochs) if options.local_steps else None
         self.cursor = self.passes = 0  # rounds: the step within the subclass's pass, passes begun
         # Local steps minimise the rank's own mean loss: its share of the global mean, rescaled.
         share = self.local_train / ctx.part.num_train_global
@@ -183,7 +183,7 @@ class MiniBatchMethod(ReplicaAveraging):
 
 
 # --------------------------------------------------------------------------- local rounds (PSGD-PA, LLCG)
-@dataclass
+@dataclass(frozen=True)
 class LocalRoundOptions(LocalStepOptions, PeriodicAveragingOptions):
     """PSGD-PA's and LLCG's local work: rounds (epochs) of `local_steps` steps on the own part."""
 
@@ -198,13 +198,13 @@ class LocalRoundOptions(LocalStepOptions, PeriodicAveragingOptions):
         [10], "or -1 for every neighbour; one per layer, seeds' hop first, or one for every layer, "
         "e.g. method.fanouts=[10,10]", ge=1, also=(-1,))
 
-    def check(self, cfg: dict) -> None:
-        check_fanouts("fanouts", self.fanouts, cfg)
+    def check(self, run) -> None:
+        check_fanouts("fanouts", self.fanouts, run.layers)
 
 
-def check_fanouts(name: str, fanouts: list[int], cfg: dict) -> None:
-    if len(fanouts) not in (1, cfg["layers"]):
-        raise UserError(f"method.{name}={fanouts} has {len(fanouts)} entries but layers={cfg['layers']}; "
+def check_fanouts(name: str, fanouts: list[int], layers: int) -> None:
+    if len(fanouts) not in (1, layers):
+        raise UserError(f"method.{name}={fanouts} has {len(fanouts)} entries but layers={layers}; "
                         "give one fan-out per layer, or one for every layer")
 
 
@@ -214,7 +214,7 @@ def per_layer(fanouts: list[int], layers: int) -> list[int]:
 
 def sampler_generator(ctx: RankContext, salt: int = 0) -> torch.Generator:
     """A sampler's own random stream, never the dropout masks' (torch's global generator)."""
-    return torch.Generator(device=ctx.device).manual_seed(SAMPLER_SEED + ctx.cfg["seed"] * 7919 + ctx.rank + salt)
+    return torch.Generator(device=ctx.device).manual_seed(SAMPLER_SEED + ctx.cfg.seed * 7919 + ctx.rank + salt)
 
 
 def sampled_step(ctx: RankContext, optimizer: torch.optim.Optimizer, store, x_of, y: torch.Tensor,
@@ -223,7 +223,7 @@ def sampled_step(ctx: RankContext, optimizer: torch.optim.Optimizer, store, x_of
     `train_nodes` (store ids), their neighbours sampled from `store`; (loss, sampled edges)."""
     n = train_nodes.numel()
     seeds = train_nodes[torch.randperm(n, generator=generator, device=train_nodes.device)[:batch_size]]
-    blocks, inputs, edges = sample_blocks(store, seeds, fanouts, generator)
+    blocks, inputs, edges = sample_blocks(store, seeds, fanouts, generator, ctx.cfg.kernel)
     ctx.model.train()
     optimizer.zero_grad(set_to_none=True)
     logits = ctx.model(x_of(inputs), BlockAggregator(blocks, ctx.comm))[:seeds.numel()]
@@ -246,7 +246,7 @@ class LocalRounds(PartitionParallelMethod):
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)
         options, part = ctx.options, ctx.part
-        self.round_steps = options.steps_of_round(ctx.cfg["epochs"])
+        self.round_steps = options.steps_of_round(ctx.cfg.epochs)
         self.sampled = options.local == "sampled"
         self.steps_done = self.sampled_edges = 0
         if self.sampled:
@@ -254,7 +254,7 @@ class LocalRounds(PartitionParallelMethod):
             self.own = ReplicatedStore(indptr, indices, part.x)  # local ids, own degrees
             self.train_nodes = part.train_mask.nonzero().squeeze(1)
             self.batch_size = options.batch_size
-            self.fanouts = per_layer(options.fanouts, ctx.cfg["layers"])
+            self.fanouts = per_layer(options.fanouts, ctx.cfg.layers)
             self.generator = sampler_generator(ctx)
 
     def local_step(self, epoch: int) -> torch.Tensor:

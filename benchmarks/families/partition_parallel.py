@@ -28,12 +28,12 @@ from benchmarks.options import option
 from benchmarks.partition import Part, own_edges
 
 
-def local_block(part: Part) -> LocalAdjacency:
+def local_block(part: Part, kernel: str) -> LocalAdjacency:
     """The part's own subgraph: in-edges from other parts dropped, degrees counted within the part
     (every node keeps its self-loop, so no degree is zero)."""
     indptr, indices = own_edges(part)
     deg = indptr[1:] - indptr[:-1]
-    return LocalAdjacency(indptr, indices, deg, deg)
+    return LocalAdjacency(indptr, indices, deg, deg, kernel=kernel)
 
 
 #: `method.layer0`: how a halo-exchanging method computes layer 0, exactly in every mode (the input
@@ -90,7 +90,7 @@ class PrecomputedAggregate(Aggregator):
             sources = x if self.comm.world == 1 else torch.cat([x, self.halo(x, 0)])
             with torch.no_grad():
                 self.aggregates[norm] = self.adj.spmm(norm, sources)
-        return dropout(self.aggregates[norm], self.ctx.cfg["dropout"], self.ctx.model.training)
+        return dropout(self.aggregates[norm], self.ctx.cfg.dropout, self.ctx.model.training)
 
     def propagate(self, h, norm: str, layer: int):
         return self.aggregate(norm).to(h.dtype)
@@ -101,12 +101,12 @@ class PrecomputedAggregate(Aggregator):
 
 def layer0_aggregator(ctx: RankContext, mode: str) -> Aggregator:
     """The aggregator of layer 0 under `method.layer0=mode` (`LAYER0`), over the rank's whole halo."""
-    gat = ctx.cfg["model"]["name"] == "gat"
+    gat = ctx.cfg.model_name == "gat"
     if mode == "exchanged":
         return HaloAggregator(ctx.adj, ctx.plan, ctx.comm)
     if mode == "precomputed" and not gat:
         return PrecomputedAggregate(ctx)
-    p = 0.0 if mode == "cached_undropped" else ctx.cfg["dropout"]
+    p = 0.0 if mode == "cached_undropped" else ctx.cfg.dropout
     return LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, p) if ctx.world > 1 else None)
 
 
@@ -187,7 +187,7 @@ class PartitionParallelMethod(ReplicaAveraging):
         self.aggregator = self.make_aggregator()
 
     def make_aggregator(self) -> Aggregator:
-        return LocalAggregator(local_block(self.ctx.part), self.ctx.comm)
+        return LocalAggregator(local_block(self.ctx.part, self.ctx.cfg.kernel), self.ctx.comm)
 
     def before_forward(self, step: int) -> None:
         pass

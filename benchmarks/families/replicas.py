@@ -34,7 +34,7 @@ def averaged_copy(model: torch.nn.Module, comm: Comm, weight: float) -> torch.nn
     return model
 
 
-@dataclass
+@dataclass(frozen=True)
 class AveragingOptions(Options):
     """How replicas stay in step; shared by the partition-parallel and mini-batch methods."""
 
@@ -44,7 +44,7 @@ class AveragingOptions(Options):
     avg_weighting: Literal["train_count", "uniform"] = option("train_count")
 
 
-@dataclass
+@dataclass(frozen=True)
 class PeriodicAveragingOptions(AveragingOptions):
     """For methods whose point is periodic averaging (PSGD-PA, LLCG): `avg_every` cannot be null."""
 
@@ -60,7 +60,7 @@ def local_steps_schedule(k: int, rho: float, rounds: int, schedule: str) -> list
     return steps[::-1] if schedule == "increase" else steps
 
 
-@dataclass
+@dataclass(frozen=True)
 class LocalStepOptions(Options):
     """How many local steps a round (an epoch) takes; PSGD-PA, LLCG and GGS."""
 

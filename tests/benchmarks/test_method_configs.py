@@ -71,7 +71,7 @@ from benchmarks.options import option
 
 
 class Method(FullGraphMethod):
-    @dataclass
+    @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):
         scale: float = option(1.0, "loss multiplier", gt=0)
         flavour: Literal["plain", "fancy"] = option("plain")

@@ -14,7 +14,7 @@ from benchmarks.options import Options, as_dict, defaults, option, validate
 pytestmark = pytest.mark.fast
 
 
-@dataclass
+@dataclass(frozen=True)
 class Demo(Options):
     steps: int = option(10, "steps between refreshes", ge=1)
     depth: int = option(0, ge=0)
@@ -92,7 +92,7 @@ def test_a_method_without_options_takes_none():
         validate(Options, {"name": "full_halo", "mode": "sar"})
 
 
-@dataclass
+@dataclass(frozen=True)
 class Section(Options):
     """A non-method section: upper bounds, lists that may be empty, mappings, its own reserved keys."""
 
