@@ -1,9 +1,9 @@
 """`python -m benchmarks key=value ...` (console script `gnnbench`): compose with Hydra, run, print
 where the record went and a one-line summary.
 
-Importing this module registers Hydra's `method/<name>` node of every plugin (its name and declared
-option defaults), so anything that composes after importing it (`python -m benchmarks`, the sweep
-driver, the tests) can choose a plugin that has no YAML."""
+Importing this module registers the config source that gives Hydra `method/<plugin>` for a plugin
+with no YAML (benchmarks/method_configs.py), so anything that composes after importing it
+(`python -m benchmarks`, the sweep driver, the tests) can choose any plugin."""
 from __future__ import annotations
 
 import itertools
@@ -18,29 +18,9 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from benchmarks import method_configs  # noqa: F401 (Hydra's source of method/<plugin> configs, registered)
 from benchmarks.errors import Stopped, UserError
-from benchmarks.method import method_class
-from benchmarks.options import defaults
-from benchmarks.registry import CONF, GROUPS, check_overrides, group_options, method_names, plugin_names  # noqa: F401
-
-
-def register_method_configs() -> None:
-    """Hydra's `method/<plugin>` node, {name, **declared defaults}, for every plugin (methods/ and
-    GNNBENCH_METHODS_PATH): `method=<plugin> method.<option>=<value>` then composes with no YAML, and
-    an alias YAML pulls its plugin's node with `- <plugin>@_here_`. A YAML named like a plugin takes
-    the node's place (Hydra would otherwise validate it against the node, a deprecated behaviour).
-    Idempotent: call it again after changing GNNBENCH_METHODS_PATH."""
-    yamls = {p.stem for p in (CONF / "method").glob("*.yaml")}
-    for name in plugin_names():
-        if name in yamls:
-            continue
-        try:
-            options = method_class(name).Options
-        except Exception as e:  # one broken plugin must not take every other method down with it
-            print(f"warning: method plugin '{name}' does not import ({type(e).__name__}: {e}); it cannot be chosen",
-                  file=sys.stderr)
-            continue
-        ConfigStore.instance().store(group="method", name=name, node={"name": name, **defaults(options)})
+from benchmarks.registry import CONF, check_overrides, method_names
 
 
 def summary_line(record: dict) -> str:
@@ -56,15 +36,9 @@ def summary_line(record: dict) -> str:
             f"comm {s['comm_bytes_per_epoch'] / 1e6:.2f} MB/epoch")
 
 
-def registered_methods() -> list[str]:
-    """Methods that can run: every plugin (methods/, GNNBENCH_METHODS_PATH) and every alias."""
-    return method_names()
-
-
-register_method_configs()
 # `${all_methods:}` in a preset's `hydra.sweeper.params` sweeps every registered method, including
 # plugins added later (conf/experiment/quickstart.yaml).
-OmegaConf.register_new_resolver("all_methods", lambda: ",".join(registered_methods()), replace=True)
+OmegaConf.register_new_resolver("all_methods", lambda: ",".join(method_names()), replace=True)
 
 
 # --------------------------------------------------------------------------- Hydra's errors, one line

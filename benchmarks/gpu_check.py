@@ -20,7 +20,7 @@ import time
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from benchmarks.cli import CONF
+from benchmarks.registry import CONF
 from benchmarks.runner import run
 
 

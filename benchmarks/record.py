@@ -27,7 +27,7 @@ import torch
 from benchmarks.comm import NOT_TRAINING
 from benchmarks.config import SAVERS, RunConfig, RunOptions
 from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.options import RESERVED, as_dict, defaults
+from benchmarks.options import RESERVED, defaults
 from benchmarks.probes import MemoryProbe, cores
 
 # Keys that say where things are or how chatty a run is, not what is measured.
@@ -57,15 +57,18 @@ def _digest(obj, length: int) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:length]
 
 
-def run_variant(run: RunConfig, method_defaults: dict) -> str:
+def run_variant(cfg: dict, method_defaults: dict) -> str:
     """The record's variant: the method's label, plus the kernel and savers that are not the
-    schema's defaults (`sar kernel=messages`, `full_halo memory.checkpoint=layer`)."""
-    extra = [f"{key}={getattr(run, key)}" for key in ("kernel", "precision")
-             if getattr(run, key) != RUN_DEFAULTS[key]]
-    for section, options_cls in SAVERS.items():
-        default = defaults(options_cls)
-        extra += [f"{section}.{k}={v}" for k, v in sorted(as_dict(getattr(run, section)).items()) if default[k] != v]
-    return " ".join([variant_label(run.as_dict()["method"], method_defaults), *extra])
+    schema's defaults (`sar kernel=messages`, `full_halo memory.checkpoint=layer`). `cfg`: a
+    configuration as a dict (`RunConfig.as_dict()`)."""
+    extra = []
+    for key in ("kernel", "memory", "precision", "comm"):
+        if key in SAVERS:
+            default = defaults(SAVERS[key])
+            extra += [f"{key}.{k}={v}" for k, v in sorted((cfg.get(key) or {}).items()) if default.get(k) != v]
+        elif cfg.get(key, RUN_DEFAULTS[key]) != RUN_DEFAULTS[key]:
+            extra.append(f"{key}={cfg[key]}")
+    return " ".join([variant_label(cfg["method"], method_defaults), *extra])
 
 
 def variant_label(method_cfg: dict, defaults: dict) -> str:
@@ -198,7 +201,7 @@ class RecordBuilder:
         setting = setting_config(cfg)
         self.record = {
             "status": "running", "error": None,
-            "method": run.method_name, "variant": run_variant(run, method_defaults),
+            "method": run.method_name, "variant": run_variant(cfg, method_defaults),
             "control": control,  # the variant of its exact control (config.control_config); None: exact
             "dataset": run.dataset_name, "model": run.model_name,
             "workers": ranks_of(run), "workers_requested": run.workers, "seed": run.seed,

@@ -91,7 +91,7 @@ def plan(cfg: dict) -> Plan:
         raise UserError(f"workers={world} but this machine has {torch.cuda.device_count()} GPUs; NCCL needs one "
                         "GPU per rank (use fewer workers, or torchrun across machines)")
     control = control_config(run)
-    control = None if control is None else run_variant(control, method_defaults(control.method_name))
+    control = None if control is None else run_variant(control.as_dict(), method_defaults(control.method_name))
     return Plan(run, method_defaults(run.method_name), control)
 
 

@@ -45,7 +45,8 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from benchmarks.cli import CONF, check_composes, check_overrides, composition_error, config_of, registered_methods
+from benchmarks.cli import check_composes, check_overrides, composition_error, config_of
+from benchmarks.registry import CONF, method_names
 from benchmarks.errors import Stopped, UserError, stop_on_signals
 
 
@@ -105,7 +106,7 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
     variants = [list(v) for v in sweep.get("variants") or [[]]]
     from benchmarks.method import method_class
 
-    available = registered_methods()
+    available = method_names()
     single_process = {}  # per method, not per run: resolving a method reads every alias YAML
     runs, missing, seen = [], [], set()
     for coordinates, variant in itertools.product(itertools.product(*axes.values()), variants):
@@ -326,7 +327,7 @@ def sweep(argv: list[str]) -> None:
         sys.exit(2)
     for name in missing:
         print(f"skip: method '{name}' is not available in this checkout (methods: "
-              f"{', '.join(registered_methods())})", flush=True)
+              f"{', '.join(method_names())})", flush=True)
     # A probe that does not fit (even one that fails: out of memory) is an answer, not a failure.
     counts = {"ok": 0, "kept": 0, "failed": 0, "failed_probes": 0}
     for i, (overrides, cfg) in enumerate(zip(runs, configs), 1):

@@ -8,8 +8,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from benchmarks.cli import CONF
+from benchmarks import method_configs  # noqa: F401 (Hydra's source of method/<plugin> configs)
 from benchmarks.datasets import DATA
+from benchmarks.registry import CONF
 
 # A small synthetic graph: big enough for 4 METIS parts with real halos, quick to train.
 SMALL_SYNTHETIC = ["dataset.nodes=1500", "dataset.avg_degree=8", "dataset.features=24", "dataset.classes=5"]

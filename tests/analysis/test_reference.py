@@ -205,7 +205,7 @@ def preset_records(preset: str, **kw) -> list[dict]:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from benchmarks.cli import CONF
+    from benchmarks.registry import CONF
     from benchmarks.sweep import expand
 
     runs, _ = expand([f"experiment={preset}"])

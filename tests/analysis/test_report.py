@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.cli import registered_methods
+from benchmarks.registry import method_names
 from tests.analysis.test_figures import FIGURES
 
 
@@ -27,7 +27,7 @@ def test_report_on_a_fresh_sweep_has_every_table_and_figure(quickstart, tmp_path
         assert (tmp_path / "rep" / "figures" / f"{name}.png").exists()
         assert (tmp_path / "rep" / "figures" / f"{name}.pdf").exists()
     runs = [line for line in text.split("## Speedup")[0].splitlines() if line.startswith("| synthetic |")]
-    assert sorted(line.split(" | ")[2] for line in runs) == registered_methods()  # every registered method
+    assert sorted(line.split(" | ")[2] for line in runs) == method_names()  # every registered method
 
 
 def test_table_prints_the_runs_and_an_empty_folder_gets_one_line(quickstart, tmp_path):

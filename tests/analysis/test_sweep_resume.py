@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.cli import registered_methods
+from benchmarks.registry import method_names
 from benchmarks.runner import run
 from tests.analysis.conftest import sweep
 from tests.conftest import SMALL_SYNTHETIC
@@ -18,7 +18,7 @@ def test_a_resumed_sweep_runs_only_what_is_missing_or_failed(quickstart, tmp_pat
     results = tmp_path / "results"
     shutil.copytree(quickstart, results)
     records = {json.loads(p.read_text())["method"]: p for p in results.glob("*.json")}
-    assert sorted(records) == registered_methods()
+    assert sorted(records) == method_names()
     records["full_halo"].unlink()                                   # missing
     failed = json.loads(records["single"].read_text())              # failed
     records["single"].write_text(json.dumps({**failed, "status": "failed", "error": "RuntimeError: boom"}))
@@ -29,7 +29,7 @@ def test_a_resumed_sweep_runs_only_what_is_missing_or_failed(quickstart, tmp_pat
     lines = out.stdout.splitlines()
     kept = [line for line in lines if line.endswith(": kept (ok record exists)")]
     assert len(kept) == len(ok), out.stdout + out.stderr
-    n = len(registered_methods())
+    n = len(method_names())
     assert lines[-1].startswith(f"sweep: {n} runs: ") and f", {len(ok)} kept, " in lines[-1]
     assert json.loads(records["single"].read_text())["status"] == "ok" and records["full_halo"].exists()
     for method, mtime in ok.items():

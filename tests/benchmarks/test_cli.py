@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from benchmarks.cli import registered_methods
+from benchmarks.registry import method_names
 from benchmarks.datasets import PROJECT_ROOT
 from benchmarks.errors import UserError
 from benchmarks.runner import run
@@ -30,7 +30,7 @@ def test_cli_runs_one_configuration_and_says_where_the_record_went(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     # every registered method, aliases included, so a plugin added later is listed with no change here
-    (["method=sra"], f"error: unknown method 'sra'; choose one of: {', '.join(registered_methods())}"),
+    (["method=sra"], f"error: unknown method 'sra'; choose one of: {', '.join(method_names())}"),
     (["model=gcm"], "error: unknown model 'gcm'; choose one of: gat, gcn, mlp, sage"),
     (["-m", "dataset=cora,citeseerr"], "error: unknown dataset 'citeseerr'; choose one of: citeseer, cora,"),
     (["workers=0"], "error: workers must be a positive integer (got 0)"),

@@ -9,12 +9,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from benchmarks import datasets
-from benchmarks.cli import CONF, group_options
+from benchmarks.registry import CONF, group_options
 from benchmarks.config import SAVERS, SECTIONS, RunOptions, check
 from benchmarks.errors import UserError
 from benchmarks.models import ModelOptions
 from benchmarks.options import defaults, validate
-from benchmarks.record import LATER_DEFAULTS
 from benchmarks.runner import plan
 
 pytestmark = pytest.mark.fast
@@ -95,7 +94,6 @@ def test_the_declared_defaults_are_the_yamls():
     assert top == defaults(RunOptions)  # a key added to config.yaml is declared in RunOptions too
     assert savers == {name: defaults(cls) for name, cls in SAVERS.items()}  # and a saver's in its section
     assert set(RunOptions.reserved) == {*SECTIONS, *SAVERS}
-    assert savers == {k: LATER_DEFAULTS[k] for k in SAVERS}  # added after records existed: their names kept
     synthetic = _yaml(CONF / "dataset" / "synthetic.yaml")
     assert synthetic.pop("name") == "synthetic" and synthetic == defaults(datasets.SyntheticOptions)
     for name in group_options("dataset"):
@@ -117,5 +115,5 @@ def test_every_declared_key_has_a_type_the_validator_knows():
 
 def test_check_needs_no_machine_facts(make_cfg):
     cfg = make_cfg("device=cuda")  # refused by plan on a machine without CUDA, not by the schema
-    method_cls, options = check(cfg)
-    assert cfg["method"]["name"] == "full_halo" and method_cls.__module__ == "methods.full_halo"
+    run = check(cfg)
+    assert run.method_name == "full_halo" and run.method_cls.__module__ == "methods.full_halo"

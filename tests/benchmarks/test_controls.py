@@ -8,17 +8,16 @@ import pytest
 
 from benchmarks import sweep
 from benchmarks.cli import config_of
-from benchmarks.method import control_config, method_defaults, resolve
+from benchmarks.config import check, control_config
+from benchmarks.method import method_defaults
 from benchmarks.record import run_variant
 
 pytestmark = pytest.mark.fast
 
 
 def control_variant(*overrides: str) -> str | None:
-    cfg = config_of(list(overrides))
-    resolve(cfg)
-    control = control_config(cfg)
-    return None if control is None else run_variant(control, method_defaults(control["method"]["name"]))
+    control = control_config(check(config_of(list(overrides))))
+    return None if control is None else run_variant(control.as_dict(), method_defaults(control.method_name))
 
 
 @pytest.mark.parametrize("overrides, control", [

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from benchmarks import aggregation
-from benchmarks.aggregation import KERNELS, LocalAdjacency, use_kernel
+from benchmarks.aggregation import KERNELS, LocalAdjacency
 from benchmarks.datasets import synthetic
 from benchmarks.errors import UserError
 from benchmarks.partition import assign, build_parts, imbalance, relabel
@@ -73,13 +73,10 @@ def test_messages_attention_keeps_its_per_edge_messages_for_backward():
     assert all(s[0] != adj.nnz or len(s) < 3 for s in saved)
 
 
-def test_the_rank_default_kernel_and_bad_names():
-    try:
-        use_kernel("messages")
-        assert random_adjacency(None).kernel == "messages"
-    finally:
-        use_kernel("spmm")
-    assert aggregation._default_kernel == "spmm"
+def test_the_kernel_is_an_argument_of_the_adjacency_and_bad_names():
+    assert random_adjacency("messages").kernel == "messages"
+    indptr, src = torch.tensor([0, 1, 2]), torch.tensor([0, 1])
+    assert LocalAdjacency(indptr, src, torch.ones(2), torch.ones(2)).kernel == "spmm"  # no process-wide default
     with pytest.raises(UserError, match=r"^unknown kernel 'csr'; choose one of: messages, spmm$"):
         random_adjacency("csr")
 

@@ -12,10 +12,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from benchmarks.cli import CONF, registered_methods
+from benchmarks.registry import CONF, method_names
 from benchmarks.datasets import PROJECT_ROOT
 from benchmarks.errors import UserError
-from benchmarks.method import method_class, method_defaults, resolve
+from benchmarks.config import check
+from benchmarks.method import method_class, method_defaults
 from tests.conftest import SMALL_SYNTHETIC
 
 
@@ -28,38 +29,37 @@ def test_every_plugin_composes_with_its_declared_defaults_and_no_yaml():
     assert not (CONF / "method" / "sar.yaml").exists()
     assert composed("method=sar", "method.prefetch=2")["method"] == {"name": "sar", "mode": "sar", "prefetch": 2}
     assert composed("method=full_halo")["method"] == {"name": "full_halo", "layer0": "exchanged"}
-    for name in registered_methods():
+    for name in method_names():
         cfg = composed(f"method={name}")
         assert cfg["method"]["name"] == name
         assert {k: v for k, v in cfg["method"].items() if k not in ("name", "plugin")} == method_defaults(name)
 
 
 def test_an_alias_is_its_plugin_with_its_own_values_and_keeps_its_name():
-    assert "ggs" in registered_methods() and method_class("ggs") is method_class("neighbor_sampling")
+    assert "ggs" in method_names() and method_class("ggs") is method_class("neighbor_sampling")
     assert method_defaults("ggs") == {**method_defaults("neighbor_sampling"), "fanouts": [10], "batch_size": 256,
                                       "local_steps": 8, "avg_every": 1}
     cfg = composed("method=ggs", "method.avg_weighting=uniform", "method.batch_size=64")
     assert cfg["method"] == {"name": "ggs", "plugin": "neighbor_sampling", "fanouts": [10], "batch_size": 64,
                              "store": "partitioned", "avg_every": 1, "avg_weighting": "uniform", "local_steps": 8,
                              "local_steps_rho": 1.0, "local_steps_schedule": "increase"}
-    method_cls, options = resolve(cfg)
-    assert options.avg_weighting == "uniform" and options.fanouts == [10] and cfg["method"]["name"] == "ggs"
+    run = check(cfg)
+    assert run.method.avg_weighting == "uniform" and run.method.fanouts == [10] and run.method_name == "ggs"
 
 
-def test_resolve_completes_the_method_config_and_changes_nothing_composed():
-    for overrides in [[f"method={name}"] for name in registered_methods()] + [["method=digest", "method.sync_every=3"]]:
+def test_check_completes_the_method_config_and_changes_nothing_composed():
+    for overrides in [[f"method={name}"] for name in method_names()] + [["method=digest", "method.sync_every=3"]]:
         cfg = composed(*overrides)
         before = json.dumps(cfg, sort_keys=True)
-        method_cls, options = resolve(cfg)
-        assert json.dumps(cfg, sort_keys=True) == before  # so a record's path (a hash) is the composed config's
-    assert method_cls is method_class("digest") and options.sync_every == 3 and options.avg_every is None
+        run = check(cfg)
+        assert json.dumps(cfg, sort_keys=True) == before  # checking reads the composed config, never edits it
+    assert run.method_cls is method_class("digest") and run.method.sync_every == 3 and run.method.avg_every is None
     # A hand-built config gets every option: the record's config.method holds them all.
     cfg["method"] = {"name": "cluster_gcn", "num_parts": 8}
-    _, options = resolve(cfg)
-    assert cfg["method"] == {"name": "cluster_gcn", **method_defaults("cluster_gcn"), "num_parts": 8}
+    assert check(cfg).as_dict()["method"] == {"name": "cluster_gcn", **method_defaults("cluster_gcn"), "num_parts": 8}
     cfg["method"] = {"name": "sar", "modes": "sa"}
     with pytest.raises(UserError, match=r"unknown option method\.modes for method=sar; its options are: mode, prefetch"):
-        resolve(cfg)
+        check(cfg)
 
 
 PLUGIN = """
@@ -88,6 +88,7 @@ def test_an_out_of_tree_plugin_without_yaml_takes_its_options_on_the_command_lin
     folder = tmp_path / "plugins"
     folder.mkdir()
     (folder / "scaled.py").write_text(PLUGIN)
+    (folder / "unchosen.py").write_text("raise RuntimeError('an unchosen plugin was imported')\n")
     env = {**os.environ, "GNNBENCH_METHODS_PATH": str(folder)}
 
     def cli(*args):
@@ -97,6 +98,7 @@ def test_an_out_of_tree_plugin_without_yaml_takes_its_options_on_the_command_lin
 
     out = cli("method=scaled", "method.scale=2.5", "method.flavour=fancy")
     assert out.returncode == 0, out.stderr
+    assert "unchosen" not in out.stderr  # only the chosen plugin's file is imported
     record = json.loads((PROJECT_ROOT / out.stdout.strip().splitlines()[-2].split(" ", 1)[1]).read_text())
     assert record["method"] == "scaled"
     assert record["config"]["method"] == {"name": "scaled", "scale": 2.5, "flavour": "fancy"}
@@ -105,7 +107,7 @@ def test_an_out_of_tree_plugin_without_yaml_takes_its_options_on_the_command_lin
     for args, message in [(["method=scaled", "method.scale=0"], "error: method.scale=0 must be a positive number"),
                           (["method=scaled", "method.flavour=odd"], "error: unknown method.flavour 'odd'"),
                           (["method=sra"], "error: unknown method 'sra'; choose one of: "
-                                           + ", ".join(sorted({*registered_methods(), "scaled"})))]:
+                                           + ", ".join(sorted({*method_names(), "scaled", "unchosen"})))]:
         out = cli(*args)
         assert out.returncode == 2 and out.stderr.strip().startswith(message), out.stderr
         assert len(out.stderr.strip().splitlines()) == 1

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from benchmarks import sweep
-from benchmarks.cli import registered_methods
+from benchmarks.registry import method_names
 from benchmarks.errors import UserError
 
 pytestmark = pytest.mark.fast
@@ -23,7 +23,7 @@ def no_runs(monkeypatch):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["epochs=abc"], rf"error: run 1/{len(registered_methods())} \(method={registered_methods()[0]} "  # every method
+    (["epochs=abc"], rf"error: run 1/{len(method_names())} \(method={method_names()[0]} "  # every method
                      r"experiment=quickstart epochs=abc results_dir=\S+\): epochs must be a positive integer "
                      r"\(got 'abc'\)$"),
     (["epoch=5"], r"error: unknown key epoch; valid keys are: allow_nonfinite, backend, "),

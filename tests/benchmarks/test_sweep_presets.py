@@ -7,7 +7,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from benchmarks.cli import CONF, group_options, registered_methods
+from benchmarks.registry import CONF, group_options, method_names
 from benchmarks.config import check
 from benchmarks.sweep import _merge, bisect, expand, meets, strategy
 
@@ -16,7 +16,7 @@ from benchmarks.sweep import _merge, bisect, expand, meets, strategy
 def test_preset_sweep_expands_to_composable_runs(preset):
     runs, missing = expand([f"experiment={preset}"])
     assert runs or missing
-    methods = registered_methods()  # once: it reads every plugin's name and every alias YAML
+    methods = method_names()  # once: it reads every plugin's name and every alias YAML
     assert set(missing).isdisjoint(methods)
     spec = strategy([f"experiment={preset}"])
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -33,7 +33,7 @@ def test_preset_sweep_expands_to_composable_runs(preset):
 def test_quickstart_sweeps_every_registered_method_and_single_once():
     runs, missing = expand(["experiment=quickstart", "workers=1,2"])
     methods = [next(o.split("=", 1)[1] for o in r if o.startswith("method=")) for r in runs]
-    assert sorted(set(methods)) == registered_methods() and not missing
+    assert sorted(set(methods)) == method_names() and not missing
     assert methods.count("single") == 1  # it ignores workers
 
 

@@ -11,7 +11,8 @@ import torch
 
 from benchmarks.comm import Pending
 from benchmarks.errors import UserError
-from benchmarks.method import method_defaults, resolve
+from benchmarks.config import check
+from benchmarks.method import method_defaults
 from benchmarks.models import build_model
 from methods.pipegcn import StaleBlock
 from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok
@@ -196,8 +197,8 @@ def test_options_aliases_and_a_bad_gamma(make_cfg):
                                           "layer0": "precomputed"}
     for alias, smoothing in (("pipegcn_f", (True, False)), ("pipegcn_g", (False, True)),
                              ("pipegcn_gf", (True, True))):
-        options = resolve(make_cfg(f"method={alias}"))[1]
+        options = check(make_cfg(f"method={alias}")).method
         assert (options.smooth_features, options.smooth_grads) == smoothing and options.pipeline
     with pytest.raises(UserError, match=r"^method.gamma=1 must be a number in \[0, 1\) \(the smoothing.s decay\)$") as error:
-        resolve(make_cfg("method=pipegcn", "method.gamma=1"))
+        check(make_cfg("method=pipegcn", "method.gamma=1"))
     assert "\n" not in str(error.value)
