@@ -14,7 +14,8 @@ that dataclass or raises a one-line UserError naming the key. Each method (and f
 
 Types: bool, int, float (an int is a number too; NaN and infinities are not), str, Literal[...]
 (choices), Optional[X] (null allowed), list[X] (non-empty unless `empty=True`; bounds hold for every
-element) and dict (a mapping, its contents not checked). Values are kept as given, and a float option given as an integer becomes a float (`dropout=0` and `dropout=0.0` are one run).
+element) and dict (a mapping, its contents not checked). Values are kept as given (no conversion; `as_dict`
+spells a float option given as an integer as a float, so `dropout=0` and `dropout=0.0` are one run).
 Every options class is frozen: what was validated is what runs.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import ClassVar, Literal, Union
 
 from benchmarks.errors import UserError, choose
 
-#: Keys of `cfg["method"]` that are not options: the method's name, and the plugin an alias runs.
+#: Keys of the `method` section that are not options: the method's name, and the plugin an alias runs.
 RESERVED = ("name", "plugin")
 
 
@@ -60,7 +61,7 @@ class Options:
 
 
 def validate(options_cls: type[Options], values: dict, run=None, section: str = "method") -> Options:
-    """`values` (a composed section of the run config, e.g. `cfg["method"]`: name, an alias's
+    """`values` (a composed section of the run config, e.g. the `method` section: name, an alias's
     plugin, options) as `options_cls`; missing options take their defaults. `section` is where the
     values sit in the run config (`method`, `dataset`, `model`; "" for the top level): errors name
     each key with it (`method.mode`, `dataset.homophily`, `lr`). Unknown keys, wrong types, values
@@ -80,14 +81,17 @@ def validate(options_cls: type[Options], values: dict, run=None, section: str = 
     for key, value in values.items():
         if key in fields:
             _check(f"{section}.{key}" if section else key, value, hints[key], fields[key].metadata)
-    options = options_cls(**{k: _as_declared(v, hints[k]) for k, v in values.items() if k in fields})
+    options = options_cls(**{k: v for k, v in values.items() if k in fields})
     options.check(run)
     return options
 
 
 def as_dict(options: Options) -> dict:
-    """The options as plain values (what `cfg["method"]` holds besides its name)."""
-    return dataclasses.asdict(options)
+    """The options as plain values (what a section of the run config holds besides its name), each
+    as its declared type: an integer given for a float option is a float here, so `dropout=0` and
+    `dropout=0.0` are one configuration, one record name."""
+    hints = typing.get_type_hints(type(options))
+    return {k: _as_declared(v, hints[k]) for k, v in dataclasses.asdict(options).items()}
 
 
 def defaults(options_cls: type[Options]) -> dict:

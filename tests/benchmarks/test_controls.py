@@ -50,9 +50,9 @@ def test_a_sweep_with_controls_runs_each_control_once_and_not_twice_what_it_has(
     assert len(controls) == 4 and all("seed=" in line and "dataset=cora" in line for line in controls)
     # the control's overrides compose to the run named by hand: the same record
     run = ["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=digest", "method.sync_every=4"]
-    control = sweep.control_overrides(run, config_of(run))
+    control = sweep.control_overrides(run, check(config_of(run)))
     assert control == ["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=full_halo",
                        "method.layer0=cached"]
     by_hand = config_of(["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=full_halo",
                          "method.layer0=cached"])
-    assert sweep.path_of(config_of(control)) == sweep.path_of(by_hand)
+    assert sweep.path_of(check(config_of(control))) == sweep.path_of(check(by_hand))

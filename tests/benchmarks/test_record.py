@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from benchmarks.config import check
 from benchmarks.errors import UserError
 from benchmarks.method import method_defaults
 from benchmarks.record import RecordBuilder, config_hash, record_path, setting_config, summarize, variant_label, \
@@ -42,7 +43,7 @@ def test_setting_leaves_out_the_comparison_axes_and_where_things_are(make_cfg):
     assert setting_config(a) == setting_config(b)
     assert config_hash(a) != config_hash(b)
     assert setting_config(make_cfg("hidden=32")) != setting_config(a)
-    assert record_path(a, 2).name.startswith("synthetic-sage-full_halo-w2-s0-")
+    assert record_path(check(a)).name.startswith("synthetic-sage-full_halo-w2-s0-")
 
 
 def test_warmup_drops_at_least_one_epoch_and_never_all():
@@ -63,8 +64,7 @@ def test_summary_reduces_history_and_every_ranks_probes():
 def builder(make_cfg, tmp_path, *overrides):
     cfg = make_cfg("method=sar", "method.mode=sa", *overrides)
     prepared = {"graph": {"edges": 1000}, "partition": {}, "setup": {}}
-    return RecordBuilder(cfg, 2, tmp_path / "results" / "r.json", tmp_path, prepared, {"cores": 2},
-                         method_defaults("sar"))
+    return RecordBuilder(check(cfg), tmp_path, prepared, {"cores": 2}, method_defaults("sar"))
 
 
 def test_finish_writes_everything_analysis_reads(make_cfg, tmp_path):
@@ -104,7 +104,7 @@ def test_plan_rejects_bad_input_in_one_line_before_anything_runs(make_cfg, overr
 
 def test_plan_resolves_the_method_once_and_counts_its_ranks(make_cfg):
     p = plan(make_cfg("method=single", "workers=4"))
-    assert p.world == 1 and p.method_cls.single_process and p.method_defaults == {}
+    assert p.world == 1 and p.cfg.method_cls.single_process and p.method_defaults == {}
     assert plan(make_cfg("method=ggs")).method_defaults["fanouts"] == [10]
 
 

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from benchmarks import sweep
+from benchmarks.config import check
 from benchmarks.registry import method_names
 from benchmarks.errors import UserError
 
@@ -59,5 +60,5 @@ def test_a_dry_run_checks_the_configuration_but_not_this_machine(no_runs, capsys
 def test_checked_returns_each_run_config_as_composed(tmp_path):
     runs, _ = sweep.expand(["experiment=quickstart", f"results_dir={tmp_path}"])
     configs = sweep.checked(runs, None)
-    assert [c["method"]["name"] for c in configs] == [r[0].split("=", 1)[1] for r in runs]
-    assert configs == [sweep.config_of(r) for r in runs]  # planning did not complete or change them
+    assert [c.method_name for c in configs] == [r[0].split("=", 1)[1] for r in runs]
+    assert configs == [check(sweep.config_of(r)) for r in runs]  # each run's config as it composes, checked
