@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
 from analysis import costmodel
-from analysis.costmodel import Rank
 from analysis.markdown import fmt, md_table
+from benchmarks.traffic import Rank
 
 GiB = 2 ** 30
 
@@ -44,12 +45,18 @@ def skip_reason(record: dict) -> str | None:
     cfg = record["config"]
     if record["status"] != "ok":
         return "failed run"
-    if record["method"] not in costmodel.MODELLED:
-        return f"no traffic pattern for {record['method']} (mini-batch methods move what their samplers draw)"
+    why = costmodel.why_not_modelled(record["method"])
+    if why:
+        return why
     if cfg.get("precision", "fp32") != "fp32" or (cfg.get("comm") or {}).get("quantize", "none") != "none":
         return "the model covers fp32 rows (no bf16/fp16, no quantised messages but AdaQP's)"
     if (cfg.get("memory") or {}).get("checkpoint", "none") != "none":
         return "the model has no activation checkpointing"
+    from benchmarks.errors import UserError
+    try:
+        costmodel.typed_options(costmodel.plugin(record["method"]), cfg["method"])
+    except UserError as e:
+        return f"options its plugin refuses ({e})"
     return None
 
 
@@ -88,7 +95,8 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
         if why:
             skipped.append((Path(r.get("_path", "?")).name, why))
             continue
-        if r["method"] != "single":  # one process whatever `workers` says: nothing to project to P ranks
+        if not costmodel.plugin(r["method"]).single_process:  # one process whatever `workers` says:
+            # nothing to project to P ranks
             targets.setdefault((r["method"], r["variant"], r["model"]), r)
         if graph_stats:  # a projection elsewhere: a run measured here is no check of it
             continue
@@ -228,9 +236,22 @@ def proxy_stats(proxies: list[dict], name: str, nodes: int, edges: int, features
     return out
 
 
+def published_options(cls, text: str) -> dict:
+    """The `key=value` settings of a reference row's `method_options` (`mode=sar; pipeline=true; ...`)
+    that name options `cls` declares, as YAML values; the rest of the text is prose."""
+    import dataclasses
+
+    import yaml
+    declared = {f.name for f in dataclasses.fields(cls.Options)}
+    return {k: yaml.safe_load(v) for k, v in re.findall(r"(?:^|;)\s*([a-z_][a-z0-9_]*)=([^;\s:,()]+)", text or "")
+            if k in declared}
+
+
 def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> list[dict]:
     """Each projectable row of results/reference/projection.csv projected on its paper's hardware
-    profile, beside the published value. Rows that cannot be projected keep their reason."""
+    profile, beside the published value, with the options its `method_options` sets
+    (`published_options`). Rows that cannot be projected keep their reason."""
+    from benchmarks.errors import UserError
     out = []
     for r in rows:
         base = {k: r[k] for k in ("table", "dataset", "model", "method", "workers", "metric", "value", "unit",
@@ -244,6 +265,14 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
             why = "the hardware is not stated"
         if not why and not r["edges"]:
             why = "the graph's edge count is not published (the train-node subgraph)"
+        if not why:
+            why = costmodel.why_not_modelled(r["method"])
+        if not why:
+            cls = costmodel.plugin(r["method"])
+            try:
+                options = costmodel.typed_options(cls, published_options(cls, r["method_options"]))
+            except UserError as e:
+                why = f"options its plugin refuses ({e})"
         if why:
             out.append({**base, "projected": None, "why_not": why})
             continue
@@ -253,8 +282,7 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
         model_name = MODEL_NAMES[r["model"].split()[0]]
         model = build_model(model_name, int(r["features"]), int(r["hidden"]), int(r["classes"]), int(r["layers"]),
                             int(r["heads"] or 4), dropout=float(r["dropout"] or 0.5))
-        options = {"mode": "one_shot"} if r["method"] == "sar" and "one_shot" in r["method_options"] else {}
-        proj = costmodel.project(r["method"], options, model, ranks_of(stats["by_workers"][str(workers)], workers),
+        proj = costmodel.project(cls, options, model, ranks_of(stats["by_workers"][str(workers)], workers),
                                  workers, profiles[r["hardware"]])
         projected = PUBLISHED_METRICS[r["metric"]](row({**base, "model": model_name, "variant": None}, proj, workers,
                                                        profiles[r["hardware"]]))
