@@ -3,7 +3,7 @@ counts alone. Nothing here is fitted to the times or memory it is checked agains
 per-layer work (`benchmarks.models.GNN.work`), what each method moves per epoch as its plugin states it
 (the cost-model hooks of `benchmarks.method.Method`: `traffic`, `layer0_mode`, `kept_halo_rows`,
 `stale_table_bytes`, counted with `benchmarks.traffic`), partition statistics per rank and a
-profile's rates (`benchmarks.hardware`). No method is named here: plugins are reached through the
+profile's rates (`benchmarks.tools.hardware`). No method is named here: plugins are reached through the
 registry (`benchmarks.method.method_class`, which resolves an alias to its plugin).
 
 Time of one rank's training epoch, each term named as in `projection.json`:

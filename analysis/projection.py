@@ -5,7 +5,7 @@ the cost model (`analysis.costmodel`) applied to every modelled configuration of
   and projects beside what the run measured (`measured_epoch_s`, `measured_train_mem_bytes`): the
   validation, when the profile is this machine's calibration.
 - At each `--workers` P it is given the partition statistics of `--graph` (a
-  `benchmarks.partition_stats` JSON: measured or extrapolated, per P) and the graph's own features and
+  `benchmarks.tools.partition_stats` JSON: measured or extrapolated, per P) and the graph's own features and
   classes, with the record's model, method and options: the projection to a cluster.
 
 Writes `projection.json` (one row per method, model, workers and hardware, with every term),
@@ -132,7 +132,7 @@ TOTALS = {"ogbn-products": (2449029, 126167309, 100, 47), "ogbn-papers100M": (11
 
 
 def load_stats(graph: str, workers: list[int], stats_dir=None) -> dict:
-    """`--graph`: a partition-statistics file (`benchmarks.partition_stats`), or the name of a graph of
+    """`--graph`: a partition-statistics file (`benchmarks.tools.partition_stats`), or the name of a graph of
     TOTALS, whose statistics are a proxy (`proxy_stats`) from the measured graphs in `stats_dir`."""
     from benchmarks.errors import UserError
     if graph in TOTALS:
@@ -147,7 +147,7 @@ def measured_stats(stats_dir=None) -> list[dict]:
     """Every measured partition-statistics file (data/partition_stats/ by default): the graphs a proxy
     can be taken from."""
     from benchmarks.errors import UserError
-    from benchmarks.partition_stats import STATS_DIR
+    from benchmarks.tools.partition_stats import STATS_DIR
     folder = Path(stats_dir or STATS_DIR)
     stats = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
     if not stats:
@@ -220,9 +220,9 @@ MODEL_NAMES = {"GraphSAGE": "sage", "GAT": "gat", "GCN": "gcn"}
 def proxy_stats(proxies: list[dict], name: str, nodes: int, edges: int, features: int, classes: int,
                 workers: list[int]) -> dict:
     """Partition statistics for a graph that cannot be loaded here: the halo, peer and cut shares of
-    the measured graph whose average degree is nearest (`benchmarks.partition_stats.extrapolate`,
+    the measured graph whose average degree is nearest (`benchmarks.tools.partition_stats.extrapolate`,
     fitted on its largest P), applied to this graph's totals. Marked `proxy` in every row."""
-    from benchmarks.partition_stats import extrapolate
+    from benchmarks.tools.partition_stats import extrapolate
     degree = edges / nodes
 
     def distance(s):  # degree first (to 10 %), then a graph that measured these P, then the larger graph
@@ -298,7 +298,7 @@ def write_published(out_dir, reference=None, stats_dir=None) -> Path:
     reason, and the errors of the projected ones."""
     import csv
 
-    from benchmarks.hardware import load_profile
+    from benchmarks.tools.hardware import load_profile
     reference = Path(reference or Path(__file__).resolve().parent.parent / "results" / "reference" / "projection.csv")
     rows = list(csv.DictReader(reference.open()))
     proxies = measured_stats(stats_dir)
