@@ -1,4 +1,4 @@
-"""Partition statistics at the target scale (issue 16's cost model): per-rank local nodes, in-edges,
+"""Partition statistics at the target scale (what the cost model needs): per-rank local nodes, in-edges,
 halo nodes and peers, and the edge cut, for a graph partitioned to each P of a list, measured with
 the suite's own partition path (`partition.partition`: the assignment, relabelling and cut that
 `prepare_parts` caches, so the numbers are the record's `partition` section), or extrapolated from
