@@ -33,8 +33,8 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m fast
 
 gpu-check: $(STAMP)
-	@# the CUDA/NCCL paths CI cannot run (benchmarks/gpu_check.py): one rank per GPU; never part of `make test`
-	$(BIN)/python -m benchmarks.gpu_check
+	@# the CUDA/NCCL paths CI cannot run (benchmarks/tools/gpu_check.py): one rank per GPU; never part of `make test`
+	$(BIN)/python -m benchmarks.tools.gpu_check
 
 clean:
 	rm -rf .cache results/quickstart

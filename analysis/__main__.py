@@ -27,7 +27,7 @@ def main(argv=None) -> None:
                    "hardware profiles instead (partition statistics from the measured graph of nearest degree)")
     j.add_argument("--workers", default="", help="comma-separated worker counts to project to (needs --graph)")
     j.add_argument("--graph", default=None, help="partition statistics of the target graph "
-                   "(data/partition_stats/*.json, from `python -m benchmarks.partition_stats`), or "
+                   "(data/partition_stats/*.json, from `python -m benchmarks.tools.partition_stats`), or "
                    "ogbn-products, ogbn-papers100M, reddit (a proxy from the measured graph of nearest degree)")
     j.add_argument("--hidden", type=int, default=None, help="project the records' models at this hidden width")
     j.add_argument("--out", default=None, help="where projection.md/.json and figures/ go (default: results_dir)")
@@ -52,7 +52,7 @@ def _project(args) -> None:
     from analysis import projection
     from analysis import records as rec
     from benchmarks.errors import UserError
-    from benchmarks.hardware import load_profile
+    from benchmarks.tools.hardware import load_profile
 
     if args.published:
         out = args.out or "results/projection"

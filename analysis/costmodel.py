@@ -1,7 +1,10 @@
 """The cost model: a method's epoch time and per-rank training memory on a hardware profile, from
 counts alone. Nothing here is fitted to the times or memory it is checked against: the inputs are
-per-layer work (`benchmarks.models.GNN.work`), what each method's pattern moves per epoch (`traffic`),
-partition statistics per rank and a profile's rates (`benchmarks.hardware`).
+per-layer work (`benchmarks.models.GNN.work`), what each method moves per epoch as its plugin states it
+(the cost-model hooks of `benchmarks.method.Method`: `traffic`, `layer0_mode`, `kept_halo_rows`,
+`stale_table_bytes`, counted with `benchmarks.traffic`), partition statistics per rank and a
+profile's rates (`benchmarks.tools.hardware`). No method is named here: plugins are reached through the
+registry (`benchmarks.method.method_class`, which resolves an alias to its plugin).
 
 Time of one rank's training epoch, each term named as in `projection.json`:
 
@@ -26,8 +29,9 @@ CPU node loopback transfers are copies by those same cores, so bandwidth is shar
 epoch takes the slowest rank's time.
 
 Memory of one rank's training working set (what training adds to a loaded rank, the records'
-`train_mem_delta_bytes`): activations kept for backward per layer, the halo rows each layer keeps,
-the largest layer's backward transient, gradients and Adam's two moments. `static` (graph structure,
+`train_mem_delta_bytes`): activations kept for backward per layer, the halo rows each layer keeps
+(`kept_halo_rows`), the largest layer's backward transient, the tables of earlier epochs' rows
+(`stale_table_bytes`), gradients and Adam's two moments. `static` (graph structure,
 features, parameters) is added for comparisons with a published peak per machine.
 """
 from __future__ import annotations
@@ -35,7 +39,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-FLOAT = 4  # bytes per fp32 element: the projection covers fp32 runs (`projection.skip_reason`)
+from benchmarks.traffic import FLOAT, Rank, Transfer, in_width, out_width, parameters
+
 INDEX = 8  # bytes per int64 index (CSR columns, row pointers)
 #: Bytes moved per element by the elementwise steps of a layer (fp32 4, mask 1), counted from the
 #: suite's code: dropout (`aggregation.dropout`: compare the draws, multiply by the mask, then by
@@ -52,33 +57,6 @@ ADAM_STEP = 88
 #: the normaliser and the weight (six fp32 passes); backward twice that.
 EDGE_PASSES = 6
 
-#: Methods whose traffic pattern is modelled (the full-graph family). Mini-batch methods move and
-#: compute what their samplers draw, which partition statistics do not give.
-MODELLED = ("single", "full_halo", "sar", "pipegcn", "bns_gcn", "digest", "sancus", "adaqp")
-
-
-@dataclass(frozen=True)
-class Rank:
-    """One rank's share of the partition: local rows, their in-edges (halo sources included), halo
-    rows, and the peers it receives rows from."""
-    nodes: int
-    edges: int
-    halo: int
-    peers: int
-
-
-@dataclass(frozen=True)
-class Transfer:
-    """One kind of traffic of one rank in one epoch (steady state: periodic traffic is averaged)."""
-    category: str
-    layer: int | None
-    bytes: float
-    calls: float
-    messages: float
-    hidden: bool = False  # the method overlaps it with compute (PipeGCN, DIGEST's posted syncs, SAR's prefetch)
-    collective: bool = False  # an all-reduce of `bytes` (ring), not point-to-point rows
-
-
 @dataclass
 class Projection:
     time_terms: dict = field(default_factory=dict)    # seconds per term, the slowest rank's
@@ -94,89 +72,52 @@ class Projection:
         return sum(v for k, v in self.memory_terms.items() if k != "static")
 
 
-# ---------------------------------------------------------------- what each method moves per epoch
+# ---------------------------------------------------------------- the plugins' hooks
 
-def traffic(method: str, options: dict, model, rank: Rank) -> list[Transfer]:
-    """What `method` moves for one rank per epoch: its halo traffic, from the model's exchanges (width,
-    whether gradients flow back) and the rank's halo and peers, and the gradient all-reduce
-    (`collective`: one call, no point-to-point messages; its algorithm is the time model's). Halo rows
-    are counted where they arrive (a rank's halo), so summed over ranks they equal the bytes the
-    records count where they are sent."""
-    h, k = rank.halo, rank.peers
-    if method == "single":
-        return []
-    attention = any(hasattr(m, "heads") for m in model.layers)
-    out = [Transfer("grad_allreduce", None, parameters(model) * FLOAT, 1, 0, collective=True)]
-
-    def both(layer, row_bytes, grad, share=1.0, calls=1, messages=k, hidden=False):
-        out.append(Transfer("halo_fwd", layer, share * h * row_bytes, calls, messages, hidden))
-        if grad:
-            out.append(Transfer("halo_bwd", layer, share * h * row_bytes, calls, messages, hidden))
-
-    for layer, (width, grad) in enumerate(model.exchanges()):
-        if not width or k == 0:
-            continue
-        row = width * FLOAT
-        # Layer 0's inputs never change: under `method.layer0` other than `exchanged` they are fetched
-        # once (`halo_inputs`, a setup cost) and transformed locally each step.
-        if layer == 0 and layer0_mode(method, options) != "exchanged":
-            continue
-        if method == "full_halo" or (method == "sar" and options.get("mode") == "one_shot"):
-            both(layer, row, grad)
-        elif method == "sar":
-            # P - 1 ring rounds of one message each, the next round's rows fetched while this one is
-            # aggregated (`prefetch`); backward returns the gradients round by round, and GAT, whose
-            # softmax is not linear, refetches each shard first (rematerialisation)
-            ahead = options.get("prefetch", 1) > 0
-            out.append(Transfer("halo_fwd", layer, h * row, k, k, ahead))
-            if grad and attention and options.get("mode", "sar") == "sar":
-                out.append(Transfer("halo_refetch", layer, h * row, k, k, ahead))
-            if grad:
-                out.append(Transfer("halo_bwd", layer, h * row, k, k))
-        elif method == "pipegcn":  # last epoch's layer inputs and their gradients, sent without waiting
-            both(layer, _in_width(model, layer) * FLOAT, True, hidden=options.get("pipeline", True))
-        elif method == "bns_gcn":  # a share of each pair's boundary rows
-            both(layer, row, grad, share=options.get("boundary_fraction", 0.1))
-        elif method == "digest":
-            # every `sync_every` steps the stale tables (the layer's input rows, not its exchange
-            # width) are refreshed, forward only: no gradient crosses ranks
-            every = options.get("sync_every", 10)
-            out.append(Transfer("stale_sync", layer, h * _in_width(model, layer) * FLOAT / every, 1 / every,
-                                k / every, options.get("sync", "overlapped") == "overlapped"))
-        elif method == "sancus":  # an upper bound: skipped blocks depend on how fast rows change
-            both(layer, row, grad)
-        elif method == "adaqp":
-            bits = options.get("bits", "adaptive")
-            # adaptive: every row starts at 8 bits; `mean_bits` (from a record's width histogram) when known
-            bits = options.get("mean_bits", 8) if bits == "adaptive" else int(bits)
-            row = row if bits == 32 else math.ceil(width * bits / 8) + 2 * FLOAT  # codes, offset and scale
-            both(layer, row, grad, hidden=options.get("overlap", True))
-    return out
+def plugin(method):
+    """The plugin class of `method`: a registered name (an alias resolves to its plugin, through the
+    registry: `benchmarks.method.method_class`) or the class itself."""
+    if isinstance(method, str):
+        from benchmarks.method import method_class
+        return method_class(method)
+    return method
 
 
-#: Methods that, in records from before `method.layer0`, fetched the halo's input features once and,
-#: every step, dropped out and projected them locally (layer 0 transforms local and halo rows).
-CACHED_INPUTS = ("pipegcn", "bns_gcn", "digest", "sancus")
+def typed_options(cls, values):
+    """A record's `config.method` (or any dict of option values) as `cls`'s validated `Options`: keys
+    the plugin does not declare (its name, an alias's plugin, options since removed) are dropped,
+    and options a record from before their declaration lacks take `cls.recorded_before`. Typed
+    options pass through. UserError for a value the plugin refuses."""
+    if not isinstance(values, dict):
+        return values
+    import dataclasses
+
+    from benchmarks.options import validate
+    declared = {f.name for f in dataclasses.fields(cls.Options)}
+    return validate(cls.Options, {k: v for k, v in {**cls.recorded_before, **values}.items() if k in declared})
 
 
-def layer0_mode(method: str, options: dict) -> str:
-    """The run's `method.layer0` (benchmarks.families.partition_parallel.LAYER0); a record from before
-    it names none: `cached` for the methods that cached layer 0 then, else `exchanged`."""
-    return options.get("layer0", "cached" if method in CACHED_INPUTS else "exchanged")
+def why_not_modelled(method: str) -> str | None:
+    """Why the model leaves `method` out (no plugin of that name, or a plugin that states no
+    traffic: `Method.traffic` not overridden), or None."""
+    from benchmarks.errors import UserError
+    try:
+        cls = plugin(method)
+    except UserError:
+        return f"no plugin or alias named {method}"
+    return None if cls.states_traffic() else f"no traffic pattern for {method}: {cls.not_modelled}"
 
 
-def parameters(model) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
-def kept_halo_rows(method: str, options: dict, rank: Rank) -> float:
-    """Halo rows a layer keeps for backward: SAR keeps none (one shard in flight at a time, plus
-    `prefetch`; its `sa` mode keeps every fetched shard); BNS-GCN its sample; the others the whole halo."""
-    if method == "sar" and options.get("mode", "sar") == "sar":
-        return rank.halo / max(rank.peers, 1) * (1 + options.get("prefetch", 1))
-    if method == "bns_gcn":
-        return rank.halo * options.get("boundary_fraction", 0.1)
-    return rank.halo
+def traffic(method, options, model, rank: Rank) -> list[Transfer]:
+    """What `method` (a name or plugin class) moves for one rank per epoch with `options` (a dict
+    of option values or the plugin's typed `Options`): its plugin's `traffic` hook. Halo rows are
+    counted where they arrive (a rank's halo), so summed over ranks they equal the bytes the records
+    count where they are sent."""
+    cls = plugin(method)
+    moved = cls.traffic(typed_options(cls, options), model, rank)
+    if moved is None:
+        raise ValueError(f"the cost model has no traffic for {getattr(cls, '__module__', cls)}: {cls.not_modelled}")
+    return moved
 
 
 # ---------------------------------------------------------------- the profile's rates at P ranks
@@ -269,12 +210,15 @@ class Links:
 
 # ---------------------------------------------------------------- time and memory of one rank
 
-def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, profile) -> Projection:
-    """Epoch time and training memory of one rank. `model`: a built `benchmarks.models.GNN` (its
-    `work`, `exchanges` and parameters are the model's counts)."""
+def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Projection:
+    """Epoch time and training memory of one rank. `method`: a name or plugin class; `options`: a
+    dict of option values or the plugin's typed `Options`; `model`: a built `benchmarks.models.GNN`
+    (its `work`, `exchanges` and parameters are the model's counts)."""
+    cls = plugin(method)
+    options = typed_options(cls, options)
     work = model.work(rank.nodes, rank.edges)
     rows = [rank.nodes] * len(work)  # rows each layer drops out and transforms
-    mode = layer0_mode(method, options)
+    mode = cls.layer0_mode(options)
     attention_at_0 = hasattr(model.layers[0], "heads")
     precomputed = mode == "precomputed" and not attention_at_0  # GAT's `precomputed` is `cached`
     if mode != "exchanged" and not precomputed and workers > 1:  # the halo's inputs transformed here too
@@ -288,7 +232,7 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
     n = rank.nodes
     for layer, (w, (width, grad)) in enumerate(zip(work, exchanges)):
         backward_dense = 1 if layer == 0 else 2  # the weight's gradient; past layer 0 the input's too
-        dense += w["dense_flops"] * (1 + backward_dense) / width_efficiency(profile, _out_width(model, layer))
+        dense += w["dense_flops"] * (1 + backward_dense) / width_efficiency(profile, out_width(model, layer))
         heads = getattr(model.layers[layer], "heads", None)
         if heads and getattr(profile, "attention_rate", None):
             # GAT's logits, edge softmax and weighted sum, forward and backward: the suite's kernel, calibrated
@@ -296,14 +240,14 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
         else:
             aggregate += w["edges"] * w["aggregate_width"] * FLOAT * (2 if grad else 1)
             elementwise += w["edge_ops"] * FLOAT * EDGE_PASSES * 3
-        d_in, d_out = _in_width(model, layer), _out_width(model, layer)
+        d_in, d_out = in_width(model, layer), out_width(model, layer)
         if model.dropout:
             dropped += rows[layer] * d_in
             elementwise += n * d_in * (DROPOUT_BACKWARD if layer else 0)
         elementwise += n * d_out * (OUTPUT_FORWARD + OUTPUT_BACKWARD)
         elementwise += (n + rank.halo) * width * COPY * (2 if grad else 1)
     if precomputed and model.dropout:
-        dropped += n * _in_width(model, 0)  # a second mask in layer 0: on A x, beside the model's on x
+        dropped += n * in_width(model, 0)  # a second mask in layer 0: on A x, beside the model's on x
     params = parameters(model)
     dropout_rate = getattr(profile, "dropout_rate", None)
     time_terms = {"dense": dense / rank_rate(profile, workers, "dense"),
@@ -316,7 +260,7 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
                   else dropped * DROPOUT_FORWARD / rank_rate(profile, workers, "elementwise"),
                   "optimizer_step": params * ADAM_STEP / rank_rate(profile, workers, "elementwise")}
 
-    moved = traffic(method, options, model, rank) if workers > 1 else []
+    moved = traffic(cls, options, model, rank) if workers > 1 else []
     links = Links(profile, workers)
     exchange = hidden = allreduce = 0.0
     for t in moved:
@@ -332,24 +276,20 @@ def rank_terms(method: str, options: dict, model, rank: Rank, workers: int, prof
     time_terms["hidden_exchange"] = hidden
     time_terms["overlap"] = -min(hidden, compute)
 
-    kept = kept_halo_rows(method, options, rank)
+    kept = cls.kept_halo_rows(options, rank)
     layers = len(exchanges)
     retained = [_kept_for_backward(model, layer, rows[layer], kept, rank.edges) for layer in range(layers)]
     # the peak is the larger of: a forward dropout's draw on top of the earlier layers' activations
     # (uniform draws, mask and product: 9 bytes an element; wide input features set it), or
     # backward's first step on top of them all: the gradients of the layer's output, its input and
     # its [local | kept halo] sources
-    forward = max(sum(retained[:layer]) + rows[layer] * _in_width(model, layer) * (FLOAT + 1 + FLOAT)
+    forward = max(sum(retained[:layer]) + rows[layer] * in_width(model, layer) * (FLOAT + 1 + FLOAT)
                   for layer in range(layers))
-    backward = max(rank.nodes * (_out_width(model, layer) + (_in_width(model, layer) if layer else 0)) * FLOAT
+    backward = max(rank.nodes * (out_width(model, layer) + (in_width(model, layer) if layer else 0)) * FLOAT
                    + (rank.nodes + kept) * exchanges[layer][0] * FLOAT for layer in range(layers))
     activations = sum(retained)
     transient = max(forward - activations, backward)
-    stale = 0.0
-    if method in ("pipegcn", "digest", "sancus"):
-        # the tables of last epoch's rows (and PipeGCN's gradients) per layer >= 1
-        stale = sum(rank.halo * FLOAT * _in_width(model, layer) * (2 if method == "pipegcn" else 1)
-                    for layer in range(1, len(exchanges)))
+    stale = cls.stale_table_bytes(options, model, rank)  # earlier epochs' rows (and gradients) kept
     memory_terms = {"activations": activations, "backward_transient": transient, "stale_tables": stale,
                     "optimizer": 3 * params * FLOAT,  # gradients and Adam's two moments
                     "static": _static_bytes(model, rank, params)}
@@ -364,7 +304,7 @@ def _kept_for_backward(model, layer: int, rows: int, halo: float, edges: int) ->
     and four per-edge, per-head floats (logits, LeakyReLU input, softmax weights, normaliser view).
     A linear aggregation (GCN, SAGE) keeps no sources: its gradient needs only the adjacency."""
     m = model.layers[layer]
-    d_in, d_out, width = _in_width(model, layer), _out_width(model, layer), m.exchange_width
+    d_in, d_out, width = in_width(model, layer), out_width(model, layer), m.exchange_width
     kept = rows * d_in * FLOAT + (rows * d_in if layer else 0)
     if getattr(m, "project_first", True) is False:
         kept += rows * width * FLOAT
@@ -375,28 +315,10 @@ def _kept_for_backward(model, layer: int, rows: int, halo: float, edges: int) ->
     return kept
 
 
-def _in_width(model, layer: int) -> int:
-    m = model.layers[layer]
-    weight = getattr(m, "weight", None)
-    if weight is None:
-        weight = (getattr(m, "lin_l", None) or m.lin).weight
-    return weight.shape[1]
-
-
-def _out_width(model, layer: int) -> int:
-    m = model.layers[layer]
-    if hasattr(m, "heads"):
-        return m.heads * m.out_per_head if m.concat else m.out_per_head
-    weight = getattr(m, "weight", None)
-    if weight is None:
-        weight = (getattr(m, "lin_l", None) or m.lin).weight
-    return weight.shape[0]
-
-
 def _static_bytes(model, rank: Rank, params: int) -> float:
     """What a loaded rank holds before training: its CSR (row pointers, int64 columns, degrees),
     features of its rows and halo, labels and masks, and the parameters."""
-    features = _in_width(model, 0)
+    features = in_width(model, 0)
     return ((rank.nodes + 1) * INDEX + rank.edges * INDEX + (rank.nodes + rank.halo) * (features * FLOAT + INDEX)
             + rank.nodes * (INDEX + 3) + params * FLOAT)
 
@@ -407,8 +329,11 @@ def fits(profile, workers: int, peak_bytes: float) -> bool:
     return peak_bytes * ranks_per_unit(profile, workers) <= profile.memory_bytes
 
 
-def project(method: str, options: dict, model, ranks: list[Rank], workers: int, profile) -> Projection:
-    """The epoch: the slowest rank's time terms, the largest rank's memory terms."""
+def project(method, options, model, ranks: list[Rank], workers: int, profile) -> Projection:
+    """The epoch: the slowest rank's time terms, the largest rank's memory terms (`method` and
+    `options` as `rank_terms` takes them)."""
+    cls = plugin(method)
+    method, options = cls, typed_options(cls, options)
     per_rank = [rank_terms(method, options, model, r, workers, profile) for r in ranks]
     slowest = max(per_rank, key=lambda p: p.epoch_s)
     largest = max(per_rank, key=lambda p: p.train_mem_bytes + p.memory_terms["static"])

@@ -5,7 +5,7 @@ the cost model (`analysis.costmodel`) applied to every modelled configuration of
   and projects beside what the run measured (`measured_epoch_s`, `measured_train_mem_bytes`): the
   validation, when the profile is this machine's calibration.
 - At each `--workers` P it is given the partition statistics of `--graph` (a
-  `benchmarks.partition_stats` JSON: measured or extrapolated, per P) and the graph's own features and
+  `benchmarks.tools.partition_stats` JSON: measured or extrapolated, per P) and the graph's own features and
   classes, with the record's model, method and options: the projection to a cluster.
 
 Writes `projection.json` (one row per method, model, workers and hardware, with every term),
@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
 from analysis import costmodel
-from analysis.costmodel import Rank
 from analysis.markdown import fmt, md_table
+from benchmarks.traffic import Rank
 
 GiB = 2 ** 30
 
@@ -44,12 +45,18 @@ def skip_reason(record: dict) -> str | None:
     cfg = record["config"]
     if record["status"] != "ok":
         return "failed run"
-    if record["method"] not in costmodel.MODELLED:
-        return f"no traffic pattern for {record['method']} (mini-batch methods move what their samplers draw)"
+    why = costmodel.why_not_modelled(record["method"])
+    if why:
+        return why
     if cfg.get("precision", "fp32") != "fp32" or (cfg.get("comm") or {}).get("quantize", "none") != "none":
         return "the model covers fp32 rows (no bf16/fp16, no quantised messages but AdaQP's)"
     if (cfg.get("memory") or {}).get("checkpoint", "none") != "none":
         return "the model has no activation checkpointing"
+    from benchmarks.errors import UserError
+    try:
+        costmodel.typed_options(costmodel.plugin(record["method"]), cfg["method"])
+    except UserError as e:
+        return f"options its plugin refuses ({e})"
     return None
 
 
@@ -88,7 +95,8 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
         if why:
             skipped.append((Path(r.get("_path", "?")).name, why))
             continue
-        if r["method"] != "single":  # one process whatever `workers` says: nothing to project to P ranks
+        if not costmodel.plugin(r["method"]).single_process:  # one process whatever `workers` says:
+            # nothing to project to P ranks
             targets.setdefault((r["method"], r["variant"], r["model"]), r)
         if graph_stats:  # a projection elsewhere: a run measured here is no check of it
             continue
@@ -124,7 +132,7 @@ TOTALS = {"ogbn-products": (2449029, 126167309, 100, 47), "ogbn-papers100M": (11
 
 
 def load_stats(graph: str, workers: list[int], stats_dir=None) -> dict:
-    """`--graph`: a partition-statistics file (`benchmarks.partition_stats`), or the name of a graph of
+    """`--graph`: a partition-statistics file (`benchmarks.tools.partition_stats`), or the name of a graph of
     TOTALS, whose statistics are a proxy (`proxy_stats`) from the measured graphs in `stats_dir`."""
     from benchmarks.errors import UserError
     if graph in TOTALS:
@@ -139,7 +147,7 @@ def measured_stats(stats_dir=None) -> list[dict]:
     """Every measured partition-statistics file (data/partition_stats/ by default): the graphs a proxy
     can be taken from."""
     from benchmarks.errors import UserError
-    from benchmarks.partition_stats import STATS_DIR
+    from benchmarks.tools.partition_stats import STATS_DIR
     folder = Path(stats_dir or STATS_DIR)
     stats = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
     if not stats:
@@ -212,9 +220,9 @@ MODEL_NAMES = {"GraphSAGE": "sage", "GAT": "gat", "GCN": "gcn"}
 def proxy_stats(proxies: list[dict], name: str, nodes: int, edges: int, features: int, classes: int,
                 workers: list[int]) -> dict:
     """Partition statistics for a graph that cannot be loaded here: the halo, peer and cut shares of
-    the measured graph whose average degree is nearest (`benchmarks.partition_stats.extrapolate`,
+    the measured graph whose average degree is nearest (`benchmarks.tools.partition_stats.extrapolate`,
     fitted on its largest P), applied to this graph's totals. Marked `proxy` in every row."""
-    from benchmarks.partition_stats import extrapolate
+    from benchmarks.tools.partition_stats import extrapolate
     degree = edges / nodes
 
     def distance(s):  # degree first (to 10 %), then a graph that measured these P, then the larger graph
@@ -228,9 +236,22 @@ def proxy_stats(proxies: list[dict], name: str, nodes: int, edges: int, features
     return out
 
 
+def published_options(cls, text: str) -> dict:
+    """The `key=value` settings of a reference row's `method_options` (`mode=sar; pipeline=true; ...`)
+    that name options `cls` declares, as YAML values; the rest of the text is prose."""
+    import dataclasses
+
+    import yaml
+    declared = {f.name for f in dataclasses.fields(cls.Options)}
+    return {k: yaml.safe_load(v) for k, v in re.findall(r"(?:^|;)\s*([a-z_][a-z0-9_]*)=([^;\s:,()]+)", text or "")
+            if k in declared}
+
+
 def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> list[dict]:
     """Each projectable row of results/reference/projection.csv projected on its paper's hardware
-    profile, beside the published value. Rows that cannot be projected keep their reason."""
+    profile, beside the published value, with the options its `method_options` sets
+    (`published_options`). Rows that cannot be projected keep their reason."""
+    from benchmarks.errors import UserError
     out = []
     for r in rows:
         base = {k: r[k] for k in ("table", "dataset", "model", "method", "workers", "metric", "value", "unit",
@@ -244,6 +265,14 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
             why = "the hardware is not stated"
         if not why and not r["edges"]:
             why = "the graph's edge count is not published (the train-node subgraph)"
+        if not why:
+            why = costmodel.why_not_modelled(r["method"])
+        if not why:
+            cls = costmodel.plugin(r["method"])
+            try:
+                options = costmodel.typed_options(cls, published_options(cls, r["method_options"]))
+            except UserError as e:
+                why = f"options its plugin refuses ({e})"
         if why:
             out.append({**base, "projected": None, "why_not": why})
             continue
@@ -253,8 +282,7 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
         model_name = MODEL_NAMES[r["model"].split()[0]]
         model = build_model(model_name, int(r["features"]), int(r["hidden"]), int(r["classes"]), int(r["layers"]),
                             int(r["heads"] or 4), dropout=float(r["dropout"] or 0.5))
-        options = {"mode": "one_shot"} if r["method"] == "sar" and "one_shot" in r["method_options"] else {}
-        proj = costmodel.project(r["method"], options, model, ranks_of(stats["by_workers"][str(workers)], workers),
+        proj = costmodel.project(cls, options, model, ranks_of(stats["by_workers"][str(workers)], workers),
                                  workers, profiles[r["hardware"]])
         projected = PUBLISHED_METRICS[r["metric"]](row({**base, "model": model_name, "variant": None}, proj, workers,
                                                        profiles[r["hardware"]]))
@@ -270,7 +298,7 @@ def write_published(out_dir, reference=None, stats_dir=None) -> Path:
     reason, and the errors of the projected ones."""
     import csv
 
-    from benchmarks.hardware import load_profile
+    from benchmarks.tools.hardware import load_profile
     reference = Path(reference or Path(__file__).resolve().parent.parent / "results" / "reference" / "projection.csv")
     rows = list(csv.DictReader(reference.open()))
     proxies = measured_stats(stats_dir)

@@ -140,6 +140,49 @@ class Method:
         if delays and delays[self.ctx.rank % len(delays)] > 0:
             time.sleep(delays[self.ctx.rank % len(delays)])
 
+    # ------------------------------------------------------------------ the cost model's hooks
+    # What `analysis.costmodel` asks a plugin to project it (docs/projection.md, "A plugin states its
+    # traffic"). Each hook is a classmethod given the plugin's validated `Options`, and where it needs
+    # them a built model (`benchmarks.models.GNN`: layers, `exchanges()`, parameters) and one rank's
+    # shape (`benchmarks.traffic.Rank`); the counting helpers are `benchmarks.traffic`'s. The defaults
+    # below: traffic not modelled, layer 0 as its `layer0` option says, the whole halo kept, no tables.
+
+    #: Why the cost model leaves this method out when its plugin states no traffic (`traffic` not overridden).
+    not_modelled = "not modelled (its plugin has no `traffic` hook)"
+    #: Option values that a record lacking them ran with: options declared after the record was made
+    #: (records from before `method.layer0` name none). The cost model fills them in before validating.
+    recorded_before: dict = {}
+
+    @classmethod
+    def traffic(cls, options: Options, model, rank) -> list | None:
+        """What one rank moves per training epoch (steady state: periodic traffic averaged), as
+        `benchmarks.traffic.Transfer`s in the runtime's categories: summed over ranks, what the runs
+        count per epoch (tests/analysis/test_traffic_counts.py). Called only with two or more ranks.
+        None: not modelled (the method is left out, with `not_modelled`)."""
+        return None
+
+    @classmethod
+    def states_traffic(cls) -> bool:
+        """Whether the plugin states its traffic (overrides `traffic`)."""
+        return cls.traffic.__func__ is not Method.traffic.__func__
+
+    @classmethod
+    def layer0_mode(cls, options: Options) -> str:
+        """How layer 0 gets its halo (`benchmarks.families.partition_parallel.LAYER0`): its `layer0`
+        option, `exchanged` for a method without one."""
+        return getattr(options, "layer0", "exchanged")
+
+    @classmethod
+    def kept_halo_rows(cls, options: Options, rank) -> float:
+        """Halo rows a layer keeps for backward (memory): the whole halo by default."""
+        return rank.halo
+
+    @classmethod
+    def stale_table_bytes(cls, options: Options, model, rank) -> float:
+        """Bytes of the tables of earlier epochs' rows (and gradients) the method keeps between steps
+        (memory; `benchmarks.traffic.stale_tables`): none by default."""
+        return 0.0
+
 
 def sync_gradients(ctx: RankContext, category: str = "grad_allreduce") -> None:
     """Sum every parameter gradient over ranks in one flat all-reduce. Each rank's loss is already

@@ -115,3 +115,21 @@ class Method(FullGraphMethod):
             "by_owner_epoch0": by_owner, "boundary_by_owner": boundary, "total_all_epochs": self.kept_total,
             "fraction": sum(by_owner) / sum(boundary) if sum(boundary) else 0.0,
         }}
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    #: A record from before `method.layer0` cached layer 0's inputs.
+    recorded_before = {"layer0": "cached"}
+
+    @classmethod
+    def traffic(cls, options, model, rank):
+        """full_halo's pattern over `boundary_fraction` of each pair's boundary rows."""
+        from benchmarks.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair
+        out = [grad_allreduce(model)]
+        for layer, width, grad in exchanged_layers(model, rank, cls.layer0_mode(options)):
+            out += halo_pair(layer, rank, width * FLOAT, grad, share=options.boundary_fraction)
+        return out
+
+    @classmethod
+    def kept_halo_rows(cls, options, rank):
+        """The sampled boundary rows."""
+        return rank.halo * options.boundary_fraction

@@ -29,3 +29,10 @@ class Method(FullGraphMethod):
         if ctx.options.layer0 == "exchanged":
             return every_layer
         return LayerZeroExact(layer0_aggregator(ctx, ctx.options.layer0), every_layer, ctx.comm)
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    @classmethod
+    def traffic(cls, options, model, rank):
+        """Every halo row of every exchanged layer, forward and back, and the gradient all-reduce."""
+        from benchmarks.traffic import full_halo
+        return full_halo(model, rank, cls.layer0_mode(options))

@@ -191,3 +191,19 @@ class Method(FullGraphMethod):
 
     def probes(self) -> dict:
         return {"sancus": self.skipping.probes()}
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    #: A record from before `method.layer0` cached layer 0's inputs.
+    recorded_before = {"layer0": "cached"}
+
+    @classmethod
+    def traffic(cls, options, model, rank):
+        """An upper bound: full_halo's traffic (which blocks are skipped depends on how fast rows change)."""
+        from benchmarks.traffic import full_halo
+        return full_halo(model, rank, cls.layer0_mode(options))
+
+    @classmethod
+    def stale_table_bytes(cls, options, model, rank):
+        """The cached blocks: last sent halo rows of every layer >= 1."""
+        from benchmarks.traffic import stale_tables
+        return stale_tables(model, rank)

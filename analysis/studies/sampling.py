@@ -7,7 +7,7 @@ model reached, whatever its epoch budget), sampled edges per second (per rank: e
 in the sampling phase), the largest rank's peak PSS (the replicated store's graph is shared between
 a machine's ranks; RSS, marked, in records without PSS), and bytes fetched per epoch (sampling
 requests and answers plus input features; for the full-graph methods, their halo exchange). The
-sampler micro-benchmark (`python -m benchmarks.sampler_bench`) is shown when its JSON is in the
+sampler micro-benchmark (`python -m benchmarks.tools.sampler_bench`) is shown when its JSON is in the
 records' folder."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ FETCHED = ("sample_request", "sample_response", "feature_request", "feature_fetc
 COLUMNS = ["test_acc", "epoch_time_s", "time_to_target_s", "sampled_edges_per_s", "peak_mem_bytes",
            "fetched_bytes_per_epoch", "comm_bytes_per_epoch"]
 KEYS = ["dataset", "model", "workers", "variant", "epochs"]
-SAMPLER_JSON = "sampler_throughput.json"  # what benchmarks.sampler_bench writes
+SAMPLER_JSON = "sampler_throughput.json"  # what benchmarks.tools.sampler_bench writes
 
 
 def sampled_edges_per_s(record: dict) -> float:
@@ -110,7 +110,7 @@ def curves(recs: list[dict], out: Path, workers: int = 4) -> list[Path]:
 def sampler_line(folder: Path) -> list[str]:
     path = folder / SAMPLER_JSON
     if not path.exists():
-        return [f"The sampler alone: run `python -m benchmarks.sampler_bench --out {path}` to add it here.", ""]
+        return [f"The sampler alone: run `python -m benchmarks.tools.sampler_bench --out {path}` to add it here.", ""]
     s = json.loads(path.read_text())
     return [f"The sampler alone ({s['sampler']}, one core, fan-outs {s['fanouts']}, batches of {s['batch_size']}): "
             f"{s['blocks_edges_per_s'] / 1e6:.2f}M sampled edges/s for whole blocks, "

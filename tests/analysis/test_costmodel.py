@@ -128,3 +128,14 @@ def test_bad_input_is_one_line(tmp_path, capsys):
             main(argv)
         err = capsys.readouterr().err.strip()
         assert e.value.code == 2 and message in err and "\n" not in err, err
+
+
+def test_an_alias_is_projected_through_its_plugin_and_a_plugin_without_traffic_is_named():
+    """PipeGCN-GF (`pipegcn_gf`, an alias of `pipegcn`) projects as its plugin states it, with its own
+    options; a plugin without a `traffic` hook is left out as not modelled, whatever its family."""
+    (alias,), skipped = projection.project_records([hand_record("pipegcn_gf")], PROFILE, [], None)
+    (plugin,), _ = projection.project_records([hand_record("pipegcn")], PROFILE, [], None)
+    assert skipped == [] and alias["time_terms"] == plugin["time_terms"]
+    for name in ("llcg", "psgd_pa", "cluster_gcn"):
+        (_, why), = projection.project_records([hand_record(name)], PROFILE, [], None)[1]
+        assert why.startswith(f"no traffic pattern for {name}") and "mini-batch" not in why

@@ -49,7 +49,7 @@ def test_fp16_scales_the_loss_and_trains_close_to_fp32(make_cfg):
 def test_the_gpu_check_says_in_one_line_that_there_is_no_gpu_here(capsys):
     import torch
 
-    from benchmarks import gpu_check
+    from benchmarks.tools import gpu_check
     if torch.cuda.is_available():
         pytest.skip("a GPU is here: run `make gpu-check` itself")
     assert gpu_check.main([]) == 2

@@ -1,10 +1,10 @@
-"""Partition statistics at the target scale (issue 16's cost model): per-rank local nodes, in-edges,
+"""Partition statistics at the target scale (what the cost model needs): per-rank local nodes, in-edges,
 halo nodes and peers, and the edge cut, for a graph partitioned to each P of a list, measured with
 the suite's own partition path (`partition.partition`: the assignment, relabelling and cut that
 `prepare_parts` caches, so the numbers are the record's `partition` section), or extrapolated from
 measured P to larger P (or from a proxy graph to another graph's totals) by a fit whose error is shown.
 
-    python -m benchmarks.partition_stats dataset=synthetic dataset.nodes=200000 dataset.avg_degree=20 \\
+    python -m benchmarks.tools.partition_stats dataset=synthetic dataset.nodes=200000 dataset.avg_degree=20 \\
         dataset.features=128 --workers 1,2,4,8,16,32,64,128 [--partitioner metis] \\
         [--extrapolate 256,512 [--fit-upto 16]]
 
@@ -289,7 +289,7 @@ def _ints(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.partition_stats", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.partition_stats", description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides: dataset=<name> dataset.<key>=<value> seed=...")
     parser.add_argument("--workers", type=_ints, required=True, help="P to measure, e.g. 8,16,32")
     parser.add_argument("--partitioner", choices=PARTITIONERS, default=None, help="default: the config's (metis)")

@@ -1,4 +1,4 @@
-"""benchmarks.partition_stats: the measured statistics are the record's partition section, the file
+"""benchmarks.tools.partition_stats: the measured statistics are the record's partition section, the file
 is a cache, the extrapolation is exact on a power law and says its error, bad input is one line."""
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from benchmarks import partition_stats
+from benchmarks.tools import partition_stats
 from benchmarks.errors import UserError
 from benchmarks.partition import load_part
-from benchmarks.partition_stats import extrapolate, measure
+from benchmarks.tools.partition_stats import extrapolate, measure
 from benchmarks.runner import prepare
 
 pytestmark = pytest.mark.fast

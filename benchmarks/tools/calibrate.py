@@ -1,6 +1,6 @@
-"""`python -m benchmarks.calibrate [--name NAME] [--quick] [--out DIR]`: measure this machine and write
+"""`python -m benchmarks.tools.calibrate [--name NAME] [--quick] [--out DIR]`: measure this machine and write
 its hardware profile, `<DIR>/<NAME>.yaml` (default `conf/hardware/this-machine.yaml`; the schema is
-`benchmarks/hardware.py`'s, docs/measurement.md "Calibration" says what each value measures).
+`benchmarks/tools/hardware.py`'s, docs/measurement.md "Calibration" says what each value measures).
 
 With the suite's own kernels where it has them: dense products (`torch.mm` of a layer's shapes),
 the CSR SpMM every method aggregates with (`LocalAdjacency.spmm` and the transposed product its
@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 import yaml
 
-from benchmarks import hardware
+from benchmarks.tools import hardware
 from benchmarks.aggregation import LocalAdjacency
 from benchmarks.comm import Comm
 from benchmarks.datasets import synthetic
@@ -289,7 +289,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
     return {
         "name": name,
         "description": f"{cpu_model()}, {n} cores, {memory_bytes() / 2 ** 30:.1f} GiB, measured "
-                       f"{datetime.date.today().isoformat()} by python -m benchmarks.calibrate"
+                       f"{datetime.date.today().isoformat()} by python -m benchmarks.tools.calibrate"
                        f"{' --quick' if sizes is QUICK else ''} (torch {torch.__version__}; 1-minute load "
                        f"average {load:.1f} at the start)",
         "device": "cpu",
@@ -356,7 +356,7 @@ def write_profile(values: dict, folder: Path) -> Path:
     hardware.from_dict(values, f"the measured profile {values.get('name')}")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{values['name']}.yaml"
-    header = f"# {values['description']}\n# Written by python -m benchmarks.calibrate; see docs/measurement.md.\n"
+    header = f"# {values['description']}\n# Written by python -m benchmarks.tools.calibrate; see docs/measurement.md.\n"
     path.write_text(header + yaml.dump(values, Dumper=_Dumper, sort_keys=False, width=120))
     hardware.load_profile(str(path))
     return path
@@ -386,7 +386,7 @@ def table(values: dict) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.calibrate", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.tools.calibrate", description=__doc__.split("\n\n")[0])
     p.add_argument("--name", default="this-machine", help="the profile's name (its file's stem)")
     p.add_argument("--quick", action="store_true", help="tiny sizes, few runs: checks that it works (< 15 s)")
     p.add_argument("--out", default=str(hardware.FOLDER), help="folder to write <name>.yaml into")

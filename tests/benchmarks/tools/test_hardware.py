@@ -1,5 +1,5 @@
-"""Hardware profiles (benchmarks/hardware.py): a written profile reads back as written, each kind of
-bad input is one line naming the key; and `python -m benchmarks.calibrate --quick` writes a profile
+"""Hardware profiles (benchmarks/tools/hardware.py): a written profile reads back as written, each kind of
+bad input is one line naming the key; and `python -m benchmarks.tools.calibrate --quick` writes a profile
 the loader accepts, every value positive."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sys
 import pytest
 import yaml
 
-from benchmarks import hardware
+from benchmarks.tools import hardware
 from benchmarks.errors import UserError
-from benchmarks.hardware import HardwareProfile, load_profile, profile_names
+from benchmarks.tools.hardware import HardwareProfile, load_profile, profile_names
 
 PROFILE = {
     "name": "demo",
@@ -135,13 +135,13 @@ def test_missing_profiles_and_unreadable_files(tmp_path, monkeypatch):
 
 
 def test_no_torch_for_analysis():
-    code = "import sys, benchmarks.hardware; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, benchmarks.tools.hardware; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.fast
 def test_latency_and_bandwidth_fit():
-    from benchmarks.calibrate import fit_link
+    from benchmarks.tools.calibrate import fit_link
 
     exact = {n: 5e-5 + n / 2e9 for n in (1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 << 26)}
     latency, bandwidth = fit_link(exact)
@@ -152,7 +152,7 @@ def test_latency_and_bandwidth_fit():
 
 
 def test_quick_calibration_writes_a_valid_profile(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "benchmarks.calibrate", "--quick", "--out", str(tmp_path),
+    out = subprocess.run([sys.executable, "-m", "benchmarks.tools.calibrate", "--quick", "--out", str(tmp_path),
                           "--name", "t"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     path = tmp_path / "t.yaml"
@@ -173,6 +173,6 @@ def test_quick_calibration_writes_a_valid_profile(tmp_path):
     # the GEMM's share at 2 widths
     assert len(measured) == 24 and all(v > 0 for v in measured)
     assert set(profile.sources) >= {"memory_bandwidth", "gather_bandwidth", "dense_flops.fp32", "intra_node"}
-    bad = subprocess.run([sys.executable, "-m", "benchmarks.calibrate", "--quick", "--name", "../x"],
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.tools.calibrate", "--quick", "--name", "../x"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "must be a plain file name" in bad.stderr

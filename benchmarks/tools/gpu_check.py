@@ -1,4 +1,4 @@
-"""The CUDA paths CI cannot run: `make gpu-check` (or `python -m benchmarks.gpu_check`) on a machine
+"""The CUDA paths CI cannot run: `make gpu-check` (or `python -m benchmarks.tools.gpu_check`) on a machine
 with GPUs, one rank per GPU (NCCL does not share a GPU between ranks). Never part of `make test`.
 
 Each check is a real run through `benchmarks.runner.run` on `device=cuda` (NCCL when there are 2 or
@@ -7,7 +7,7 @@ single-process oracle, the savers change only what they should (checkpointing an
 same losses; bf16, fp16 with loss scaling, quantised messages over NCCL: close to fp32), and every
 record carries CUDA peak memory. Prints one line per check and exits
 1 if any failed, so a short device session reads the whole answer from its tail.
-    python -m benchmarks.gpu_check [--results DIR] [--nodes N]
+    python -m benchmarks.tools.gpu_check [--results DIR] [--nodes N]
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Hardware profiles: the rates a cost model projects a method's epoch time and memory with
-(`conf/hardware/<name>.yaml`; `python -m benchmarks.calibrate` writes this machine's). SI units:
+(`conf/hardware/<name>.yaml`; `python -m benchmarks.tools.calibrate` writes this machine's). SI units:
 bytes, seconds, bytes/s, FLOP/s.
 
     name: this-machine            # the file's stem

@@ -1,4 +1,4 @@
-"""`python -m benchmarks.sampler_bench [--out PATH]`: the neighbour sampler alone, on one core.
+"""`python -m benchmarks.tools.sampler_bench [--out PATH]`: the neighbour sampler alone, on one core.
 
 Whole mini-batches of blocks (sampling, relabelling, block construction) for batches of 512
 training nodes of the sampling study's synthetic graph (200k nodes, average degree 20), fan-outs
@@ -42,7 +42,7 @@ def sampler_throughput(batches: int = 30, batch_size: int = 512, fanouts=(15, 10
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.sampler_bench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.tools.sampler_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="results/sampling/sampler_throughput.json")
     args = p.parse_args(argv)
     s = sampler_throughput()
