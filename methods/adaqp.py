@@ -421,7 +421,7 @@ class Method(FullGraphMethod):
         group_size: int = option(1, "rows per assignment group", ge=1)
 
         def check(self, run) -> None:
-            if run.comm.quantize != "none":
+            if run is not None and run.comm.quantize != "none":
                 raise UserError("method=adaqp chooses its halo messages' widths itself (method.bits); "
                                 "set comm.quantize=none")
 

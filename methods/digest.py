@@ -178,7 +178,7 @@ class Method(PartitionParallelMethod):
         offload_stale: bool = option(False, "the stale halo tables in host memory (CUDA)")
 
         def check(self, run) -> None:
-            if self.offload_stale:
+            if self.offload_stale and run is not None:
                 check_on_device("method.offload_stale=true", run)
             if self.asynchronous and self.avg_every is not None:
                 raise UserError("method.asynchronous=true updates the parameters through a parameter server every "

@@ -53,7 +53,7 @@ class Method(LocalRounds):
         def check(self, run) -> None:
             super().check(run)
             if self.server_fanouts is not None:
-                check_fanouts("server_fanouts", self.server_fanouts, run.layers)
+                check_fanouts("server_fanouts", self.server_fanouts, run)
 
     def __init__(self, ctx):
         super().__init__(ctx)

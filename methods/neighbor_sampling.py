@@ -47,7 +47,7 @@ class Method(MiniBatchMethod):
         store: Literal["partitioned", "replicated"] = option("partitioned")
 
         def check(self, run) -> None:
-            check_fanouts("fanouts", self.fanouts, run.layers)
+            check_fanouts("fanouts", self.fanouts, run)
 
     def __init__(self, ctx):
         super().__init__(ctx)

@@ -42,6 +42,8 @@ class Method(MethodBase):
     @dataclass(frozen=True)
     class Options(MethodBase.Options):
         def check(self, run) -> None:
+            if run is None:
+                return
             if run.model_name not in ("gcn", "sage"):
                 raise UserError(f"pyg_plain runs model=gcn or model=sage (PyG's GCNConv/SAGEConv), not "
                                 f"model={run.model_name}")

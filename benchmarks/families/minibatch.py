@@ -199,12 +199,13 @@ class LocalRoundOptions(LocalStepOptions, PeriodicAveragingOptions):
         "e.g. method.fanouts=[10,10]", ge=1, also=(-1,))
 
     def check(self, run) -> None:
-        check_fanouts("fanouts", self.fanouts, run.layers)
+        check_fanouts("fanouts", self.fanouts, run)
 
 
-def check_fanouts(name: str, fanouts: list[int], layers: int) -> None:
-    if len(fanouts) not in (1, layers):
-        raise UserError(f"method.{name}={fanouts} has {len(fanouts)} entries but layers={layers}; "
+def check_fanouts(name: str, fanouts: list[int], run) -> None:
+    """One fan-out per layer, or one for every layer (`run`: the run being checked; None, nothing to hold them to)."""
+    if run is not None and len(fanouts) not in (1, run.layers):
+        raise UserError(f"method.{name}={fanouts} has {len(fanouts)} entries but layers={run.layers}; "
                         "give one fan-out per layer, or one for every layer")
 
 

@@ -95,7 +95,7 @@ def main(argv=None) -> int:
                      "comm.quantize_grads=true")
             check(f"{method} {model} comm.quantize=int8", rec["status"] == "ok" and close(losses(rec), losses(oracle), 0.05),
                   f"losses {losses(rec)[-1:]} vs fp32 {losses(oracle)[-1:]}")
-    rec = go("method=digest", f"workers={gpus}", "precision=bf16", "memory.checkpoint=layer", "memory.offload_stale=true",
+    rec = go("method=digest", f"workers={gpus}", "precision=bf16", "memory.checkpoint=layer", "method.offload_stale=true",
              "comm.quantize=int4")
     check("digest bf16 + checkpoint + stale tables on the host + int4 syncs", rec["status"] == "ok", "runs")
     print(f"gpu-check: {len(failures)} failed" + (f": {', '.join(failures)}" if failures else ""))
