@@ -14,8 +14,8 @@ messages: how many messages it takes is the backend's algorithm, which a cost mo
 
 Categories (measurement guide §6): `setup`, `halo_fwd`, `halo_bwd`, `grad_allreduce`, `eval`
 (kept out of training totals) and `probe` (the runtime's own bookkeeping, also kept out), plus those
-later methods add (`halo_refetch`, `param_avg`, `stale_push`, ...). With one rank every operation is
-local and nothing is counted.
+later methods add (`halo_refetch`, `param_avg`, `stale_push`, ...; declared with their channel or
+`Comm.register_category`). With one rank every operation is local and nothing is counted.
 
 Quantised messages (`comm.quantize`, `benchmarks.quantize`): floating-point rows sent in training
 (every category but `setup`, `eval` and `probe`) travel as the codec's payload, decoded by the
