@@ -92,11 +92,19 @@ def test_all_to_all_counts_the_rows_sent_to_other_ranks_under_its_layer(mirror):
     assert c.by_layer() == {"halo_fwd/1": 3 * 4 * 4}
 
 
+def recorded_tags(monkeypatch) -> list:
+    """The tags of the point-to-point operations posted from now on, in channel mode (whatever
+    GNNBENCH_P2P_TAG the suite runs under)."""
+    monkeypatch.delenv("GNNBENCH_P2P_TAG", raising=False)
+    tags = []
+    monkeypatch.setattr(comm_module.dist, "P2POp", lambda op, tensor, peer, tag=0: tags.append(tag) or (op, tensor, peer))
+    return tags
+
+
 def test_all_to_all_start_counts_at_the_post_and_returns_the_rows_at_the_wait(mirror, monkeypatch):
     """The non-blocking all_to_all (DIGEST's overlapped sync) counts what all_to_all counts, when it
     posts; wait() returns the received rows; the tag reaches every point-to-point operation."""
-    tags = []
-    monkeypatch.setattr(comm_module.dist, "P2POp", lambda op, tensor, peer, tag=0: tags.append(tag) or (op, tensor, peer))
+    tags = recorded_tags(monkeypatch)
     c = Comm(rank=0, world=3)
     send = torch.arange(20, dtype=torch.float32).view(5, 4)
     pending = c.all_to_all_start(send, [0, 2, 3], [0, 2, 3], "stale_sync", 1, tag=1001)
@@ -143,12 +151,6 @@ def test_blocked_seconds_are_kept_by_category_and_leave_the_bytes_alone(mirror):
     one.all_to_all(send, [5], [5], "halo_fwd", 1)
     one.all_reduce(torch.ones(3), "grad_allreduce")
     assert one.blocked_by_category() == {}
-
-
-def recorded_tags(monkeypatch) -> list:
-    tags = []
-    monkeypatch.setattr(comm_module.dist, "P2POp", lambda op, tensor, peer, tag=0: tags.append(tag) or (op, tensor, peer))
-    return tags
 
 
 def test_channels_get_their_own_tag_ranges_and_carry_only_their_categories(mirror, monkeypatch):
