@@ -36,7 +36,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from benchmarks.comm import Comm
+from benchmarks.comm import Channel, Comm
 from benchmarks.errors import choose
 from benchmarks.graph import edge_rows
 
@@ -341,24 +341,57 @@ class Replay:
 
 
 class _HaloExchange(torch.autograd.Function):
-    """Forward: gather the rows peers need and all-to-all them (or, in a checkpoint's recompute, the
-    rows `replay` kept). Backward: the reverse all-to-all of the halo gradients, added into the rows
-    they came from."""
+    """`halo_exchange`'s autograd: forward `exchange_rows` (or, in a checkpoint's recompute, the rows
+    `replay` kept), backward `return_rows` of the halo gradients."""
 
     @staticmethod
-    def forward(ctx, h, plan: HaloPlan, comm: Comm, categories: tuple[str, str], layer, replay: Replay):
+    def forward(ctx, h, plan: HaloPlan, comm: Comm, categories: tuple[str, str], layer, replay: Replay | None):
         ctx.plan, ctx.comm, ctx.layer, ctx.num_rows = plan, comm, layer, h.shape[0]
         ctx.backward_category = categories[1]
+        if replay is None:
+            return exchange_rows(h, plan, comm, categories[0], layer)
         return replay(comm, layer, lambda: exchange_rows(h, plan, comm, categories[0], layer))
 
     @staticmethod
     def backward(ctx, grad):
-        plan = ctx.plan
-        back = ctx.comm.all_to_all(grad.contiguous(), plan.recv_counts, plan.send_counts, ctx.backward_category,
-                                   ctx.layer)
-        out = grad.new_zeros((ctx.num_rows, *grad.shape[1:]))
-        out.index_add_(0, plan.send_idx, back)
-        return out, None, None, None, None, None
+        return return_rows(grad, ctx.plan, ctx.comm, ctx.backward_category, ctx.layer, ctx.num_rows), \
+            None, None, None, None, None
+
+
+class _HaloTranspose(torch.autograd.Function):
+    """`halo_transpose`'s autograd: forward `return_rows`, backward `exchange_rows` of the owners'
+    gradients (each halo row's gradient is its owner row's)."""
+
+    @staticmethod
+    def forward(ctx, halo, plan: HaloPlan, comm: Comm, num_rows: int, categories: tuple[str, str], layer):
+        ctx.plan, ctx.comm, ctx.layer, ctx.backward_category = plan, comm, layer, categories[1]
+        return return_rows(halo, plan, comm, categories[0], layer, num_rows)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return exchange_rows(grad, ctx.plan, ctx.comm, ctx.backward_category, ctx.layer), None, None, None, None, None
+
+
+def halo_exchange(h: torch.Tensor, plan: HaloPlan, comm: Comm, categories: tuple[str, str] = ("halo_fwd", "halo_bwd"),
+                  layer=None, replay: Replay | None = None) -> torch.Tensor:
+    """The halo exchange, differentiable: my halo rows (in halo order, `HaloPlan`) gathered from
+    their owners' `h`. Its backward is `halo_transpose`: each halo row's gradient goes back to its
+    owner and is added into the row it came from (a row several peers hold gets the sum).
+    `categories`: (forward, backward) traffic; `replay` hands a checkpoint's recompute the forward's
+    rows (`Replay`)."""
+    return _HaloExchange.apply(h, plan, comm, categories, layer, replay)
+
+
+def halo_transpose(halo: torch.Tensor, plan: HaloPlan, comm: Comm, num_rows: int,
+                   categories: tuple[str, str] = ("halo_bwd", "halo_fwd"), layer=None) -> torch.Tensor:
+    """The transpose of `halo_exchange`, differentiable: `halo` holds one row per halo node (in halo
+    order), such as a partial aggregate computed for a node another rank owns; each goes to its
+    owner, which sums what every peer sent for each of its `num_rows` rows (rows no peer holds are
+    zero). Its backward is `halo_exchange` of the owners' gradients. For a method that aggregates
+    where the edges are and sends sums to the destination's owner (the reverse of fetching sources).
+    `categories`: (forward, backward) traffic; by default the exchange's names in reverse, since the
+    forward moves what `halo_exchange`'s backward moves."""
+    return _HaloTranspose.apply(halo, plan, comm, num_rows, categories, layer)
 
 
 def exchange_rows(h: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, layer) -> torch.Tensor:
@@ -366,10 +399,18 @@ def exchange_rows(h: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, la
     return comm.all_to_all(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts, category, layer)
 
 
-def start_exchange_rows(h: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, layer, tag: int = 0):
-    """`exchange_rows` posted without waiting: a `comm.Pending` whose `wait()` returns the rows."""
-    return comm.all_to_all_start(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts, category,
-                                 layer, tag)
+def return_rows(halo: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, layer, num_rows: int) -> torch.Tensor:
+    """The reverse of `exchange_rows`: each halo row sent to its owner and added into the row it came
+    from; `num_rows` rows; no autograd."""
+    back = comm.all_to_all(halo.contiguous(), plan.recv_counts, plan.send_counts, category, layer)
+    return back.new_zeros((num_rows, *back.shape[1:])).index_add_(0, plan.send_idx, back)
+
+
+def start_exchange_rows(h: torch.Tensor, plan: HaloPlan, channel: Channel, category: str, layer, slot: int = 0):
+    """`exchange_rows` posted on a method's channel (`Comm.channel`) without waiting: a `comm.Pending`
+    whose `wait()` returns the rows."""
+    return channel.all_to_all_start(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts, category,
+                                    layer, slot)
 
 
 class _AllReduceSum(torch.autograd.Function):
@@ -450,7 +491,7 @@ class HaloAggregator(Aggregator):
         """[local rows | halo rows], the column space of the local adjacency."""
         if self.comm.world == 1:
             return h
-        return torch.cat([h, _HaloExchange.apply(h, self.plan, self.comm, self.categories, layer, self.replay)])
+        return torch.cat([h, halo_exchange(h, self.plan, self.comm, self.categories, layer, self.replay)])
 
     def propagate(self, h: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         return self.adj.spmm(norm, self.sources(h, layer))

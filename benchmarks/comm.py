@@ -14,8 +14,8 @@ messages: how many messages it takes is the backend's algorithm, which a cost mo
 
 Categories (measurement guide §6): `setup`, `halo_fwd`, `halo_bwd`, `grad_allreduce`, `eval`
 (kept out of training totals) and `probe` (the runtime's own bookkeeping, also kept out), plus those
-later methods add (`halo_refetch`, `param_avg`, `stale_push`, ...). With one rank every operation is
-local and nothing is counted.
+later methods add (`halo_refetch`, `param_avg`, `stale_push`, ...; declared with their channel or
+`Comm.register_category`). With one rank every operation is local and nothing is counted.
 
 Quantised messages (`comm.quantize`, `benchmarks.quantize`): floating-point rows sent in training
 (every category but `setup`, `eval` and `probe`) travel as the codec's payload, decoded by the
@@ -23,19 +23,37 @@ receiver into the buffer it asked for, and are counted at the payload's size (co
 offset and scale). A rank's rows for itself are copied, never quantised. With
 `comm.quantize_grads`, the gradient all-reduce becomes an all-gather of each rank's quantised
 gradient, summed after decoding (`all_reduce(..., gradients=True)`).
+
+Point-to-point tags (`Comm.channel`): the runtime's transfers (blocking all-to-alls, evaluation)
+use tag 0; a method whose transfers stay in flight while others are posted (PipeGCN, DIGEST, AdaQP,
+SAR) sends them on a `Channel`, a range of tags Comm allocates from the channel's name, so no plugin
+picks numbers. Gloo matches point-to-point messages by (peer, tag); NCCL ignores tags and matches the
+transfers between a pair in posting order. `GNNBENCH_P2P_TAG=single` makes every transfer use tag 0,
+so gloo matches in posting order too: a method that passes its tests under it posts in the same order
+on both ends and runs on NCCL. In-flight transfers are waited for by the runtime after training
+(`Comm.drain`), not by each method.
 """
 from __future__ import annotations
 
 import math
+import os
 import time
+import zlib
 from collections import defaultdict
+from collections.abc import Iterable
 
 import torch
 import torch.distributed as dist
 
+from benchmarks.errors import choose
 from benchmarks.quantize import Codec
 
 NOT_TRAINING = frozenset({"setup", "eval", "probe"})
+#: The categories the runtime itself counts; methods register theirs (`Comm.register_category`,
+#: `Comm.channel`).
+RUNTIME_CATEGORIES = frozenset({*NOT_TRAINING, "halo_fwd", "halo_bwd", "grad_allreduce", "norm"})
+#: `GNNBENCH_P2P_TAG`: `channel` (default), every channel on its own tags; `single`, one tag for all.
+P2P_TAG_MODES = ("channel", "single")
 #: Gradients are quantised in blocks of this many elements, each with its own offset and scale.
 GRADIENT_BLOCK = 256
 
@@ -60,6 +78,48 @@ class Comm:
         # must not fetch twice (stale tables, posted exchanges, `keep`) are replayed.
         self.checkpointing: str | None = None
         self.recomputing = False
+        # One tag for every point-to-point transfer (GNNBENCH_P2P_TAG=single): gloo then matches in
+        # posting order, as NCCL does. A test may also set it on a rank's Comm before training.
+        self.single_tag = p2p_tag_mode() == "single"
+        self.channels: dict[str, Channel] = {}
+        self.categories = set(RUNTIME_CATEGORIES)
+        self.in_flight: dict[Pending, None] = {}  # posted transfers not yet waited for, in posting order
+
+    # ------------------------------------------------------------------ channels and categories
+    def register_category(self, *names: str) -> None:
+        """Declare categories a method counts bytes under (beside the runtime's): a name is one word,
+        without '/' (records key bytes by '<category>/<layer>') and without the `_recompute` suffix
+        the counters add themselves."""
+        for name in names:
+            if not name or "/" in name or name.endswith("_recompute"):
+                raise ValueError(f"bad communication category {name!r}: a non-empty name without '/' or '_recompute'")
+            self.categories.add(name)
+
+    def channel(self, name: str, categories: Iterable[str]) -> "Channel":
+        """The point-to-point channel `name` (one per method and kind of traffic, e.g.
+        "pipegcn.halo_fwd"), carrying bytes counted under `categories` (registered here). Its tags
+        are a range derived from the name, so every rank gets the same range whatever order it opens
+        channels in; asking again for a name returns the same channel."""
+        categories = tuple(categories)
+        self.register_category(*categories)
+        if name in self.channels:
+            known = self.channels[name]
+            if set(known.categories) != set(categories):
+                raise ValueError(f"channel {name!r} was opened with categories {known.categories}, not {categories}")
+            return known
+        base = Channel.SLOTS * (1 + zlib.crc32(name.encode()) % (1 << 20))
+        clash = next((c.name for c in self.channels.values() if c.base == base), None)
+        if clash is not None:
+            raise ValueError(f"channels {clash!r} and {name!r} hash to the same tags; rename one")
+        self.channels[name] = Channel(self, name, base, categories)
+        return self.channels[name]
+
+    def drain(self) -> None:
+        """Wait for every transfer this rank posted and has not waited for (the runtime calls it after
+        the last epoch: a pipelined method's last posts, which nothing uses, must still arrive before
+        the process group goes away). Blocked time is charged as any wait is."""
+        for pending in list(self.in_flight):
+            pending.wait()
 
     def count(self, category: str, layer, nbytes: int, messages: int = 0, calls: int = 1) -> None:
         """Bytes sent (and the operation's point-to-point `messages`, its `calls`); also for transfers
@@ -89,8 +149,8 @@ class Comm:
     def all_to_all_start(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
                          category: str, layer=None, tag: int = 0, codec: Codec | None = None) -> "Pending":
         """`all_to_all` without waiting: post the transfers and return a `Pending` whose `wait()`
-        returns the received rows (counted now, at the post). Transfers in flight at the same time
-        between the same pair need distinct `tag`s (gloo matches on them; NCCL keeps order).
+        returns the received rows (counted now, at the post). `tag` is a channel's (`Comm.channel`:
+        methods never pick one); 0 is the runtime's, and every transfer's under GNNBENCH_P2P_TAG=single.
         `codec` overrides the run's `comm.quantize` for these rows (AdaQP's per-row bit widths)."""
         row_shape = send.shape[1:]
         out = send.new_empty((sum(recv_counts), *row_shape))
@@ -106,11 +166,12 @@ class Comm:
             if codec is not None:
                 rows, into = self._encoded(codec, rows, into, decodes)
                 buffers.append(rows)
-            ops += p2p_ops(rows, q, into, q, tag)
+            ops += p2p_ops(rows, q, into, q, self.p2p_tag(tag))
             sent += rows.numel() * rows.element_size()
             messages += rows.numel() > 0
         self.count(category, layer, sent, messages, calls=int(bool(ops)))
-        return Pending(out, dist.batch_isend_irecv(ops) if ops else [], buffers or send, self, category, decodes)
+        return self.posted(Pending(out, dist.batch_isend_irecv(ops) if ops else [], buffers or send, self, category,
+                                   decodes))
 
     def all_to_all_v(self, per_peer: list[torch.Tensor], category: str, layer=None) -> list[torch.Tensor]:
         """Variable-size all-to-all: send per_peer[q] to rank q, return what each rank sent me (my own
@@ -130,15 +191,25 @@ class Comm:
         return received
 
     def exchange(self, send: torch.Tensor, to: int, recv: torch.Tensor, frm: int, category: str,
-                 layer=None) -> "Pending":
+                 layer=None, tag: int = 0) -> "Pending":
         """Post a send of `send` to rank `to` and a receive into `recv` from rank `frm`; return the
-        `Pending` whose `wait()` returns `recv` (no work to wait on for empty transfers, see `p2p_ops`)."""
+        `Pending` whose `wait()` returns `recv` (no work to wait on for empty transfers, see `p2p_ops`).
+        `tag` as in `all_to_all_start`."""
         codec, decodes = self.codec_for(send, category), []
         payload, into = self._encoded(codec, send, recv, decodes) if codec is not None else (send, recv)
-        ops = p2p_ops(payload, to, into, frm)
+        ops = p2p_ops(payload, to, into, frm, self.p2p_tag(tag))
         self.count(category, layer, payload.numel() * payload.element_size(), int(payload.numel() > 0),
                    calls=int(bool(ops)))
-        return Pending(recv, dist.batch_isend_irecv(ops) if ops else [], payload, self, category, decodes)
+        return self.posted(Pending(recv, dist.batch_isend_irecv(ops) if ops else [], payload, self, category, decodes))
+
+    def p2p_tag(self, tag: int) -> int:
+        return 0 if self.single_tag else tag
+
+    def posted(self, pending: "Pending") -> "Pending":
+        """Remember a transfer with work in flight until it is waited for (`drain`)."""
+        if pending.works:
+            self.in_flight[pending] = None
+        return pending
 
     # ------------------------------------------------------------------ quantised messages
     def codec_for(self, rows: torch.Tensor, category: str, codec: Codec | None = None) -> Codec | None:
@@ -263,12 +334,56 @@ class Pending:
             self.waited_s = time.perf_counter() - start
             if self.comm is not None:
                 self.comm.blocked[self.category] += self.waited_s
+                self.comm.in_flight.pop(self, None)
         # Decoding quantised payloads into `out` (in place: callers may hold it) and freeing the send
         # buffers are not waiting: after the clock.
         for decode in self.decodes:
             decode()
         self.works, self.send, self.decodes = [], None, []
         return self.out
+
+
+class Channel:
+    """A method's point-to-point traffic (`Comm.channel`): `SLOTS` tags Comm allocated for its name,
+    and the categories its bytes are counted under (a transfer under another is a bug, refused).
+    Transfers in flight at once between the same pair go on different slots (PipeGCN's layers,
+    AdaQP's bit widths), which keeps them apart under gloo's matching by tag. Under NCCL, or with
+    GNNBENCH_P2P_TAG=single, they match in posting order instead: both ends must post them in the
+    same order, which a method gets by every rank running the same sequence of steps."""
+
+    SLOTS = 1024
+
+    def __init__(self, comm: Comm, name: str, base: int, categories: tuple[str, ...]):
+        self.comm, self.name, self.base, self.categories = comm, name, base, categories
+
+    def tag(self, slot: int) -> int:
+        if not 0 <= slot < self.SLOTS:
+            raise ValueError(f"channel {self.name!r}: slot {slot} outside 0..{self.SLOTS - 1}")
+        return self.base + slot
+
+    def check(self, category: str) -> None:
+        if category not in self.categories:
+            raise ValueError(f"channel {self.name!r} carries {', '.join(self.categories)}, not {category!r}")
+
+    def all_to_all_start(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int], category: str,
+                         layer=None, slot: int = 0, codec: Codec | None = None) -> "Pending":
+        """`Comm.all_to_all_start` on this channel's tag `slot`."""
+        self.check(category)
+        args = (send, send_counts, recv_counts, category, layer, self.tag(slot))
+        # `codec` only when given: code that watches `Comm.all_to_all_start` (tests) sees the usual call
+        return self.comm.all_to_all_start(*args, **({"codec": codec} if codec is not None else {}))
+
+    def exchange(self, send: torch.Tensor, to: int, recv: torch.Tensor, frm: int, category: str, layer=None,
+                 slot: int = 0) -> "Pending":
+        """`Comm.exchange` on this channel's tag `slot`."""
+        self.check(category)
+        return self.comm.exchange(send, to, recv, frm, category, layer, tag=self.tag(slot))
+
+
+def p2p_tag_mode() -> str:
+    """`GNNBENCH_P2P_TAG` (`P2P_TAG_MODES`); read by each rank's Comm. Spawned ranks inherit the
+    environment the launcher's fork server started with, so set it before the first run."""
+    return choose("GNNBENCH_P2P_TAG", os.environ.get("GNNBENCH_P2P_TAG") or "channel", P2P_TAG_MODES)
 
 
 def p2p_ops(send: torch.Tensor, to: int, recv: torch.Tensor, frm: int, tag: int = 0) -> list:

@@ -104,6 +104,7 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
                 check_finite(entries)
             memory.resume()
         memory.epoch_done(epoch)
+    ctx.comm.drain()  # transfers a method posted and nothing waited for (its last pipelined posts)
 
     per_rank = {"rank": rank, **memory.result(), "comm_bytes_by_category": ctx.comm.by_category(),
                 "comm_blocked_s_by_category": ctx.comm.blocked_by_category(),

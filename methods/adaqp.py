@@ -37,7 +37,6 @@ from benchmarks.quantize import Codec
 WIDTHS = (2, 4, 8)  # the widths an assignment chooses from (the paper's BITS_SET)
 FULL = 32  # full precision: rows travel as they are
 DIRECTIONS = ("halo_fwd", "halo_bwd")  # also the categories their bytes are counted under
-TAG = 2000  # p2p tags of the posted exchanges: TAG + 64 * direction + width (distinct from eval's 0)
 
 
 # --------------------------------------------------------------------------- the assignment
@@ -168,6 +167,9 @@ class Widths:
         generator = torch.Generator(ctx.device).manual_seed(7_000_003 * (ctx.cfg.seed + 1) + ctx.rank)
         self.codecs = {b: Codec(f"int{b}", generator) for b in WIDTHS}
         self.codecs[FULL] = None
+        # One all-to-all per width in flight together: a channel per direction, one slot (tag) per
+        # width, apart from the blocking exchanges (evaluation, setup).
+        self.channels = {d: ctx.comm.channel(f"adaqp.{d}", [d]) for d in DIRECTIONS}
         plan = ctx.plan
         self.counts = {"halo_fwd": (plan.send_counts, plan.recv_counts),
                        "halo_bwd": (plan.recv_counts, plan.send_counts)}
@@ -203,9 +205,8 @@ class Widths:
         parts = []
         for route in self.routes[key]:
             send = rows if route.send_index is None else rows.index_select(0, route.send_index)
-            pending = self.comm.all_to_all_start(send, route.send_counts, route.recv_counts, direction, layer,
-                                                 tag=TAG + 64 * DIRECTIONS.index(direction) + route.bits,
-                                                 codec=self.codecs[route.bits])
+            pending = self.channels[direction].all_to_all_start(send, route.send_counts, route.recv_counts, direction,
+                                                                layer, slot=route.bits, codec=self.codecs[route.bits])
             if route.recv_index is None:
                 out = pending.out  # every row has this width: the received tensor is the result
             parts.append((pending, route.recv_index))

@@ -63,12 +63,13 @@ class StaleHalo:
     seconds spent on the critical path (waits on posted exchanges, blocking exchanges) are kept for
     the probes."""
 
-    TAG = 1000  # p2p tag base of posted exchanges: one tag per layer, apart from the blocking ones (0)
-
     def __init__(self, ctx, sync: str = "blocking"):
         self.ctx, self.tables, self.refresh = ctx, {}, True
         self.on_host = ctx.options.offload_stale
         self.sync = sync
+        # Posted exchanges of every layer are in flight together: one slot (tag) per layer, apart from
+        # the blocking exchanges (cold start, layer 0, evaluation).
+        self.channel = ctx.comm.channel("digest.stale_sync", ["stale_sync"])
         self.step = 0
         self.computed = {}  # layer -> the step whose forward computed the table's rows
         self.pending = {}  # layer -> (Pending, step that posted it): overlapped exchanges in flight
@@ -102,17 +103,11 @@ class StaleHalo:
         return exchange_rows(h, self.ctx.plan, self.ctx.comm, "stale_sync", layer)
 
     def post(self, h: torch.Tensor, layer: int):
-        return start_exchange_rows(h, self.ctx.plan, self.ctx.comm, "stale_sync", layer, tag=self.TAG + layer)
-
-    def drain(self) -> None:
-        """Wait for exchanges still in flight (after the last step; nothing uses them)."""
-        for layer in list(self.pending):
-            self.pending.pop(layer)[0].wait()
+        return start_exchange_rows(h, self.ctx.plan, self.channel, "stale_sync", layer, slot=layer)
 
     fetch = exchange
 
     def probes(self) -> dict:
-        self.drain()
         by_layer = {str(layer): {"min": min(a[1:], default=0), "max": max(a[1:], default=0),
                                  "mean": statistics.fmean(a[1:]) if len(a) > 1 else 0.0}
                     for layer, a in sorted(self.ages.items())}

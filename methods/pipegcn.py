@@ -46,20 +46,16 @@ from benchmarks.families.partition_parallel import (LAYER0, LayerZeroExact, Loca
                                                      layer0_option)
 from benchmarks.options import option
 
-# p2p tags of the posted exchanges, one per layer and direction: apart from the blocking exchanges
-# (tag 0: evaluation, layer 0's inputs) that run while these are in flight, and from DIGEST's (1000 + layer).
-FORWARD_TAG, BACKWARD_TAG = 2000, 3000
-
-
 class StaleBlock:
     """One layer's halo traffic in one direction (forward rows or backward gradients).
 
     `swap(outgoing, epoch)` posts `outgoing` (through `post`) and returns the block to use now:
     pipelined, what the previous post received (waited for here, its first use), zeros before any;
     not pipelined (and at epoch 0 with `epoch0: sync`), what this post receives, waited for at once.
-    A post is waited for before the next one of the same tag is made, so one transfer per tag is
-    ever in flight. With `smooth`, every receipt R updates S = gamma S + (1 - gamma) R (S = 0
-    before the first) and S is returned instead of R. Waits and block ages are kept for the probes."""
+    A post is waited for before the next one of the same block is made, so one transfer per block is
+    ever in flight (each block on its own channel slot; the runtime waits for the last, `Comm.drain`).
+    With `smooth`, every receipt R updates S = gamma S + (1 - gamma) R (S = 0 before the first) and
+    S is returned instead of R. Waits and block ages are kept for the probes."""
 
     def __init__(self, post: Callable[[torch.Tensor], Pending], rows: int, name: str, pipeline: bool = True,
                  smooth: bool = False, gamma: float = 0.95, epoch0: str = "zeros"):
@@ -93,12 +89,6 @@ class StaleBlock:
             self.block = (1 - self.gamma) * received
         else:
             self.block = self.gamma * self.block + (1 - self.gamma) * received
-
-    def drain(self) -> None:
-        """Wait for the last post (after training: nothing uses it)."""
-        if self.in_flight is not None:
-            self.in_flight[0].wait()
-            self.in_flight = None
 
 
 class _StaleHalo(torch.autograd.Function):
@@ -139,13 +129,17 @@ class PipelinedAggregator(LocalAggregator):
         self.stale_replay = Replay(always=True)
         plan, comm = ctx.plan, ctx.comm
         settings = dict(pipeline=options.pipeline, gamma=options.gamma, epoch0=options.epoch0)
+        # Posts of every layer and direction are in flight together: one slot (tag) per layer on a
+        # channel per direction, apart from the blocking exchanges (evaluation, layer 0's inputs).
+        forward = comm.channel("pipegcn.halo_fwd", ["halo_fwd"])
+        backward = comm.channel("pipegcn.halo_bwd", ["halo_bwd"])
         self.blocks = {}  # layer -> (forward rows, backward gradients)
         for layer in range(1, ctx.cfg.layers):
             fwd = StaleBlock(lambda rows, layer=layer: start_exchange_rows(
-                rows, plan, comm, "halo_fwd", layer, FORWARD_TAG + layer),
+                rows, plan, forward, "halo_fwd", layer, slot=layer),
                 sum(plan.recv_counts), f"halo_fwd/{layer}", smooth=options.smooth_features, **settings)
-            bwd = StaleBlock(lambda grad, layer=layer: comm.all_to_all_start(
-                grad, plan.recv_counts, plan.send_counts, "halo_bwd", layer, BACKWARD_TAG + layer),
+            bwd = StaleBlock(lambda grad, layer=layer: backward.all_to_all_start(
+                grad, plan.recv_counts, plan.send_counts, "halo_bwd", layer, slot=layer),
                 sum(plan.send_counts), f"halo_bwd/{layer}", smooth=options.smooth_grads, **settings)
             self.blocks[layer] = (fwd, bwd)
 
@@ -202,8 +196,6 @@ class Method(FullGraphMethod):
 
     def probes(self) -> dict:
         blocks = [b for pair in self.pipelined.blocks.values() for b in pair]
-        for b in blocks:
-            b.drain()
         waits = [s for b in blocks for epoch, s in b.waits if epoch > 0]
         options = self.ctx.options
         return {

@@ -92,6 +92,9 @@ class _Pipeline:
 class SARAggregator(Aggregator):
     def __init__(self, ctx: RankContext, mode: str, prefetch: int):
         self.ctx, self.comm, self.mode, self.prefetch = ctx, ctx.comm, mode, prefetch
+        # Rounds in flight beyond the one consumed (prefetch) share one tag, apart from the blocking
+        # exchanges (evaluation): the ring posts them in the same order on both ends of every pair.
+        self.channel = ctx.comm.channel("sar.ring", ["halo_fwd", "halo_bwd", "halo_refetch"])
         self.shards = Shards(ctx)
 
     # ---------------------------------------------------------------- ring transfers
@@ -102,7 +105,7 @@ class SARAggregator(Aggregator):
         to, frm = s.ring(r)
         send = h.index_select(0, s.send_rows[to])
         recv = h.new_empty((s.recv_counts[frm], *h.shape[1:]))
-        return self.comm.exchange(send, to, recv, frm, category, layer), send, (r, frm, recv)
+        return self.channel.exchange(send, to, recv, frm, category, layer), send, (r, frm, recv)
 
     def fetch(self, h: torch.Tensor, category: str, layer: int):
         """Remote shards' source rows, round by round: yields (round r, owner q, rows of q I need)."""
@@ -154,7 +157,7 @@ class _GradReturn:
         peer, owner = s.ring(r)  # I fetched from `owner` in round r; `peer` fetched from me
         recv = self.grad_local.new_empty((s.send_rows[peer].numel(), *self.grad_local.shape[1:]))
         send = grad_rows.contiguous()
-        transfer = self.agg.comm.exchange(send, owner, recv, peer, "halo_bwd", self.layer)
+        transfer = self.agg.channel.exchange(send, owner, recv, peer, "halo_bwd", self.layer)
         self.pending.append((transfer, peer, recv, send))
         while len(self.pending) > self.agg.prefetch:
             self._complete()

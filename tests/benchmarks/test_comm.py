@@ -9,6 +9,7 @@ import torch
 
 from benchmarks import comm as comm_module
 from benchmarks.comm import Comm
+from benchmarks.errors import UserError
 
 pytestmark = pytest.mark.fast
 
@@ -91,11 +92,19 @@ def test_all_to_all_counts_the_rows_sent_to_other_ranks_under_its_layer(mirror):
     assert c.by_layer() == {"halo_fwd/1": 3 * 4 * 4}
 
 
+def recorded_tags(monkeypatch) -> list:
+    """The tags of the point-to-point operations posted from now on, in channel mode (whatever
+    GNNBENCH_P2P_TAG the suite runs under)."""
+    monkeypatch.delenv("GNNBENCH_P2P_TAG", raising=False)
+    tags = []
+    monkeypatch.setattr(comm_module.dist, "P2POp", lambda op, tensor, peer, tag=0: tags.append(tag) or (op, tensor, peer))
+    return tags
+
+
 def test_all_to_all_start_counts_at_the_post_and_returns_the_rows_at_the_wait(mirror, monkeypatch):
     """The non-blocking all_to_all (DIGEST's overlapped sync) counts what all_to_all counts, when it
     posts; wait() returns the received rows; the tag reaches every point-to-point operation."""
-    tags = []
-    monkeypatch.setattr(comm_module.dist, "P2POp", lambda op, tensor, peer, tag=0: tags.append(tag) or (op, tensor, peer))
+    tags = recorded_tags(monkeypatch)
     c = Comm(rank=0, world=3)
     send = torch.arange(20, dtype=torch.float32).view(5, 4)
     pending = c.all_to_all_start(send, [0, 2, 3], [0, 2, 3], "stale_sync", 1, tag=1001)
@@ -142,3 +151,78 @@ def test_blocked_seconds_are_kept_by_category_and_leave_the_bytes_alone(mirror):
     one.all_to_all(send, [5], [5], "halo_fwd", 1)
     one.all_reduce(torch.ones(3), "grad_allreduce")
     assert one.blocked_by_category() == {}
+
+
+def test_channels_get_their_own_tag_ranges_and_carry_only_their_categories(mirror, monkeypatch):
+    """Comm allocates each channel a range of tags from its name (the same on every rank, whatever
+    order they are opened in), apart from the runtime's tag 0; a transfer goes on its slot's tag;
+    the channel's categories are registered, and others are refused."""
+    tags = recorded_tags(monkeypatch)
+    c, other = Comm(rank=0, world=3), Comm(rank=1, world=3)
+    a, b = c.channel("test.a", ["stale_sync"]), c.channel("test.b", ["halo_fwd", "halo_bwd"])
+    assert (other.channel("test.b", ["halo_fwd", "halo_bwd"]).base, other.channel("test.a", ["stale_sync"]).base) \
+        == (b.base, a.base)
+    assert c.channel("test.a", ["stale_sync"]) is a and "stale_sync" in c.categories
+    ranges = [range(ch.base, ch.base + ch.SLOTS) for ch in (a, b)]
+    assert 0 not in ranges[0] and 0 not in ranges[1] and not set(ranges[0]) & set(ranges[1])
+    send = torch.ones(5, 4)
+    assert torch.equal(a.all_to_all_start(send, [0, 2, 3], [0, 2, 3], "stale_sync", 1, slot=3).wait(), send)
+    b.exchange(torch.ones(2), 1, torch.empty(2), 1, "halo_bwd", 1, slot=1).wait()
+    assert tags == [a.base + 3] * 4 + [b.base + 1] * 2
+    assert c.by_layer() == {"stale_sync/1": 5 * 4 * 4, "halo_bwd/1": 8}  # counted as without a channel
+    with pytest.raises(ValueError, match="carries stale_sync, not 'halo_fwd'"):
+        a.all_to_all_start(send, [0, 2, 3], [0, 2, 3], "halo_fwd", 1)
+    with pytest.raises(ValueError, match="slot 1024"):
+        a.tag(1024)
+    with pytest.raises(ValueError, match="opened with categories"):
+        c.channel("test.a", ["halo_fwd"])
+    with pytest.raises(ValueError, match="bad communication category"):
+        c.register_category("halo/1")
+
+
+def test_single_tag_mode_sends_every_transfer_on_tag_0(mirror, monkeypatch):
+    """GNNBENCH_P2P_TAG=single: one tag for every point-to-point transfer (gloo then matches in
+    posting order, as NCCL does); an unknown mode is a one-line error naming the valid ones."""
+    tags = recorded_tags(monkeypatch)
+    monkeypatch.setenv("GNNBENCH_P2P_TAG", "single")
+    c = Comm(rank=0, world=3)
+    assert c.single_tag
+    channel = c.channel("test.a", ["stale_sync"])
+    channel.all_to_all_start(torch.ones(5, 4), [0, 2, 3], [0, 2, 3], "stale_sync", 1, slot=7).wait()
+    channel.exchange(torch.ones(2), 1, torch.empty(2), 1, "stale_sync", 1, slot=2).wait()
+    assert set(tags) == {0} and len(tags) == 6
+    monkeypatch.setenv("GNNBENCH_P2P_TAG", "channel")
+    assert not Comm(rank=0, world=3).single_tag
+    monkeypatch.setenv("GNNBENCH_P2P_TAG", "one")
+    with pytest.raises(UserError, match="unknown GNNBENCH_P2P_TAG 'one'; choose one of: channel, single"):
+        Comm(rank=0, world=3)
+
+
+def test_drain_waits_once_for_every_transfer_not_yet_waited_for(monkeypatch):
+    """Comm.drain (the runtime's, after training) waits for what was posted and never waited for,
+    in posting order, and forgets what was waited for; empty transfers hold nothing to wait for."""
+    waited = []
+
+    class Work:
+        def __init__(self, name):
+            self.name = name
+
+        def wait(self):
+            waited.append(self.name)
+
+    dist = comm_module.dist
+    monkeypatch.setattr(dist, "P2POp", lambda op, tensor, peer, tag=0: (op, tensor, peer))
+    posts = iter(range(100))
+    monkeypatch.setattr(dist, "batch_isend_irecv", lambda ops: [Work(next(posts))])
+    c = Comm(rank=0, world=2)
+    channel = c.channel("test.a", ["halo_fwd"])
+    first = channel.exchange(torch.ones(2), 1, torch.empty(2), 1, "halo_fwd")
+    second = channel.exchange(torch.ones(2), 1, torch.empty(2), 1, "halo_fwd")
+    third = c.exchange(torch.ones(2), 1, torch.empty(2), 1, "halo_fwd")
+    c.exchange(torch.ones(0), 1, torch.empty(0), 1, "halo_fwd")  # empty: nothing posted
+    second.wait()
+    assert list(c.in_flight) == [first, third]
+    c.drain()
+    assert waited == [1, 0, 2] and not c.in_flight  # first and third, in posting order
+    c.drain()
+    assert waited == [1, 0, 2]
