@@ -310,8 +310,8 @@ def main(argv: list[str] | None = None) -> None:
         check_overrides(overrides)
         check_composes(overrides)
         cfg = config_of(overrides)
-        check(cfg)
-        stats = measure(cfg, args.workers, cfg["partitioner"], cfg["seed"], args.results_dir,
+        run = check(cfg)
+        stats = measure(cfg, args.workers, run.partitioner, run.seed, args.results_dir,
                         log=lambda m: print(m, file=sys.stderr))
         print(f"{stats['graph']['name']} ({stats['graph']['nodes']} nodes, {stats['graph']['edges']} in-edges), "
               f"{stats['partitioner']}, measured: {stats['path']}")

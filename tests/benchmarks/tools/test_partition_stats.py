@@ -7,6 +7,7 @@ import json
 import pytest
 
 from benchmarks.tools import partition_stats
+from benchmarks.config import check
 from benchmarks.errors import UserError
 from benchmarks.partition import load_part
 from benchmarks.tools.partition_stats import extrapolate, measure
@@ -23,7 +24,7 @@ def test_measured_statistics_are_the_records_and_the_file_is_a_cache(make_cfg, t
     assert stats["source"] == "measured" and stats["graph"]["nodes"] == 400
     assert stats["graph"]["config"]["nodes"] == 400 and stats["graph"]["config"]["homophily"] == 0.8
     for P in (2, 4):
-        info, folder = prepare(cfg, P, log=lambda m: None)  # what the record's `partition` section holds
+        info, folder = prepare(check(cfg), P, log=lambda m: None)  # what the record's `partition` section holds
         entry, record = stats["by_workers"][str(P)], info["partition"]
         for key in ("nodes_per_rank", "edges_per_rank", "train_nodes_per_rank", "halo_nodes_per_rank", "edge_cut"):
             assert entry[key] == record[key], key
