@@ -16,11 +16,11 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from benchmarks import method_configs  # noqa: F401 (Hydra's source of method/<plugin> configs, registered)
 from benchmarks.errors import Stopped, UserError
-from benchmarks.registry import CONF, check_overrides, method_names
+from benchmarks.registry import CONF, method_names
 
 
 def summary_line(record: dict) -> str:
@@ -46,9 +46,8 @@ def composition_error(e: Exception, overrides: list[str]) -> UserError:
     """Hydra's error for overrides it cannot apply (several lines) as the suite's one line. A key the
     config lacks (`epoch=5`, `method.unknown=1`) gets the message the schema gives `+epoch=5`:
     `unknown key epoch; valid keys are: ...`."""
-    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    if first.startswith("Could not override '"):
-        key = first.split("'")[1]
+    key = getattr(e.__cause__, "full_key", None)  # OmegaConf names the key it has no place for
+    if isinstance(e.__cause__, (ConfigAttributeError, ConfigKeyError)) and key:
         added = [f"+{o}" if o.split("=", 1)[0] == key else o for o in overrides]
         try:
             from benchmarks.config import check
@@ -96,27 +95,15 @@ def check_composes(argv: list[str]) -> None:
             raise composition_error(e, list(point)) from None
 
 
-_failures = []  # exit statuses of the jobs of a multirun that failed after starting (each has a record)
-_refused = []  # jobs of a multirun refused before starting (bad configuration: no record)
-
-
 @hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     from benchmarks.runner import run
 
-    # In a sweep (-m) a failed job is recorded and the sweep goes on; main() exits non-zero at the end.
-    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         path, record = run(OmegaConf.to_container(cfg, resolve=True), log=lambda m: print(m, file=sys.stderr))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
-        if not multirun:
-            sys.exit(2)
-        _refused.append(2)
-        return
+        sys.exit(2)
     except Stopped as e:  # a stop ends a multirun too
         where = f"record {e.record} (failed)" if e.record else "no record (stopped before training)"
         print(f"{e}: {where}", file=sys.stderr)
@@ -125,14 +112,20 @@ def _hydra_main(cfg: DictConfig) -> None:
         print(f"record: {path}")
         print(summary_line(record), flush=True)
         if record["status"] != "ok":
-            if not multirun:
-                sys.exit(1)
-            _failures.append(1)
+            sys.exit(1)
+
+
+MULTIRUN = ("-m", "--multirun")
 
 
 def main() -> None:
-    try:
-        check_overrides(sys.argv[1:])
+    if any(a in MULTIRUN for a in sys.argv[1:]):
+        # One sweep engine: a sweep's points run through benchmarks.sweep, one process per run
+        from benchmarks.sweep import main as sweep_main
+
+        sweep_main([a for a in sys.argv[1:] if a not in MULTIRUN])
+        return
+    try:  # the group choices were checked by benchmarks/__main__.py, before torch was imported
         check_composes(sys.argv[1:])
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -142,9 +135,3 @@ def main() -> None:
     except KeyboardInterrupt:  # Ctrl-C outside a run (composing, importing): nothing to record
         print("interrupted", file=sys.stderr)
         sys.exit(128 + signal.SIGINT)
-    if _refused:
-        print(f"{len(_refused)} job(s) refused (bad configuration, no record)", file=sys.stderr)
-    if _failures:
-        print(f"{len(_failures)} job(s) of the sweep failed (see their records)", file=sys.stderr)
-    if _refused or _failures:
-        sys.exit(max(_refused + _failures))

@@ -12,7 +12,6 @@ one typed, frozen `RunConfig`: launchers, ranks, the record and plugins read its
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar, Literal, Optional
 
@@ -114,7 +113,7 @@ class RunConfig(RunOptions):
 
     def as_dict(self) -> dict:
         """The complete configuration as plain values: every key, every option filled in."""
-        top = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(RunOptions)}
+        top = as_dict(self, declared_by=RunOptions)
         method = {"name": self.method_name, **({"plugin": self.plugin} if self.plugin != self.method_name else {})}
         return {**top, "dataset": {"name": self.dataset_name, **as_dict(self.dataset)},
                 "model": {"name": self.model_name, **as_dict(self.model)},
@@ -148,6 +147,10 @@ def check(cfg: dict) -> RunConfig:
         sections[section] = validate(saver_cls, cfg.get(section, {}), top, section=section)
     name = cfg["method"]["name"]
     method_cls = method_class(name)
+    plugin = aliases().get(name, {}).get("plugin")
+    if cfg["method"].get("plugin", plugin) != plugin:  # only an alias's YAML names a plugin
+        raise UserError(f"method.plugin={cfg['method']['plugin']} is not an option: an alias YAML in conf/method/ names "
+                        f"its plugin; choose the method with method=<name> (drop method.plugin)")
     run = RunConfig(**{f.name: getattr(top, f.name) for f in fields(RunOptions)}, **sections,
                     dataset_name=dataset["name"], model_name=cfg["model"]["name"], method_name=name,
                     method_cls=method_cls)

@@ -20,6 +20,7 @@ Every options class is frozen: what was validated is what runs.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import types
@@ -86,12 +87,15 @@ def validate(options_cls: type[Options], values: dict, run=None, section: str = 
     return options
 
 
-def as_dict(options: Options) -> dict:
+def as_dict(options: Options, declared_by: type[Options] | None = None) -> dict:
     """The options as plain values (what a section of the run config holds besides its name), each
     as its declared type: an integer given for a float option is a float here, so `dropout=0` and
-    `dropout=0.0` are one configuration, one record name."""
-    hints = typing.get_type_hints(type(options))
-    return {k: _as_declared(v, hints[k]) for k, v in dataclasses.asdict(options).items()}
+    `dropout=0.0` are one configuration, one record name. `declared_by`: only the fields that class
+    declares (a subclass's object)."""
+    cls = declared_by or type(options)
+    hints = typing.get_type_hints(cls)
+    return {f.name: _as_declared(copy.deepcopy(getattr(options, f.name)), hints[f.name])
+            for f in dataclasses.fields(cls)}
 
 
 def defaults(options_cls: type[Options]) -> dict:

@@ -71,10 +71,11 @@ def test_a_misspelt_method_is_refused_before_torch_is_imported():
     assert out.stdout.split() == ["False", "2"] and out.stderr.startswith("error: unknown method 'sra'"), out
 
 
-def test_a_multirun_counts_refused_jobs_apart_from_failed_ones(tmp_path):
-    out = cli(tmp_path, "-m", "workers=1,abc", "method=single", "epochs=2", "hidden=8", "log_every=0",
+def test_a_multirun_is_the_sweep_engine_which_refuses_a_bad_point_before_anything_runs(tmp_path):
+    # One sweep engine: `-m` hands its points to benchmarks.sweep (one process per run), which checks
+    # every point first, so a bad one is a one-line error naming it and no job has run.
+    out = cli(tmp_path, "-m", "workers=1,abc", "method=full_halo", "epochs=2", "hidden=8", "log_every=0",
               "dataset.nodes=300", "dataset.classes=3")
     assert out.returncode == 2
-    assert "error: workers must be a positive integer (got 'abc')" in out.stderr
-    assert "1 job(s) refused (bad configuration, no record)" in out.stderr and "see their records" not in out.stderr
-    assert len(list((tmp_path / "r").glob("*.json"))) == 1  # the good job ran
+    assert "error: run 2/2 (workers=abc" in out.stderr and "workers must be a positive integer (got 'abc')" in out.stderr
+    assert not list((tmp_path / "r").glob("*.json"))  # nothing ran

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.fast
 
 
 @pytest.mark.parametrize("overrides, message", [
+    (["method=full_halo", "+method.plugin=sar"], "method.plugin=sar is not an option"),  # reserved for alias YAMLs
     (["model=gat", "model.heads=0"], "model.heads=0 must be a positive integer"),
     (["model=gat", "hidden=130"], "hidden=130 must be divisible by model.heads=4 for GAT"),
     (["lr=abc"], "lr='abc' must be a number >= 0 (learning rate)"),
@@ -117,3 +118,13 @@ def test_check_needs_no_machine_facts(make_cfg):
     cfg = make_cfg("device=cuda")  # refused by plan on a machine without CUDA, not by the schema
     run = check(cfg)
     assert run.method_name == "full_halo" and run.method_cls.__module__ == "methods.full_halo"
+
+
+def test_a_float_given_as_an_integer_is_one_configuration(make_cfg):
+    """`dropout=0` and `dropout=0.0` (or `lr=1` and `lr=1.0`) are one run: one record name, one setting."""
+    from benchmarks.record import config_hash, record_path, setting_config
+
+    a, b = check(make_cfg("dropout=0", "lr=1")), check(make_cfg("dropout=0.0", "lr=1.0"))
+    assert record_path(a) == record_path(b) and a.as_dict() == b.as_dict()
+    assert setting_config(a.as_dict()) == setting_config(b.as_dict()) and config_hash(a.as_dict()) == config_hash(b.as_dict())
+    assert isinstance(a.as_dict()["dropout"], float)
