@@ -133,7 +133,7 @@ class Method:
         """Method-specific per-rank measurements for the record (`summary.per_rank[]`)."""
         return {}
 
-    def step(self, loss: torch.Tensor, scale: float | None = None, sync: str | None = "grad_allreduce",
+    def optimize(self, loss: torch.Tensor, scale: float | None = None, sync: str | None = "grad_allreduce",
              optimizer: torch.optim.Optimizer | None = None, scaler: torch.amp.GradScaler | None = None,
              set_to_none: bool = True) -> None:
         """One optimizer step on `loss`, this rank's share of the loss (`loss_share`): zero the
@@ -171,7 +171,7 @@ def local_loss(ctx: RankContext, logits: torch.Tensor) -> torch.Tensor:
 
 # --------------------------------------------------------------------------- the loss and the step
 # Every training loop (the families', DIGEST-A's, pyg_plain's) computes its loss with `loss_share`
-# and steps with `Method.step`, so zeroing, fp16's loss scaling, the gradient sum and the skipped
+# and steps with `Method.optimize`, so zeroing, fp16's loss scaling, the gradient sum and the skipped
 # steps are written once.
 def loss_share(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | float | None = None,
                total: int | None = None) -> torch.Tensor:
@@ -179,7 +179,7 @@ def loss_share(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
     cross-entropy (times `weights`, per row or one number, where the weights already carry the mean's
     denominator: a mini-batch's estimate), divided by `total` (the global count of rows the mean is
     over) when given. Without either, the plain sum (a loop that backpropagates it rescaled, as local
-    steps do, passes `scale` to `Method.step`)."""
+    steps do, passes `scale` to `Method.optimize`)."""
     if weights is None:
         loss = F.cross_entropy(logits, labels, reduction="sum")
     else:
@@ -187,10 +187,10 @@ def loss_share(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
     return loss if total is None else loss / total
 
 
-def optimizer_step(method: "Method", loss: torch.Tensor, scale: float | None = None, sync: str | None = "grad_allreduce",
-         optimizer: torch.optim.Optimizer | None = None, scaler: torch.amp.GradScaler | None = None,
-         set_to_none: bool = True) -> None:
-    """`Method.step`: one optimizer step on `loss` (`loss_share`'s, after the forward):
+def optimizer_step(method: "Method", loss: torch.Tensor, scale: float | None = None,
+                   sync: str | None = "grad_allreduce", optimizer: torch.optim.Optimizer | None = None,
+                   scaler: torch.amp.GradScaler | None = None, set_to_none: bool = True) -> None:
+    """`Method.optimize`: one optimizer step on `loss` (`loss_share`'s, after the forward):
       - the gradients zeroed (`set_to_none=False`: zeros, so that every rank all-reduces the same
         gradient list even when its batch is empty);
       - backward of `loss` (times `scale`: local steps rescale the share to the rank's own mean),

@@ -243,7 +243,7 @@ class Method(PartitionParallelMethod):
         pulled = self.server.pull(params)
         loss_sum = self.part_loss(self.steps)
         ctx.optimizer.zero_grad(set_to_none=True)
-        (loss_sum * (1.0 / max(1, self.local_train))).backward()  # the server steps, not `self.step`
+        (loss_sum * (1.0 / max(1, self.local_train))).backward()  # the server steps, not `self.optimize`
         self.halo.cold = False
         version = self.server.push([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
         self.model_staleness.append(version - 1 - pulled)  # updates by others between my pull and push

@@ -90,7 +90,7 @@ class Method(LocalRounds):
         if not self.sampled_correction:
             for _ in range(self.correction_steps):
                 ctx.model.train()
-                self.step(local_loss(ctx, ctx.model(ctx.part.x, self.server_aggregator)), sync="correction_grad",
+                self.optimize(local_loss(ctx, ctx.model(ctx.part.x, self.server_aggregator)), sync="correction_grad",
                           optimizer=self.server_optimizer, scaler=self.server_scaler)
             return
         if ctx.rank == 0:

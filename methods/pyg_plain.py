@@ -72,7 +72,7 @@ class Method(MethodBase):
         part = self.ctx.part
         mask = part.train_mask
         loss = loss_share(self.net(part.x)[mask], part.y[mask], total=part.num_train_global)  # the mean: one process
-        self.step(loss, sync=None, optimizer=self.optimizer)
+        self.optimize(loss, sync=None, optimizer=self.optimizer)
         return loss.detach()
 
     def evaluation_model(self) -> torch.nn.Module:

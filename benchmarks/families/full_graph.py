@@ -33,5 +33,5 @@ class FullGraphMethod(Method):
         self.straggle()
         ctx.model.train()
         loss = local_loss(ctx, ctx.model(ctx.part.x, self.aggregator_for(epoch)))
-        self.step(loss)
+        self.optimize(loss)
         return loss.detach()

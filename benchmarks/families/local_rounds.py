@@ -42,7 +42,7 @@ class LocalRoundOptions(LocalStepOptions, PeriodicAveragingOptions):
 def sampled_step(method: Method, optimizer: torch.optim.Optimizer, store, x_of, y: torch.Tensor,
                  train_nodes: torch.Tensor, batch_size: int, fanouts: list[int], generator,
                  scaler: torch.amp.GradScaler | None = None) -> tuple[float, int]:
-    """One local Adam/SGD step (`method.step`, no gradient sum) on the mean loss of `batch_size`
+    """One local Adam/SGD step (`method.optimize`, no gradient sum) on the mean loss of `batch_size`
     seeds drawn without replacement from `train_nodes` (store ids), their neighbours sampled from
     `store`; (loss, sampled edges)."""
     ctx = method.ctx
@@ -52,7 +52,7 @@ def sampled_step(method: Method, optimizer: torch.optim.Optimizer, store, x_of, 
     ctx.model.train()
     logits = ctx.model(x_of(inputs), BlockAggregator(blocks, ctx.comm))[:seeds.numel()]
     loss = loss_share(logits, y[seeds], total=seeds.numel())
-    method.step(loss, sync=None, optimizer=optimizer, scaler=scaler)
+    method.optimize(loss, sync=None, optimizer=optimizer, scaler=scaler)
     return loss.item(), edges
 
 

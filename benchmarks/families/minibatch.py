@@ -172,7 +172,8 @@ class MiniBatchMethod(ReplicaAveraging):
             loss = loss_share(logits, batch.labels, batch.weights)
             # Zeros, not None: every rank then all-reduces the same gradient list, even one whose batch
             # is empty this step.
-            self.step(loss, self.loss_scale, "grad_allreduce" if self.avg_every is None else None, set_to_none=False)
+            sync = "grad_allreduce" if self.avg_every is None else None
+            self.optimize(loss, self.loss_scale, sync, set_to_none=False)
         self.phase_time["compute"] += t.seconds - (self.phase_time["communication"] - communication)
         return loss.item()
 

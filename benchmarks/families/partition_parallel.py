@@ -182,9 +182,9 @@ class PartitionParallelMethod(ReplicaAveraging):
         ctx = self.ctx
         loss_sum = self.part_loss(epoch)
         if self.avg_every is None:
-            self.step(loss_sum, 1.0 / ctx.part.num_train_global)
+            self.optimize(loss_sum, 1.0 / ctx.part.num_train_global)
         else:  # Local SGD: each rank minimises its own mean loss; averaging combines the ranks.
-            self.step(loss_sum, 1.0 / max(1, self.local_train), sync=None)
+            self.optimize(loss_sum, 1.0 / max(1, self.local_train), sync=None)
         return loss_sum.detach() / ctx.part.num_train_global
 
     def train_epoch(self, epoch: int) -> torch.Tensor:

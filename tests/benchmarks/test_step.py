@@ -1,4 +1,4 @@
-"""The loss and the step every training loop shares (`benchmarks.method.loss_share`, `Method.step`):
+"""The loss and the step every training loop shares (`benchmarks.method.loss_share`, `Method.optimize`):
 the share's arithmetic, and fp16's loss scaling, which skips a step whose gradients overflowed."""
 from __future__ import annotations
 
@@ -33,11 +33,11 @@ def test_fp16_scaling_unscales_the_gradients_and_skips_a_step_that_overflowed():
     plain, m0 = stepper(torch.amp.GradScaler("cpu", enabled=False))
     scaled, m1 = stepper(torch.amp.GradScaler("cpu", init_scale=2.0 ** 10))
     m1.load_state_dict(m0.state_dict())
-    plain.step(loss_share(m0(x), y, total=5))
-    scaled.step(loss_share(m1(x), y, total=5))
+    plain.optimize(loss_share(m0(x), y, total=5))
+    scaled.optimize(loss_share(m1(x), y, total=5))
     for a, b in zip(m0.parameters(), m1.parameters()):  # a power-of-two scale: exact
         assert torch.equal(a.grad, b.grad) and torch.equal(a, b)
     before = [p.detach().clone() for p in m1.parameters()]
-    scaled.step(loss_share(m1(x), y, total=5) * float("inf"))
+    scaled.optimize(loss_share(m1(x), y, total=5) * float("inf"))
     assert all(torch.equal(a, b) for a, b in zip(before, m1.parameters()))  # skipped
     assert scaled.ctx.scaler.get_scale() == 2.0 ** 9  # and the scale halved

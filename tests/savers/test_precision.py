@@ -58,7 +58,7 @@ def test_the_gpu_check_says_in_one_line_that_there_is_no_gpu_here(capsys):
 
 @pytest.mark.parametrize("method", ["neighbor_sampling", "psgd_pa"])
 def test_fp16_loss_scaling_reaches_the_minibatch_and_local_round_families(make_cfg, method):
-    """`Method.step` scales every family's loss: the mini-batch loop (a gradient all-reduce every
+    """`Method.optimize` scales every family's loss: the mini-batch loop (a gradient all-reduce every
     step, so every rank skips alike) and PSGD-PA's local rounds (each rank its own scale) train
     under fp16 close to fp32."""
     common = [f"method={method}", "workers=2", *DATASETS["synthetic"], "model=gcn", "epochs=3"]
