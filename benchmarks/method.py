@@ -142,7 +142,7 @@ class Method:
         optimizer_step(self, loss, scale, sync, optimizer, scaler, set_to_none)
 
     def all_reduce_gradients(self, category: str) -> None:
-        """The gradient sum of `step` (`sync_gradients`); a loop may wrap it (the mini-batch loop
+        """The gradient sum of `optimize` (`sync_gradients`); a loop may wrap it (the mini-batch loop
         times it as communication)."""
         sync_gradients(self.ctx, category)
 
