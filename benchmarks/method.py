@@ -133,6 +133,19 @@ class Method:
         """Method-specific per-rank measurements for the record (`summary.per_rank[]`)."""
         return {}
 
+    def optimize(self, loss: torch.Tensor, scale: float | None = None, sync: str | None = "grad_allreduce",
+             optimizer: torch.optim.Optimizer | None = None, scaler: torch.amp.GradScaler | None = None,
+             set_to_none: bool = True) -> None:
+        """One optimizer step on `loss`, this rank's share of the loss (`loss_share`): zero the
+        gradients, backward (fp16: scaled), sum them over ranks (`sync`: the category; None for local
+        steps), step (fp16: unscaled, skipped on overflow). See `optimizer_step`."""
+        optimizer_step(self, loss, scale, sync, optimizer, scaler, set_to_none)
+
+    def all_reduce_gradients(self, category: str) -> None:
+        """The gradient sum of `optimize` (`sync_gradients`); a loop may wrap it (the mini-batch loop
+        times it as communication)."""
+        sync_gradients(self.ctx, category)
+
     def straggle(self) -> None:
         """Injected heterogeneity (`straggler_delay_s`: seconds per step, listed per rank and cycled):
         call at the start of every training step."""
@@ -196,7 +209,50 @@ def sync_gradients(ctx: RankContext, category: str = "grad_allreduce") -> None:
 def local_loss(ctx: RankContext, logits: torch.Tensor) -> torch.Tensor:
     """This rank's share of the mean cross-entropy over the *global* training set."""
     mask = ctx.part.train_mask
-    return F.cross_entropy(logits[mask], ctx.part.y[mask], reduction="sum") / ctx.part.num_train_global
+    return loss_share(logits[mask], ctx.part.y[mask], total=ctx.part.num_train_global)
+
+
+# --------------------------------------------------------------------------- the loss and the step
+# Every training loop (the families', DIGEST-A's, pyg_plain's) computes its loss with `loss_share`
+# and steps with `Method.optimize`, so zeroing, fp16's loss scaling, the gradient sum and the skipped
+# steps are written once.
+def loss_share(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | float | None = None,
+               total: int | None = None) -> torch.Tensor:
+    """This rank's share of a global mean cross-entropy: the sum over `logits`' rows of their
+    cross-entropy (times `weights`, per row or one number, where the weights already carry the mean's
+    denominator: a mini-batch's estimate), divided by `total` (the global count of rows the mean is
+    over) when given. Without either, the plain sum (a loop that backpropagates it rescaled, as local
+    steps do, passes `scale` to `Method.optimize`)."""
+    if weights is None:
+        loss = F.cross_entropy(logits, labels, reduction="sum")
+    else:
+        loss = (F.cross_entropy(logits, labels, reduction="none") * weights).sum()
+    return loss if total is None else loss / total
+
+
+def optimizer_step(method: "Method", loss: torch.Tensor, scale: float | None = None,
+                   sync: str | None = "grad_allreduce", optimizer: torch.optim.Optimizer | None = None,
+                   scaler: torch.amp.GradScaler | None = None, set_to_none: bool = True) -> None:
+    """`Method.optimize`: one optimizer step on `loss` (`loss_share`'s, after the forward):
+      - the gradients zeroed (`set_to_none=False`: zeros, so that every rank all-reduces the same
+        gradient list even when its batch is empty);
+      - backward of `loss` (times `scale`: local steps rescale the share to the rank's own mean),
+        scaled first by `scaler` (`ctx.scaler`: fp16's loss scaling; a pass-through otherwise);
+      - the gradients summed over ranks in category `sync` (`Method.all_reduce_gradients`; None:
+        local steps, the replicas kept in step by averaging);
+      - `optimizer`'s step (`ctx.optimizer` by default) on the unscaled gradients, skipped (and the
+        scale lowered) when they overflowed. The gradients are summed while still scaled, so every
+        rank sees the same overflow and skips the same steps.
+    The gradients stay after the step (`probe_grads` reads epoch 0's)."""
+    ctx = method.ctx
+    optimizer = optimizer or ctx.optimizer
+    scaler = scaler or ctx.scaler
+    optimizer.zero_grad(set_to_none=set_to_none)
+    scaler.scale(loss if scale is None else loss * scale).backward()
+    if sync is not None:
+        method.all_reduce_gradients(sync)
+    scaler.step(optimizer)
+    scaler.update()
 
 
 # --------------------------------------------------------------------------- registry

@@ -156,6 +156,9 @@ class StoreHalo(StaleHalo):
 
 class Method(PartitionParallelMethod):
     exact_control = {"name": "full_halo"}  # with the same layer0
+    #: No fp16: DIGEST-A's workers push their gradients to the parameter server, which steps them
+    #: (no local optimizer step to unscale or skip), and the flag is the class's, both modes'.
+    loss_scaling = False
 
     @dataclass(frozen=True)
     class Options(PartitionParallelMethod.Options):
@@ -238,12 +241,14 @@ class Method(PartitionParallelMethod):
         self.straggle()
         params = list(ctx.model.parameters())
         pulled = self.server.pull(params)
-        loss_sum = self.forward_backward(self.steps, 1.0 / max(1, self.local_train))
+        loss_sum = self.part_loss(self.steps)
+        ctx.optimizer.zero_grad(set_to_none=True)
+        (loss_sum * (1.0 / max(1, self.local_train))).backward()  # the server steps, not `self.optimize`
         self.halo.cold = False
         version = self.server.push([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
         self.model_staleness.append(version - 1 - pulled)  # updates by others between my pull and push
         self.steps += 1
-        return loss_sum / ctx.part.num_train_global
+        return loss_sum.detach() / ctx.part.num_train_global
 
     def evaluation_model(self) -> torch.nn.Module:
         if self.asynchronous:

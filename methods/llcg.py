@@ -1,7 +1,7 @@
 """`llcg`: Learn Locally, Correct Globally (Ramezani et al., ICLR 2022, Algorithm 2).
 
 PSGD-PA (rounds of K local steps on each part with cut edges dropped, `benchmarks.families.
-minibatch.LocalRounds`, parameters averaged after every `avg_every` rounds), then after every
+local_rounds.LocalRounds`, parameters averaged after every `avg_every` rounds), then after every
 averaging the server's correction: `correction_steps` steps of its own Adam (`server_lr`, state kept
 across rounds). LLCG's code (mode d2gnncor, `server_opt_sync=True`) instead replaces the server's
 Adam state each round by the train-count-weighted average of the workers' states; not reproduced
@@ -25,10 +25,10 @@ import torch
 
 from benchmarks.aggregation import HaloAggregator
 from benchmarks.comm import flatten, unflatten_into
-from benchmarks.families.minibatch import (LocalRoundOptions, LocalRounds, check_fanouts, per_layer, sampled_step,
-                                           sampler_generator)
+from benchmarks.families.local_rounds import LocalRoundOptions, LocalRounds, sampled_step
+from benchmarks.families.minibatch import check_fanouts, per_layer, sampler_generator
 from benchmarks.families.replicas import model_state
-from benchmarks.method import local_loss, sync_gradients
+from benchmarks.method import local_loss
 from benchmarks.options import option
 from benchmarks.stores import replicated_store
 
@@ -62,6 +62,10 @@ class Method(LocalRounds):
         self.sampled_correction = options.correction == "sampled"
         self.server_optimizer = torch.optim.Adam(ctx.model.parameters(), lr=options.server_lr or ctx.cfg.lr,
                                                  weight_decay=ctx.cfg.weight_decay)
+        # fp16: the correction's own loss scale. The workers' scales drift apart over local steps
+        # (each skips its own overflows); the correction's steps are every rank's (`full`: gradients
+        # summed, so every rank skips alike) or the server's alone (`sampled`).
+        self.server_scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.scaler.is_enabled())
         if not self.sampled_correction:
             self.server_aggregator = HaloAggregator(ctx.adj, ctx.plan, ctx.comm,
                                                     ("correction_fwd", "correction_bwd"))
@@ -86,16 +90,14 @@ class Method(LocalRounds):
         if not self.sampled_correction:
             for _ in range(self.correction_steps):
                 ctx.model.train()
-                self.server_optimizer.zero_grad(set_to_none=True)
-                local_loss(ctx, ctx.model(ctx.part.x, self.server_aggregator)).backward()
-                sync_gradients(ctx, "correction_grad")
-                self.server_optimizer.step()
+                self.optimize(local_loss(ctx, ctx.model(ctx.part.x, self.server_aggregator)), sync="correction_grad",
+                          optimizer=self.server_optimizer, scaler=self.server_scaler)
             return
         if ctx.rank == 0:
             for _ in range(self.correction_steps):
-                sampled_step(ctx, self.server_optimizer, self.server_store, lambda ids: self.server_store.features(ids, 0),
+                sampled_step(self, self.server_optimizer, self.server_store, lambda ids: self.server_store.features(ids, 0),
                              self.server_y, self.server_train, self.server_batch_size, self.server_fanouts,
-                             self.server_generator)
+                             self.server_generator, self.server_scaler)
         if ctx.world > 1:  # the corrected model, from the server to every worker
             tensors = [t.data for t in model_state(ctx.model)]
             unflatten_into(ctx.comm.broadcast(flatten(tensors), 0, "correction"), tensors)

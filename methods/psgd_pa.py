@@ -11,7 +11,7 @@ Reconstruction choices (docs/digest.md): seeds are drawn from the part's trainin
 code draws them from all the part's nodes and masks the loss); averaging weighted by training
 nodes (LLCG's code) unless `avg_weighting: uniform`.
 """
-from benchmarks.families.minibatch import LocalRounds
+from benchmarks.families.local_rounds import LocalRounds
 
 
 class Method(LocalRounds):

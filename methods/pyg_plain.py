@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from benchmarks.errors import UserError
 from benchmarks.graph import edge_rows
 from benchmarks.method import Method as MethodBase
-from benchmarks.method import RankContext
+from benchmarks.method import RankContext, loss_share
 
 
 class PygNet(torch.nn.Module):
@@ -38,6 +38,8 @@ class PygNet(torch.nn.Module):
 
 class Method(MethodBase):
     single_process = True
+    # loss_scaling stays False: PyG's layers run outside the suite model's autocast, so `precision`
+    # never reaches them and fp16 would report fp32's numbers.
 
     @dataclass(frozen=True)
     class Options(MethodBase.Options):
@@ -69,11 +71,10 @@ class Method(MethodBase):
     def train_epoch(self, epoch: int) -> torch.Tensor:
         self.straggle()
         self.net.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        mask = self.ctx.part.train_mask
-        loss = F.cross_entropy(self.net(self.ctx.part.x)[mask], self.ctx.part.y[mask])
-        loss.backward()
-        self.optimizer.step()
+        part = self.ctx.part
+        mask = part.train_mask
+        loss = loss_share(self.net(part.x)[mask], part.y[mask], total=part.num_train_global)  # the mean: one process
+        self.optimize(loss, sync=None, optimizer=self.optimizer)
         return loss.detach()
 
     def evaluation_model(self) -> torch.nn.Module:

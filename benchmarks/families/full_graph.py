@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from benchmarks.aggregation import HaloAggregator
-from benchmarks.method import Method, RankContext, local_loss, sync_gradients
+from benchmarks.method import Method, RankContext, local_loss
 
 
 class FullGraphMethod(Method):
@@ -32,10 +32,6 @@ class FullGraphMethod(Method):
         ctx = self.ctx
         self.straggle()
         ctx.model.train()
-        ctx.optimizer.zero_grad(set_to_none=True)
         loss = local_loss(ctx, ctx.model(ctx.part.x, self.aggregator_for(epoch)))
-        ctx.scaler.scale(loss).backward()
-        sync_gradients(ctx)
-        ctx.scaler.step(ctx.optimizer)
-        ctx.scaler.update()
+        self.optimize(loss)
         return loss.detach()

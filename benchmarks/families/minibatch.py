@@ -11,9 +11,8 @@ growth schedule, `local_steps_rho`), the sampler's passes over the training node
 round to round, and `avg_every` counts rounds (parameters averaged at the end of a round); GGS's
 regime. Null keeps an epoch one pass over the training nodes and `avg_every` counting steps.
 
-`LocalRounds` (PSGD-PA, LLCG): the partition-parallel methods' rounds of K local steps on the
-rank's own part, either neighbour-sampled mini-batches from the part's own subgraph (LLCG's
-regime, nothing crosses ranks) or full-partition steps (`local: full`).
+`local_rounds.LocalRounds` (PSGD-PA, LLCG), the partition-parallel methods' rounds of K local
+steps on the rank's own part, takes its sampled steps on this family's `BlockAggregator`.
 
 Probes split each step's time into `sampling` (drawing the batch, with any requests to other ranks
 it needs), `feature_fetch` (gathering the input rows), `compute` (forward, backward, optimizer) and
@@ -23,23 +22,19 @@ with the number of sampled edges and steps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Optional
 
 import torch
-import torch.nn.functional as F
 
 from benchmarks.aggregation import Aggregator, LocalAdjacency
 from benchmarks.comm import Comm
 from benchmarks.errors import UserError
-from benchmarks.families.partition_parallel import LocalAggregator, PartitionParallelMethod
-from benchmarks.families.replicas import (AveragingOptions, LocalStepOptions, PeriodicAveragingOptions,
-                                          ReplicaAveraging)
-from benchmarks.method import RankContext, sync_gradients
+from benchmarks.families.aggregators import LocalAggregator
+from benchmarks.families.replicas import AveragingOptions, LocalStepOptions, ReplicaAveraging
+from benchmarks.method import RankContext, loss_share
 from benchmarks.options import option
-from benchmarks.partition import own_edges
 from benchmarks.probes import Timer
-from benchmarks.sampling import SAMPLER, sample_blocks
-from benchmarks.stores import ReplicatedStore
+from benchmarks.sampling import SAMPLER
 
 PHASES = ("sampling", "feature_fetch", "compute", "communication")
 SAMPLER_SEED = 0x5A3B1E00
@@ -98,6 +93,9 @@ class MiniBatchMethod(ReplicaAveraging):
     of K_r steps (the subclass's passes carried on across rounds) and `avg_every` counts rounds."""
 
     Options = MiniBatchOptions
+    #: fp16: with a gradient all-reduce every step every rank sees the same summed gradients (the
+    #: same skipped steps); with local steps each rank scales and skips its own.
+    loss_scaling = True
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)
@@ -152,10 +150,7 @@ class MiniBatchMethod(ReplicaAveraging):
                 step, self.cursor = self.cursor, (self.cursor + 1) % self.steps_per_epoch()
             self.straggle()
             batch = self.timed("feature_fetch", self.fetch, self.timed("sampling", self.sample, step))
-            loss = self.timed("compute", self.forward_backward, batch)
-            if self.avg_every is None:
-                self.timed("communication", sync_gradients, ctx)
-            self.timed("compute", ctx.optimizer.step)
+            loss = self.batch_step(batch)
             self.steps_done += 1
             if self.round_steps is None:
                 self.timed("communication", self.average_if_due, self.steps_done)
@@ -167,39 +162,27 @@ class MiniBatchMethod(ReplicaAveraging):
             self.sampled_edges += batch.sampled_edges
         return torch.as_tensor(total / steps)
 
-    def forward_backward(self, batch: Batch) -> float:
+    def batch_step(self, batch: Batch) -> float:
+        """Forward, loss and step on `batch` (timed as compute, but for the gradient all-reduce inside:
+        communication); the batch's loss (weighted: this rank's share of the step's estimate)."""
         ctx = self.ctx
-        # Zeros, not None: every rank then all-reduces the same gradient list, even one whose batch
-        # is empty this step.
-        ctx.optimizer.zero_grad(set_to_none=False)
-        logits = ctx.model(batch.x, batch.aggregator)[batch.rows]
-        loss = (F.cross_entropy(logits, batch.labels, reduction="none") * batch.weights).sum()
-        (loss * self.loss_scale).backward()
+        communication = self.phase_time["communication"]
+        with Timer(ctx.device) as t:
+            logits = ctx.model(batch.x, batch.aggregator)[batch.rows]
+            loss = loss_share(logits, batch.labels, batch.weights)
+            # Zeros, not None: every rank then all-reduces the same gradient list, even one whose batch
+            # is empty this step.
+            sync = "grad_allreduce" if self.avg_every is None else None
+            self.optimize(loss, self.loss_scale, sync, set_to_none=False)
+        self.phase_time["compute"] += t.seconds - (self.phase_time["communication"] - communication)
         return loss.item()
+
+    def all_reduce_gradients(self, category: str) -> None:
+        self.timed("communication", super().all_reduce_gradients, category)
 
     def probes(self) -> dict:
         return {"phase_time_s": dict(self.phase_time), "steps": self.steps_done, "sampled_edges": self.sampled_edges,
                 "sampler": SAMPLER}
-
-
-# --------------------------------------------------------------------------- local rounds (PSGD-PA, LLCG)
-@dataclass(frozen=True)
-class LocalRoundOptions(LocalStepOptions, PeriodicAveragingOptions):
-    """PSGD-PA's and LLCG's local work: rounds (epochs) of `local_steps` steps on the own part."""
-
-    avg_every: int = option(1, "rounds (epochs) between parameter averaging", ge=1)
-    # sampled: neighbour-sampled mini-batches from the part's own subgraph (LLCG's regime);
-    # full: full-partition steps (local: full, local_steps: 1 is the suite's former psgd_pa)
-    local: Literal["sampled", "full"] = option("sampled")
-    # K: LLCG's Table 1 uses 8 (Flickr) and 64 (ogbn-arxiv, Reddit); its code's default is 5
-    local_steps: int = option(8, "local steps per round (an epoch)", ge=1)
-    batch_size: int = option(256, "seed (training) nodes per worker and local step", ge=1)
-    fanouts: list[int] = option(
-        [10], "or -1 for every neighbour; one per layer, seeds' hop first, or one for every layer, "
-        "e.g. method.fanouts=[10,10]", ge=1, also=(-1,))
-
-    def check(self, run) -> None:
-        check_fanouts("fanouts", self.fanouts, run)
 
 
 def check_fanouts(name: str, fanouts: list[int], run) -> None:
@@ -216,75 +199,6 @@ def per_layer(fanouts: list[int], layers: int) -> list[int]:
 def sampler_generator(ctx: RankContext, salt: int = 0) -> torch.Generator:
     """A sampler's own random stream, never the dropout masks' (torch's global generator)."""
     return torch.Generator(device=ctx.device).manual_seed(SAMPLER_SEED + ctx.cfg.seed * 7919 + ctx.rank + salt)
-
-
-def sampled_step(ctx: RankContext, optimizer: torch.optim.Optimizer, store, x_of, y: torch.Tensor,
-                 train_nodes: torch.Tensor, batch_size: int, fanouts: list[int], generator) -> tuple[float, int]:
-    """One Adam/SGD step on the mean loss of `batch_size` seeds drawn without replacement from
-    `train_nodes` (store ids), their neighbours sampled from `store`; (loss, sampled edges)."""
-    n = train_nodes.numel()
-    seeds = train_nodes[torch.randperm(n, generator=generator, device=train_nodes.device)[:batch_size]]
-    blocks, inputs, edges = sample_blocks(store, seeds, fanouts, generator, ctx.cfg.kernel)
-    ctx.model.train()
-    optimizer.zero_grad(set_to_none=True)
-    logits = ctx.model(x_of(inputs), BlockAggregator(blocks, ctx.comm))[:seeds.numel()]
-    loss = F.cross_entropy(logits, y[seeds])
-    loss.backward()
-    optimizer.step()
-    return loss.item(), edges
-
-
-class LocalRounds(PartitionParallelMethod):
-    """Rounds of K_r local steps on the rank's own part (cut edges dropped), then parameter
-    averaging every `avg_every` rounds and `after_average` (LLCG's correction). `local: sampled`
-    draws `batch_size` seeds from the part's training nodes and samples `fanouts` neighbours from
-    the part's own subgraph (normalised on its own degrees, as `local_block`), all in this rank's
-    memory: no traffic. `local: full` takes full-partition steps (`PartitionParallelMethod`).
-    Each rank minimises its own mean loss; Adam state persists across rounds."""
-
-    Options = LocalRoundOptions
-
-    def __init__(self, ctx: RankContext):
-        super().__init__(ctx)
-        options, part = ctx.options, ctx.part
-        self.round_steps = options.steps_of_round(ctx.cfg.epochs)
-        self.sampled = options.local == "sampled"
-        self.steps_done = self.sampled_edges = 0
-        if self.sampled:
-            indptr, indices = own_edges(part)
-            self.own = ReplicatedStore(indptr, indices, part.x)  # local ids, own degrees
-            self.train_nodes = part.train_mask.nonzero().squeeze(1)
-            self.batch_size = options.batch_size
-            self.fanouts = per_layer(options.fanouts, ctx.cfg.layers)
-            self.generator = sampler_generator(ctx)
-
-    def local_step(self, epoch: int) -> torch.Tensor:
-        """One local step; this rank's share of the global mean training loss."""
-        ctx = self.ctx
-        if not self.sampled:
-            loss_sum = self.forward_backward(epoch, 1.0 / max(1, self.local_train))
-            ctx.optimizer.step()
-            return loss_sum / ctx.part.num_train_global
-        if self.train_nodes.numel() == 0:
-            return torch.zeros(())
-        loss, edges = sampled_step(ctx, ctx.optimizer, self.own, lambda ids: ctx.part.x[ids], ctx.part.y, self.train_nodes,
-                                   self.batch_size, self.fanouts, self.generator)
-        self.sampled_edges += edges
-        return torch.as_tensor(loss * self.local_train / ctx.part.num_train_global)
-
-    def train_epoch(self, epoch: int) -> torch.Tensor:
-        steps = self.round_steps[min(epoch, len(self.round_steps) - 1)]
-        total = 0.0
-        for _ in range(steps):
-            self.straggle()
-            total = total + self.local_step(epoch)
-            self.steps_done += 1
-        if self.average_if_due(epoch + 1):
-            self.after_average()
-        return total / steps
-
-    def probes(self) -> dict:
-        return {"steps": self.steps_done, "sampled_edges": self.sampled_edges}
 
 
 # --------------------------------------------------------------------------- subgraph samplers

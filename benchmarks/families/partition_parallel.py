@@ -3,7 +3,7 @@
 boundary traffic (PipeGCN, BNS-GCN, Sancus) and with their exact control, `full_halo`.
 
 Each rank trains on its own part, one full-partition step per epoch here (PSGD-PA and LLCG take
-rounds of neighbour-sampled local steps instead by default: `minibatch.LocalRounds`, with
+rounds of neighbour-sampled local steps instead by default: `local_rounds.LocalRounds`, with
 `local: full` for these full-partition steps). Neighbours in other parts are
 either dropped (PSGD-PA, LLCG: the part's own subgraph, normalised on its own degrees) or read from
 a table of stale rows (DIGEST: the full row panel, normalised on global degrees). No gradient
@@ -20,10 +20,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency, Replay, dropout, exchange_rows
-from benchmarks.comm import Comm
+from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency, dropout, exchange_rows
+from benchmarks.families.aggregators import LocalAggregator
 from benchmarks.families.replicas import ReplicaAveraging
-from benchmarks.method import RankContext, sync_gradients
+from benchmarks.method import RankContext, loss_share
 from benchmarks.options import option
 from benchmarks.partition import Part, own_edges
 
@@ -140,51 +140,20 @@ class LayerZeroExact(Aggregator):
         return self.sampled.node_sum(t)
 
 
-class LocalAggregator(Aggregator):
-    """Fresh local rows, plus (if `halo` is given) `halo(h, layer)`: rows for the halo columns,
-    computed from the detached layer input (no gradient leaves the rank). Halo rows are layer
-    *inputs*; layers that project first project them with the current weights, so a stale row is a
-    stale representation, never a stale weight."""
-
-    def __init__(self, adj: LocalAdjacency, comm: Comm, halo=None):
-        self.adj, self.comm, self.halo = adj, comm, halo
-        self.replay = Replay(always=True)  # `halo` has side effects (a sync step's exchange): never run twice a step
-
-    def halo_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
-        return self.replay(self.comm, layer, lambda: self.halo(h.detach(), layer))
-
-    def sources(self, h: torch.Tensor, layer: int) -> torch.Tensor:
-        return h if self.halo is None else torch.cat([h, self.halo_rows(h, layer)])
-
-    def propagate(self, h, norm: str, layer: int):
-        return self.adj.spmm(norm, self.sources(h, layer))
-
-    def projected_sources(self, h: torch.Tensor, weight: torch.Tensor, layer: int) -> torch.Tensor:
-        """[h W^T | halo W^T], projecting the two blocks apart (no copy of the wider input rows)."""
-        local = F.linear(h, weight)
-        return local if self.halo is None else torch.cat([local, F.linear(self.halo_rows(h, layer), weight)])
-
-    def propagate_linear(self, h, weight, norm: str, layer: int):
-        return self.adj.spmm(norm, self.projected_sources(h, weight, layer))
-
-    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
-        raise NotImplementedError("GAT layers call attention_linear")
-
-    def attention_linear(self, h, weight, heads: int, att_src, att_dst, layer: int, negative_slope: float = 0.2):
-        z_src = self.projected_sources(h, weight, layer).view(-1, heads, weight.shape[0] // heads)
-        return self.adj.attention(z_src, z_src[:h.shape[0]], att_src, att_dst, negative_slope)
-
-    def node_sum(self, t: torch.Tensor) -> torch.Tensor:
-        return t  # batch-norm statistics of this rank's nodes only
-
-
 class PartitionParallelMethod(ReplicaAveraging):
-    """One step per epoch on the rank's part. Subclasses choose the halo (`make_aggregator`), may
-    act before each forward (`before_forward`) and after each averaging round (`after_average`)."""
+    """Rounds of local steps on the rank's part, here one full-partition step per epoch
+    (`local_rounds.LocalRounds`: K_r steps, full-partition or sampled). Subclasses choose the halo
+    (`make_aggregator`), may act before each forward (`before_forward`) and after each averaging
+    round (`after_average`)."""
+
+    #: fp16: with a gradient all-reduce every step every rank sees the same summed gradients (the
+    #: same skipped steps); with local steps each rank scales and skips its own.
+    loss_scaling = True
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)
         self.aggregator = self.make_aggregator()
+        self.steps_done = 0
 
     def make_aggregator(self) -> Aggregator:
         return LocalAggregator(local_block(self.ctx.part, self.ctx.cfg.kernel), self.ctx.comm)
@@ -195,29 +164,36 @@ class PartitionParallelMethod(ReplicaAveraging):
     def after_average(self) -> None:
         pass
 
-    def forward_backward(self, step: int, loss_scale: float) -> torch.Tensor:
-        """Forward on the part, backward of (sum of training-node losses) * loss_scale; returns the
-        detached loss sum."""
+    def part_loss(self, step: int) -> torch.Tensor:
+        """Forward on the part; the sum of its training nodes' losses."""
         ctx = self.ctx
         ctx.model.train()
-        ctx.optimizer.zero_grad(set_to_none=True)
         self.before_forward(step)
         logits = ctx.model(ctx.part.x, self.aggregator)
         mask = ctx.part.train_mask
-        loss_sum = F.cross_entropy(logits[mask], ctx.part.y[mask], reduction="sum")
-        (loss_sum * loss_scale).backward()
-        return loss_sum.detach()
+        return loss_share(logits[mask], ctx.part.y[mask])
+
+    def round_length(self, epoch: int) -> int:
+        """Local steps in epoch `epoch`'s round."""
+        return 1
+
+    def local_step(self, epoch: int) -> torch.Tensor:
+        """One full-partition step; this rank's share of the global mean training loss."""
+        ctx = self.ctx
+        loss_sum = self.part_loss(epoch)
+        if self.avg_every is None:
+            self.optimize(loss_sum, 1.0 / ctx.part.num_train_global)
+        else:  # Local SGD: each rank minimises its own mean loss; averaging combines the ranks.
+            self.optimize(loss_sum, 1.0 / max(1, self.local_train), sync=None)
+        return loss_sum.detach() / ctx.part.num_train_global
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
-        ctx = self.ctx
-        self.straggle()
-        if self.avg_every is None:
-            loss_sum = self.forward_backward(epoch, 1.0 / ctx.part.num_train_global)
-            sync_gradients(ctx)
-        else:
-            # Local SGD: each rank minimises its own mean loss; averaging combines the ranks.
-            loss_sum = self.forward_backward(epoch, 1.0 / max(1, self.local_train))
-        ctx.optimizer.step()
+        steps = self.round_length(epoch)
+        total = 0.0
+        for _ in range(steps):
+            self.straggle()
+            total = total + self.local_step(epoch)
+            self.steps_done += 1
         if self.average_if_due(epoch + 1):
             self.after_average()
-        return loss_sum / ctx.part.num_train_global
+        return total / steps

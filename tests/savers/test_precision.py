@@ -54,3 +54,15 @@ def test_the_gpu_check_says_in_one_line_that_there_is_no_gpu_here(capsys):
         pytest.skip("a GPU is here: run `make gpu-check` itself")
     assert gpu_check.main([]) == 2
     assert capsys.readouterr().out.strip() == "gpu-check: no CUDA device here (torch.cuda.is_available() is false)"
+
+
+@pytest.mark.parametrize("method", ["neighbor_sampling", "psgd_pa"])
+def test_fp16_loss_scaling_reaches_the_minibatch_and_local_round_families(make_cfg, method):
+    """`Method.optimize` scales every family's loss: the mini-batch loop (a gradient all-reduce every
+    step, so every rank skips alike) and PSGD-PA's local rounds (each rank its own scale) train
+    under fp16 close to fp32."""
+    common = [f"method={method}", "workers=2", *DATASETS["synthetic"], "model=gcn", "epochs=3"]
+    _, fp32 = run_ok(make_cfg(*common))
+    _, fp16 = run_ok(make_cfg(*common, "precision=fp16"))
+    assert [h["train_loss"] for h in fp16["history"]] == pytest.approx([h["train_loss"] for h in fp32["history"]],
+                                                                       rel=0.02)

@@ -1,0 +1,100 @@
+"""Local rounds (PSGD-PA, LLCG): the partition-parallel methods' rounds of K local steps on the rank's
+own part, then parameter averaging. A local step is either a neighbour-sampled mini-batch from the
+part's own subgraph (LLCG's regime, nothing crosses ranks; on the mini-batch family's
+`BlockAggregator`) or a full-partition step (`local: full`, `PartitionParallelMethod`'s).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from benchmarks.families.minibatch import BlockAggregator, check_fanouts, per_layer, sampler_generator
+from benchmarks.families.partition_parallel import PartitionParallelMethod
+from benchmarks.families.replicas import LocalStepOptions, PeriodicAveragingOptions
+from benchmarks.method import Method, RankContext, loss_share
+from benchmarks.options import option
+from benchmarks.partition import own_edges
+from benchmarks.sampling import sample_blocks
+from benchmarks.stores import ReplicatedStore
+
+
+@dataclass(frozen=True)
+class LocalRoundOptions(LocalStepOptions, PeriodicAveragingOptions):
+    """PSGD-PA's and LLCG's local work: rounds (epochs) of `local_steps` steps on the own part."""
+
+    avg_every: int = option(1, "rounds (epochs) between parameter averaging", ge=1)
+    # sampled: neighbour-sampled mini-batches from the part's own subgraph (LLCG's regime);
+    # full: full-partition steps (local: full, local_steps: 1 is the suite's former psgd_pa)
+    local: Literal["sampled", "full"] = option("sampled")
+    # K: LLCG's Table 1 uses 8 (Flickr) and 64 (ogbn-arxiv, Reddit); its code's default is 5
+    local_steps: int = option(8, "local steps per round (an epoch)", ge=1)
+    batch_size: int = option(256, "seed (training) nodes per worker and local step", ge=1)
+    fanouts: list[int] = option(
+        [10], "or -1 for every neighbour; one per layer, seeds' hop first, or one for every layer, "
+        "e.g. method.fanouts=[10,10]", ge=1, also=(-1,))
+
+    def check(self, run) -> None:
+        check_fanouts("fanouts", self.fanouts, run)
+
+
+def sampled_step(method: Method, optimizer: torch.optim.Optimizer, store, x_of, y: torch.Tensor,
+                 train_nodes: torch.Tensor, batch_size: int, fanouts: list[int], generator,
+                 scaler: torch.amp.GradScaler | None = None) -> tuple[float, int]:
+    """One local Adam/SGD step (`method.optimize`, no gradient sum) on the mean loss of `batch_size`
+    seeds drawn without replacement from `train_nodes` (store ids), their neighbours sampled from
+    `store`; (loss, sampled edges)."""
+    ctx = method.ctx
+    n = train_nodes.numel()
+    seeds = train_nodes[torch.randperm(n, generator=generator, device=train_nodes.device)[:batch_size]]
+    blocks, inputs, edges = sample_blocks(store, seeds, fanouts, generator, ctx.cfg.kernel)
+    ctx.model.train()
+    logits = ctx.model(x_of(inputs), BlockAggregator(blocks, ctx.comm))[:seeds.numel()]
+    loss = loss_share(logits, y[seeds], total=seeds.numel())
+    method.optimize(loss, sync=None, optimizer=optimizer, scaler=scaler)
+    return loss.item(), edges
+
+
+class LocalRounds(PartitionParallelMethod):
+    """Rounds of K_r local steps on the rank's own part (cut edges dropped), then parameter
+    averaging every `avg_every` rounds and `after_average` (LLCG's correction). `local: sampled`
+    draws `batch_size` seeds from the part's training nodes and samples `fanouts` neighbours from
+    the part's own subgraph (normalised on its own degrees, as `local_block`), all in this rank's
+    memory: no traffic. `local: full` takes full-partition steps (`PartitionParallelMethod`).
+    Each rank minimises its own mean loss; Adam state persists across rounds. The loop is
+    `PartitionParallelMethod.train_epoch`'s, with a round of K_r steps."""
+
+    Options = LocalRoundOptions
+
+    def __init__(self, ctx: RankContext):
+        super().__init__(ctx)
+        options, part = ctx.options, ctx.part
+        self.round_steps = options.steps_of_round(ctx.cfg.epochs)
+        self.sampled = options.local == "sampled"
+        self.sampled_edges = 0
+        if self.sampled:
+            indptr, indices = own_edges(part)
+            self.own = ReplicatedStore(indptr, indices, part.x)  # local ids, own degrees
+            self.train_nodes = part.train_mask.nonzero().squeeze(1)
+            self.batch_size = options.batch_size
+            self.fanouts = per_layer(options.fanouts, ctx.cfg.layers)
+            self.generator = sampler_generator(ctx)
+
+    def round_length(self, epoch: int) -> int:
+        return self.round_steps[min(epoch, len(self.round_steps) - 1)]
+
+    def local_step(self, epoch: int) -> torch.Tensor:
+        """One local step; this rank's share of the global mean training loss."""
+        ctx = self.ctx
+        if not self.sampled:
+            return super().local_step(epoch)
+        if self.train_nodes.numel() == 0:
+            return torch.zeros(())
+        loss, edges = sampled_step(self, ctx.optimizer, self.own, lambda ids: ctx.part.x[ids], ctx.part.y,
+                                   self.train_nodes, self.batch_size, self.fanouts, self.generator)
+        self.sampled_edges += edges
+        return torch.as_tensor(loss * self.local_train / ctx.part.num_train_global)
+
+    def probes(self) -> dict:
+        return {"steps": self.steps_done, "sampled_edges": self.sampled_edges}
