@@ -321,7 +321,7 @@ def keep_with_probability(p: float, seed: int, epoch: int) -> Callable[[torch.Te
 
 class Replay:
     """Rows a checkpointed forward fetched, handed back to its recompute in backward
-    (`memory.checkpoint`, `Comm.recomputing`) instead of fetched again: always for fetches with side
+    (`memory.checkpoint`, the rank's `Recompute`, which `Comm` carries) instead of fetched again: always for fetches with side
     effects (a stale table that a sync step replaces, a posted exchange), and for plain halo
     exchanges under `memory.checkpoint_halo=keep` or quantised messages (`comm.quantize`: a second
     exchange would round differently, and the recompute must see the forward's rows). Each kept row
@@ -331,11 +331,12 @@ class Replay:
         self.always, self.kept = always, {}
 
     def __call__(self, comm: Comm, key, fetch: Callable[[], torch.Tensor]) -> torch.Tensor:
-        if comm.recomputing and key in self.kept:
+        recompute = comm.recompute
+        if recompute.active and key in self.kept:
             return self.kept.pop(key)
         rows = fetch()
-        keep = self.always or comm.checkpointing == "keep" or comm.codec is not None
-        if comm.checkpointing and not comm.recomputing and keep:
+        keep = self.always or recompute.halo == "keep" or comm.codec is not None
+        if recompute.halo and not recompute.active and keep:
             self.kept[key] = rows.detach()
         return rows
 

@@ -47,6 +47,7 @@ import torch.distributed as dist
 
 from benchmarks.errors import choose
 from benchmarks.quantize import Codec
+from benchmarks.recompute import Recompute
 
 NOT_TRAINING = frozenset({"setup", "eval", "probe"})
 #: The categories the runtime itself counts; methods register theirs (`Comm.register_category`,
@@ -60,7 +61,7 @@ GRADIENT_BLOCK = 256
 
 class Comm:
     def __init__(self, rank: int = 0, world: int = 1, quantize: str = "none", quantize_grads: bool = False,
-                 seed: int = 0, device: torch.device | str = "cpu"):
+                 seed: int = 0, device: torch.device | str = "cpu", recompute: Recompute | None = None):
         self.rank, self.world = rank, world
         # Stochastic rounding draws from its own generator: quantising does not shift the dropout
         # masks or sampling of the run, so `comm.quantize` changes nothing but the messages.
@@ -71,13 +72,9 @@ class Comm:
         self.blocked = defaultdict(float)  # category -> seconds this rank was blocked communicating
         self.calls = defaultdict(int)  # category -> operations entered that moved something
         self.messages = defaultdict(int)  # category -> point-to-point messages sent
-        # Activation checkpointing (`memory.checkpoint`, models.GNN): `checkpointing` is the run's
-        # `memory.checkpoint_halo` (None when off) and `recomputing` is true while backward re-runs a
-        # checkpointed forward. The aggregators read them, since every one shares this rank's Comm:
-        # a recompute's traffic is counted apart (`<category>_recompute`), and rows an aggregator
-        # must not fetch twice (stale tables, posted exchanges, `keep`) are replayed.
-        self.checkpointing: str | None = None
-        self.recomputing = False
+        # Activation checkpointing's state (benchmarks/recompute.py), the rank's one object: while
+        # backward re-runs a checkpointed block, traffic is counted apart (`<category>_recompute`).
+        self.recompute = recompute or Recompute()
         # One tag for every point-to-point transfer (GNNBENCH_P2P_TAG=single): gloo then matches in
         # posting order, as NCCL does. A test may also set it on a rank's Comm before training.
         self.single_tag = p2p_tag_mode() == "single"
@@ -126,7 +123,7 @@ class Comm:
         that do not go through torch.distributed (a shared-memory store: one call, no messages)."""
         if self.world == 1:
             return
-        category = f"{category}_recompute" if self.recomputing else category
+        category = f"{category}_recompute" if self.recompute.active else category
         if nbytes:
             self.sent[(category, layer)] += int(nbytes)
         if calls:

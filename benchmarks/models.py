@@ -154,7 +154,7 @@ class BatchNorm(nn.Module):
             mean = sums[:d] / n
             var = (sums[d:2 * d] / n - mean * mean).clamp(min=0)
             mean, var = mean.to(h.dtype), var.to(h.dtype)
-            if not agg.comm.recomputing:  # a checkpointed block re-run in backward took its statistics already
+            if not agg.comm.recompute.active:  # a checkpointed block re-run in backward took its statistics already
                 with torch.no_grad():
                     self.running_mean.lerp_(mean, self.momentum)
                     self.running_var.lerp_(var * (n / (n - 1).clamp(min=1)).to(h.dtype), self.momentum)
@@ -229,21 +229,13 @@ OFFLOADS = ("none", "activations")
 
 def recomputed(fn, agg, *args):
     """fn(*args) under activation checkpointing: what fn would save for backward is dropped and
-    recomputed when backward needs it. The recompute runs with `agg.comm.recomputing` set, so its
-    communication is counted apart and aggregators replay rows they must not fetch twice; dropout
-    draws the same masks (the RNG state is saved and restored)."""
-    comm = agg.comm
-
-    @contextlib.contextmanager
-    def recomputing():
-        comm.recomputing = True
-        try:
-            yield
-        finally:
-            comm.recomputing = False
-
+    recomputed when backward needs it. The recompute runs with the rank's `Recompute` active (the
+    one its `Comm` was given: benchmarks/recompute.py), so its communication is counted apart and
+    aggregators replay rows they must not fetch twice; dropout draws the same masks (the RNG state is
+    saved and restored)."""
+    recompute = agg.comm.recompute
     return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True,
-                                             context_fn=lambda: (contextlib.nullcontext(), recomputing()))
+                                             context_fn=lambda: (contextlib.nullcontext(), recompute.running()))
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,8 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from benchmarks.cli import check_composes, check_overrides, composition_error, config_of
-from benchmarks.registry import CONF, method_names
+from benchmarks.cli import check_composes, composition_error, config_of
+from benchmarks.registry import CONF, check_overrides, method_names
 from benchmarks.errors import Stopped, UserError, stop_on_signals
 
 

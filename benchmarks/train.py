@@ -20,6 +20,7 @@ from benchmarks.method import RankContext
 from benchmarks.models import build_model
 from benchmarks.partition import Part
 from benchmarks.probes import MemoryProbe, Timer
+from benchmarks.recompute import Recompute
 from benchmarks.record import warmup_dropped
 
 
@@ -31,9 +32,9 @@ def make_context(cfg: RunConfig, rank: int, world: int, part: Part, device: torc
     for name, value in vars(part).items():
         if isinstance(value, torch.Tensor) and name not in ("recv_counts", "send_counts", "offsets"):
             setattr(part, name, value.to(device))
-    comm = Comm(rank, world, cfg.comm.quantize, cfg.comm.quantize_grads, cfg.seed, device)
     memory = cfg.memory
-    comm.checkpointing = None if memory.checkpoint == "none" else memory.checkpoint_halo
+    recompute = Recompute(None if memory.checkpoint == "none" else memory.checkpoint_halo)
+    comm = Comm(rank, world, cfg.comm.quantize, cfg.comm.quantize_grads, cfg.seed, device, recompute)
     adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg, kernel=cfg.kernel)
     plan = HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist())
     model = build_model(cfg.model_name, part.x.shape[1], cfg.hidden, part.num_classes, cfg.layers, cfg.dropout,

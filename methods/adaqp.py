@@ -199,7 +199,7 @@ class Widths:
     def post(self, rows: torch.Tensor, key) -> Transfer:
         """Post `rows` (the rows sent in `key`'s direction, in order) at their widths."""
         direction, layer = key
-        if self.adaptive and not self.comm.recomputing:
+        if self.adaptive and not self.comm.recompute.active:
             self.trace(rows, key)
         out = rows.new_empty((sum(self.counts[direction][1]), *rows.shape[1:]))
         parts = []
@@ -371,7 +371,7 @@ class AdaQPAggregator(Aggregator):
         if self.comm.world == 1:
             return aggregate(self.adj, h, None)
         h = _Departure.apply(h, self, layer)
-        replayed = self.comm.recomputing and layer in self.replay.kept
+        replayed = self.comm.recompute.active and layer in self.replay.kept
         posted = None if replayed else self.widths.post(h.detach().index_select(0, self.plan.send_idx),
                                                         ("halo_fwd", layer))
         if self.overlap:
