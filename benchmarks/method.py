@@ -88,6 +88,10 @@ class Method:
 
     #: True for methods that run the whole graph in one process whatever `workers` says.
     single_process = False
+    #: False for a method that brings its own network and optimizer (pyg_plain): the context then
+    #: builds no suite model (`ctx.model` and `ctx.optimizer` are None) and the shared evaluation runs
+    #: `evaluation_model()`.
+    builds_model = True
     #: False for methods whose ranks step without waiting for each other (DIGEST-A): the runtime
     #: then reduces its per-epoch probes only at evaluation points, the only barriers left.
     synchronous = True

@@ -37,14 +37,16 @@ def make_context(cfg: RunConfig, rank: int, world: int, part: Part, device: torc
     comm = Comm(rank, world, cfg.comm.quantize, cfg.comm.quantize_grads, cfg.seed, device, recompute)
     adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg, kernel=cfg.kernel)
     plan = HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist())
-    model = build_model(cfg.model_name, part.x.shape[1], cfg.hidden, part.num_classes, cfg.layers, cfg.dropout,
-                        cfg.seed, heads=cfg.model.heads, batch_norm=cfg.batch_norm, checkpoint=memory.checkpoint,
-                        precision=cfg.precision, offload=memory.offload,
-                        heads_concat=cfg.model.heads_concat).to(device)
-    # Every rank built the same weights from the seed; the broadcast makes it a guarantee.
-    for t in [*model.parameters(), *model.buffers()]:
-        comm.broadcast(t.data, 0, "setup")
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    model = optimizer = None
+    if cfg.method_cls.builds_model:
+        model = build_model(cfg.model_name, part.x.shape[1], cfg.hidden, part.num_classes, cfg.layers, cfg.dropout,
+                            cfg.seed, heads=cfg.model.heads, batch_norm=cfg.batch_norm, checkpoint=memory.checkpoint,
+                            precision=cfg.precision, offload=memory.offload,
+                            heads_concat=cfg.model.heads_concat).to(device)
+        # Every rank built the same weights from the seed; the broadcast makes it a guarantee.
+        for t in [*model.parameters(), *model.buffers()]:
+            comm.broadcast(t.data, 0, "setup")
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     return RankContext(cfg, rank, world, device, comm, part, adj, plan, model, optimizer, partition_folder,
                        local_rank=rank if local_rank is None else local_rank,
                        local_world=world if local_world is None else local_world)
@@ -86,7 +88,8 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
         with Timer(device) as timer:
             loss = method.train_epoch(epoch)
         if epoch == 0 and cfg.probe_grads:
-            grads = {n: p.grad.detach().cpu().clone() for n, p in ctx.model.named_parameters() if p.grad is not None}
+            grads = {n: p.grad.detach().cpu().clone() for n, p in method.evaluation_model().named_parameters()
+                     if p.grad is not None}
         window.append((timer.seconds, float(loss), float(ctx.comm.training_bytes() - before)))
         evaluate_now = (epoch + 1) % eval_every == 0 or epoch == epochs - 1
         # Synchronous methods reduce their probes every epoch; asynchronous ones only where the
@@ -113,7 +116,8 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
                 "comm_messages_by_category": ctx.comm.messages_by_category(),
                 "comm_bytes_by_layer": ctx.comm.by_layer(), "nodes": part.num_local, "halo_nodes": part.num_halo,
                 "peers": int((part.recv_counts > 0).sum()),  # ranks this one receives halo rows from
-                "work_per_layer": ctx.model.work(part.num_local, part.indices.numel()),
+                # the suite model's counted work (the cost model's input); none for a method with its own network
+                "work_per_layer": ctx.model.work(part.num_local, part.indices.numel()) if ctx.model else None,
                 "threads": torch.get_num_threads(), **method.probes()}
     return {"history": history, "per_rank": ctx.comm.all_gather_object(per_rank), "grads": grads}
 
