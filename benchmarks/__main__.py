@@ -1,5 +1,5 @@
 """`python -m benchmarks key=value ...` (benchmarks/cli.py). A misspelt group choice (`method=sra`)
-is refused here, before the CLI imports torch and every plugin."""
+is refused here, before the CLI imports torch and any plugin. `--methods` lists every method and option.""" 
 import sys
 
 from benchmarks.errors import UserError
@@ -7,6 +7,11 @@ from benchmarks.registry import check_overrides
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--methods"]:  # every method and option, from the registry (docs/methods.md)
+        from benchmarks.methods_table import describe
+
+        print(describe(), end="")
+        return
     try:
         check_overrides(sys.argv[1:])
     except UserError as e:

@@ -111,3 +111,12 @@ def test_an_out_of_tree_plugin_without_yaml_takes_its_options_on_the_command_lin
         out = cli(*args)
         assert out.returncode == 2 and out.stderr.strip().startswith(message), out.stderr
         assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_the_method_list_users_read_is_the_registrys():
+    """docs/methods.md is `python -m benchmarks --methods`: a new plugin or option changes it, and
+    this test says to regenerate it, so the list cannot drift from the code."""
+    from benchmarks.methods_table import describe
+
+    assert (PROJECT_ROOT / "docs" / "methods.md").read_text() == describe(), \
+        "regenerate: python -m benchmarks --methods > docs/methods.md"
