@@ -86,15 +86,14 @@ def plugin(method):
 def typed_options(cls, values):
     """A record's `config.method` (or any dict of option values) as `cls`'s validated `Options`: keys
     the plugin does not declare (its name, an alias's plugin, options since removed) are dropped,
-    and options a record from before their declaration lacks take `cls.recorded_before`. Typed
-    options pass through. UserError for a value the plugin refuses."""
+    and options a row does not state take the plugin's defaults. Typed options pass through. UserError for a value the plugin refuses."""
     if not isinstance(values, dict):
         return values
     import dataclasses
 
     from benchmarks.options import validate
     declared = {f.name for f in dataclasses.fields(cls.Options)}
-    return validate(cls.Options, {k: v for k, v in {**cls.recorded_before, **values}.items() if k in declared})
+    return validate(cls.Options, {k: v for k, v in values.items() if k in declared})
 
 
 def why_not_modelled(method: str) -> str | None:

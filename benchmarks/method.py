@@ -166,9 +166,6 @@ class Method:
 
     #: Why the cost model leaves this method out when its plugin states no traffic (`traffic` not overridden).
     not_modelled = "not modelled (its plugin has no `traffic` hook)"
-    #: Option values that a record lacking them ran with: options declared after the record was made
-    #: (records from before `method.layer0` name none). The cost model fills them in before validating.
-    recorded_before: dict = {}
 
     @classmethod
     def traffic(cls, options: Options, model, rank) -> list | None:

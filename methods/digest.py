@@ -274,7 +274,6 @@ class Method(PartitionParallelMethod):
 
     # ------------------------------------------------------------------ the cost model's hooks
     #: A record from before `method.layer0` cached layer 0's inputs.
-    recorded_before = {"layer0": "cached"}
 
     @classmethod
     def traffic(cls, options, model, rank):

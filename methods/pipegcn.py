@@ -215,7 +215,6 @@ class Method(FullGraphMethod):
 
     # ------------------------------------------------------------------ the cost model's hooks
     #: A record from before `method.layer0` cached layer 0's inputs.
-    recorded_before = {"layer0": "cached"}
 
     @classmethod
     def traffic(cls, options, model, rank):

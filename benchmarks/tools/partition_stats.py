@@ -303,8 +303,9 @@ def main(argv: list[str] | None = None) -> None:
     # parts of a 50k-node graph took 3.8 s with 2 threads on 2 shared cores, 0.9 s with one).
     torch.set_num_threads(1)
     try:
-        from benchmarks.cli import check_composes, check_overrides, config_of
+        from benchmarks.cli import check_composes, config_of
         from benchmarks.config import check
+        from benchmarks.registry import check_overrides
 
         overrides = args.overrides + ([f"partitioner={args.partitioner}"] if args.partitioner else [])
         check_overrides(overrides)
