@@ -1,0 +1,86 @@
+"""The layout's rules, held by reading the code: tools apart from the runtime, and no method's name
+outside its plugin. The runtime (`benchmarks/*.py`, its families, `methods/`) imports no tool and no
+plugin by name, and names no method (the oracle `single` aside); `benchmarks/traffic.py`, which
+plugins state their traffic with, imports nothing from `analysis/` or `methods/` (nor torch);
+`python -m analysis` loads no runtime module before a subcommand needs it; the report imports
+nothing from the runtime or the plugins; the cost model and the projection name no registered
+method or alias and reach plugins only through the registry; plugins and families read the typed
+run config, never the raw dict."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.registry import method_names
+
+pytestmark = pytest.mark.fast
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = ("benchmarks/*.py", "benchmarks/families/*.py")
+#: Modules the report (records to tables, figures, notebooks) is built from.
+REPORT = ("analysis/records.py", "analysis/report.py", "analysis/figures.py", "analysis/markdown.py",
+          "analysis/paired.py", "analysis/reference.py", "analysis/studies/*.py")
+
+
+def files(*patterns: str) -> list[Path]:
+    found = [p for pattern in patterns for p in ROOT.glob(pattern)]
+    assert found, patterns
+    return found
+
+
+def imports(path: Path) -> list[str]:
+    return re.findall(r"^\s*(?:from|import) ([\w.]+)", path.read_text(), re.M)
+
+
+def test_the_runtime_imports_no_plugin_and_names_no_method():
+    names = [n for n in method_names() if n != "single"]  # the oracle is the runtime's reference
+    for path in files(*RUNTIME):
+        assert not [m for m in imports(path) if m.startswith("methods.")], path  # the registry imports on demand
+        text = path.read_text()
+        assert not [n for n in names if re.search(rf"[\"']{n}[\"']", text)], path
+
+
+def test_the_report_imports_nothing_from_the_runtime_or_the_plugins():
+    for path in files(*REPORT):
+        assert not [m for m in imports(path) if m.split(".")[0] in ("benchmarks", "methods")], path
+
+
+def test_the_cost_model_reaches_plugins_only_through_the_registry():
+    for path in files("analysis/costmodel.py", "analysis/projection.py"):
+        assert not [m for m in imports(path) if m.split(".")[0] == "methods"], path
+
+
+def test_plugins_and_families_read_the_typed_config():
+    raw = re.compile(r"\bcfg\[|\bcfg\.get\(|\bconfig\[|\bconfig\.get\(")
+    for path in files("methods/*.py", "benchmarks/families/*.py", "benchmarks/train.py", "benchmarks/runner.py",
+                      "benchmarks/method.py"):
+        assert not raw.search(path.read_text()), path
+
+
+def test_the_runtime_imports_no_tool():
+    for path in files(*RUNTIME, "methods/*.py"):
+        assert "benchmarks.tools" not in path.read_text(), path
+
+
+def test_traffic_helpers_stand_alone():
+    text = (ROOT / "benchmarks" / "traffic.py").read_text()
+    assert not re.search(r"^\s*(from|import) (analysis|methods)\b", text, re.M)
+    code = "import sys, benchmarks.traffic; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_the_analysis_command_loads_no_runtime_module_at_import():
+    code = ("import sys, analysis.__main__; loaded = [m for m in sys.modules if m.split('.')[0] == 'benchmarks']; "
+            "assert not loaded, loaded")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+@pytest.mark.parametrize("module", ["costmodel.py", "projection.py"])
+def test_the_cost_model_names_no_method(module):
+    text = (ROOT / "analysis" / module).read_text()
+    named = [name for name in method_names() if re.search(rf"[\"'`]{name}[\"'`]", text)]
+    assert named == [], f"analysis/{module} names {named}: state it in the plugin's hooks"
