@@ -18,7 +18,7 @@ rank's context builds its adjacency with the run's kernel, and adjacencies deriv
   - `spmm` (default): sum/mean aggregation is a CSR sparse matmul (int32 indices) inside a custom
     autograd function whose backward multiplies by a precomputed transposed CSR; attention weights
     the CSR per head (`EdgeSpMM`). This keeps only the adjacency for backward (no E x d message
-    tensor) and is several times faster than gather + scatter on CPU (measurement guide §3).
+    tensor) and is several times faster than gather + scatter on CPU (docs/measurement.md, "Aggregation kernel").
   - `messages`: what PyG's default path does: gather the source row of every edge
     (E x F; E x H x C for attention), scale it by the edge weight, scatter-add it into its
     destination (`index_add`), all under plain autograd, so attention keeps its E x H x C messages

@@ -12,7 +12,7 @@ least one network latency), `messages` the point-to-point messages it sent (one 
 an all-to-all, one per exchange). A collective (all-reduce, broadcast, all-gather) is one call and no
 messages: how many messages it takes is the backend's algorithm, which a cost model supplies.
 
-Categories (measurement guide §6): `setup`, `halo_fwd`, `halo_bwd`, `grad_allreduce`, `eval`
+Categories (docs/measurement.md, "Communication"): `setup`, `halo_fwd`, `halo_bwd`, `grad_allreduce`, `eval`
 (kept out of training totals) and `probe` (the runtime's own bookkeeping, also kept out), plus those
 later methods add (`halo_refetch`, `param_avg`, `stale_push`, ...; declared with their channel or
 `Comm.register_category`). With one rank every operation is local and nothing is counted.

@@ -1,4 +1,4 @@
-"""Memory and time probes (measurement guide §1, §2, §4).
+"""Memory and time probes (docs/measurement.md, "Time" and "Memory").
 
 Host memory: VmHWM/VmRSS from /proc/self/status; the peak is reset by writing 5 to
 /proc/self/clear_refs at the start of each training segment, so `train_peak - rss_at_train_start`

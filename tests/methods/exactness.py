@@ -31,7 +31,7 @@ def grads_of(path):
 
 
 def analytic_bytes(record, cfg, refetch_attention: bool = False) -> dict[str, int]:
-    """Per epoch, all ranks (measurement guide §6): each halo node is sent once per layer, and its
+    """Per epoch, all ranks (docs/measurement.md, "Communication"): each halo node is sent once per layer, and its
     gradient comes back on layers whose exchanged rows need one; gradients are all-reduced once.
     With SAR's rematerialisation, attention layers also refetch their halo rows in backward."""
     g, p = record["graph"], record["partition"]
