@@ -214,9 +214,10 @@ def local_loss(ctx: RankContext, logits: torch.Tensor) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------- the loss and the step
-# Every training loop (the families', DIGEST-A's, pyg_plain's) computes its loss with `loss_share`
-# and steps with `Method.optimize`, so zeroing, fp16's loss scaling, the gradient sum and the skipped
-# steps are written once.
+# Every training loop (the families', DIGEST-A's, pyg_plain's) computes its loss with `loss_share`,
+# and every loop that steps its own optimizer steps with `Method.optimize` (DIGEST-A's workers only
+# compute gradients: its parameter server steps), so zeroing, fp16's loss scaling, the gradient sum
+# and the skipped steps are written once.
 def loss_share(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | float | None = None,
                total: int | None = None) -> torch.Tensor:
     """This rank's share of a global mean cross-entropy: the sum over `logits`' rows of their

@@ -14,7 +14,7 @@ What a preset sweeps (all optional; docs/analysis.md has an example of each):
 - `sweep.where`: `[{if: {key: value or [values]}, add: [overrides]}]`: extra overrides for the runs
   whose overrides match (a larger graph for `dataset: synthetic`); later entries win.
 - `sweep.skip`: `[{key: value or [values]}]`: runs that match one entry are not run.
-- `sweep.controls: true`: every run's exact control (`method.control_config`: the approximation
+- `sweep.controls: true`: every run's exact control (`config.control_config`: the approximation
   switched off, the same seed, partition, model and layer 0) is run too, unless the sweep has it
   already, so the report can pair each approximation with its control seed by seed.
 - `sweep.bisect`: a strategy instead of one run per point: for each run, the largest value of the

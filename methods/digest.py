@@ -95,7 +95,7 @@ class StaleHalo:
         return self.tables[layer].to(self.ctx.device, non_blocking=True)
 
     def kept(self, rows: torch.Tensor) -> torch.Tensor:
-        """A table as it is kept between steps: in pinned host memory with `memory.offload_stale`
+        """A table as it is kept between steps: in pinned host memory with `method.offload_stale`
         (copied to the device at each use), else where it arrived."""
         return rows.to("cpu").pin_memory() if self.on_host else rows
 

@@ -12,7 +12,7 @@ posted without waiting and waited for at its first use, the same layer of epoch 
 transfer overlaps the rest of epoch t and the parameter all-reduce. Pipelining moves traffic in
 time and removes none; rows of the layer input are wider than `full_halo`'s where a layer projects
 first (GCN, GAT, narrowing SAGE layers), so those layers move more bytes. The parameter-gradient
-all-reduce stays fresh, every step (`sync_gradients`).
+all-reduce stays fresh, every step (`Method.optimize`).
 
 Dropout (`halo_dropout`): `receiver` (the reference: `buffer.update` then `dropout`) sends the
 undropped input and each receiver draws its own mask on the halo rows every step; `sender` sends

@@ -39,7 +39,7 @@ def local_block(part: Part, kernel: str) -> LocalAdjacency:
 #: `method.layer0`: how a halo-exchanging method computes layer 0, exactly in every mode (the input
 #: features never change, so a method may fetch the halo's once instead of every step). The modes are
 #: different models at dropout > 0 (who draws the halo's masks, and on what), so an approximation is
-#: compared with its exact control at the same mode (docs/architecture.md, "Comparisons that attribute"):
+#: compared with its exact control at the same mode (docs/architecture.md, "Layer 0's treatments and exact controls"):
 #:   - `exchanged`: `full_halo`'s layer 0: every step the owners send their rows, which they dropped
 #:     out (projected first where the layer projects first), and get the gradients back;
 #:   - `cached`: the halo's input features fetched once (category `halo_inputs`) and kept; every step
