@@ -45,9 +45,10 @@ def assert_bns_bytes(record, cfg, p: float):
                                                         "eval", "probe", "setup"}
 
 
-# Each model runs two worker counts per dataset, so that every count 1-4 meets every model.
-WORKERS = {("citeseer", "gcn"): (1, 3), ("synthetic", "gcn"): (2, 4), ("citeseer", "sage"): (2, 4),
-           ("synthetic", "sage"): (1, 3), ("citeseer", "gat"): (1, 4), ("synthetic", "gat"): (2, 3)}
+# Each model runs two worker counts per dataset, so that every count 1-3 meets every model (3: a
+# rank with several peers, each pair its own boundary set; a fourth rank adds no other case).
+WORKERS = {("citeseer", "gcn"): (1, 3), ("synthetic", "gcn"): (2, 3), ("citeseer", "sage"): (2, 3),
+           ("synthetic", "sage"): (1, 3), ("citeseer", "gat"): (1, 3), ("synthetic", "gat"): (2, 3)}
 
 
 @pytest.mark.parametrize("dataset, model", list(WORKERS))

@@ -207,7 +207,7 @@ def test_digest_drops_out_halo_inputs_like_local_rows(make_cfg):
 
 @pytest.mark.parametrize("model, sync", [("gcn", "overlapped"), ("sage", "overlapped"), ("gcn", "blocking")])
 def test_digest_bytes_are_the_stale_sync_volume_and_nothing_between_syncs(make_cfg, model, sync):
-    cfg = make_cfg("method=digest", f"method.sync={sync}", "method.sync_every=4", f"model={model}", "workers=4",
+    cfg = make_cfg("method=digest", f"method.sync={sync}", "method.sync_every=4", f"model={model}", "workers=3",
                    "epochs=9", *DATASETS["synthetic"])
     _, record = run_ok(cfg)
     halo = sum(record["partition"]["halo_nodes_per_rank"])

@@ -1,5 +1,7 @@
 """full_halo against the single-process oracle: same losses and gradients, and exactly the analytic
-halo volume, on CiteSeer and on a synthetic graph, for GCN, SAGE and GAT with 1-4 workers."""
+halo volume, on CiteSeer and on a synthetic graph, for GCN, SAGE and GAT with 1-3 workers
+(3: every rank has several peers, and on CiteSeer one part has no halo; a fourth rank adds nothing
+the exchange does not already do with three)."""
 from __future__ import annotations
 
 import pytest
@@ -12,7 +14,7 @@ from tests.methods.exactness import DATASETS, analytic_bytes, assert_comm, asser
 def test_full_halo_matches_single(make_cfg, data_root, dataset, model):
     common = [*DATASETS[dataset], f"model={model}", f"data_root={data_root}", "layers=3"]
     single, single_grads = oracle(make_cfg, common)
-    for workers in (1, 2, 3, 4):
+    for workers in (1, 2, 3):
         cfg = make_cfg("method=full_halo", f"workers={workers}", *common, "probe_grads=true")
         path, record = run_ok(cfg)
         assert record["workers"] == workers

@@ -1,5 +1,9 @@
 """SAR in every mode against the single-process oracle: same losses and gradients for GCN, SAGE and
-GAT with 1-4 workers on CiteSeer and a synthetic graph, and its mode's analytic volume."""
+GAT with 1-3 workers on CiteSeer and a synthetic graph, and its mode's analytic volume. Four workers
+run where they change what SAR does: P = 4 is the smallest ring with both kinds of round (r = P/2,
+whose send and receive peers coincide, and rounds whose peers differ), run in every mode for GAT
+(the attention refetch) on the synthetic graph; and the smallest where `prefetch=2` leaves a shard
+waiting."""
 from __future__ import annotations
 
 import pytest
@@ -13,7 +17,7 @@ def test_sar_matches_single_in_every_mode(make_cfg, data_root, dataset, model):
     common = [*DATASETS[dataset], f"model={model}", f"data_root={data_root}", "layers=3"]
     single, single_grads = oracle(make_cfg, common)
     for mode in ("sar", "sa", "one_shot"):
-        for workers in (1, 2, 3, 4):
+        for workers in (1, 2, 3, 4) if (dataset, model) == ("synthetic", "gat") else (1, 2, 3):
             label = f"mode={mode}, {workers} workers"
             cfg = make_cfg("method=sar", f"method.mode={mode}", f"workers={workers}", *common, "probe_grads=true")
             path, record = run_ok(cfg)
@@ -27,6 +31,7 @@ def test_sar_matches_single_in_every_mode(make_cfg, data_root, dataset, model):
 def test_prefetch_depth_does_not_change_the_result(make_cfg, prefetch):
     common = [*DATASETS["synthetic"], "model=gat", "layers=2"]
     single, single_grads = oracle(make_cfg, common)
+    # 4 workers: three remote shards, one more than the deepest prefetch
     cfg = make_cfg("method=sar", f"method.prefetch={prefetch}", "workers=4", *common, "probe_grads=true")
     path, record = run_ok(cfg)
     assert_matches(record, path, single, single_grads, f"prefetch={prefetch}")
