@@ -145,7 +145,7 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
             return p.path, done
         info, source = prepare(cfg, p.world, log)
         p.check_partition(info)
-        scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}", dir=_runs_root(cfg)))
+        scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}", dir=_runs_root(cfg.cache_dir)))
         builder = RecordBuilder(cfg, scratch, info,
                                 environment(cfg.backend_name, cfg.device, p.threads(p.world),
                                             "in-process" if p.world == 1 else "spawn", cfg.kernel),
@@ -186,9 +186,9 @@ def _error_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _runs_root(cfg: RunConfig) -> Path:
+def _runs_root(cache_dir: str) -> Path:
     """Where runs keep their scratch folders; those of runs whose launcher was killed are removed."""
-    root = Path(cfg.cache_dir) / "runs"
+    root = Path(cache_dir) / "runs"
     root.mkdir(parents=True, exist_ok=True)
     remove_leftovers(root, "run-")
     return root
@@ -341,7 +341,7 @@ def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
         raise UserError(f"method={cfg.method_name} runs in one process; start it without torchrun")
     if world != cfg.workers:
         raise UserError(f"workers={cfg.workers} but torchrun started WORLD_SIZE={world}; make them equal")
-    ready = _runs_root(cfg) / f"{p.path.stem}.ready.json"
+    ready = _runs_root(cfg.cache_dir) / f"{p.path.stem}.ready.json"
     if local_rank == 0:
         info, folder = prepare(cfg, world, log)
         write_atomic(ready, {"info": info, "folder": str(folder)})
@@ -354,7 +354,7 @@ def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
             time.sleep(0.2)
     state = json.loads(ready.read_text())
     p.check_partition(state["info"])
-    scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}r{rank}-", dir=_runs_root(cfg)))
+    scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}r{rank}-", dir=_runs_root(cfg.cache_dir)))
     builder = RecordBuilder(cfg, scratch, state["info"],
                             environment(cfg.backend_name, cfg.device, p.threads(local_world), "torchrun", cfg.kernel),
                             p.method_defaults, p.control)

@@ -17,6 +17,7 @@ from benchmarks.errors import UserError
 from benchmarks.leftovers import start_time
 from benchmarks.partition import build_parts
 from benchmarks.stores import SharedMemory
+from benchmarks.config import check
 from benchmarks.train import make_context
 from tests.conftest import SMALL_SYNTHETIC
 
@@ -25,7 +26,8 @@ from tests.conftest import SMALL_SYNTHETIC
 def ctx(make_cfg):
     cfg = make_cfg("method=full_halo", *SMALL_SYNTHETIC)
     graph = load_dataset(cfg["dataset"])
-    return make_context(cfg, 0, 1, build_parts(graph, torch.tensor([0, graph.num_nodes]))[0], torch.device("cpu"))
+    return make_context(check(cfg), 0, 1, build_parts(graph, torch.tensor([0, graph.num_nodes]))[0],
+                        torch.device("cpu"))
 
 
 def test_local_rank_and_world_default_to_one_machine(ctx):

@@ -25,7 +25,7 @@ class Method(FullGraphMethod):
 
     def aggregator_for(self, epoch):
         ctx = self.ctx
-        adj, plan = keep_halo(ctx.part, ctx.adj, ctx.plan, keep_with_probability(KEEP, ctx.cfg["seed"], epoch))
+        adj, plan = keep_halo(ctx.part, ctx.adj, ctx.plan, keep_with_probability(KEEP, ctx.cfg.seed, epoch))
         self.kept = (self.kept or []) + [sum(plan.recv_counts)]
         return HaloAggregator(adj, plan, ctx.comm)
 

@@ -117,7 +117,7 @@ def test_ranks_die_with_a_killed_launcher(tmp_path):
     assert not list(results.glob("*.json"))  # no record: the launcher that would write it is gone
     # Its scratch folder is left; the next run's launcher removes it.
     assert len(list((tmp_path / "cache" / "runs").iterdir())) == 1
-    _runs_root({"cache_dir": str(tmp_path / "cache")})
+    _runs_root(str(tmp_path / "cache"))
     assert not list((tmp_path / "cache" / "runs").iterdir())
 
 

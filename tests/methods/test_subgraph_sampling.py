@@ -17,6 +17,7 @@ from benchmarks.models import build_model
 from benchmarks.partition import build_parts
 from benchmarks.runner import run
 from benchmarks.train import make_context
+from benchmarks.config import check
 from benchmarks.families.minibatch import PHASES
 from benchmarks.partition import own_edges
 from benchmarks.sampling import induced_subgraph
@@ -35,7 +36,7 @@ def rank_method(make_cfg, *overrides):
     n = graph.num_nodes
     part = build_parts(graph, torch.tensor([0, n // 2, n]))[0]
     assert part.num_halo > 0
-    ctx = make_context(cfg, 0, 1, part, torch.device("cpu"))
+    ctx = make_context(check(cfg), 0, 1, part, torch.device("cpu"))
     return method_class(cfg["method"]["name"])(ctx)
 
 
