@@ -168,7 +168,7 @@ def partition_stats(graph: Graph, parts: list[Part], partitioner: str) -> dict:
 def partition(graph: Graph, partitioner: str, parts: int, seed: int) -> tuple[torch.Tensor, list[Part], dict, float]:
     """Assign, relabel and cut: (perm, per-rank parts, their `partition_stats`, seconds the
     assignment took). The one path from a graph to its parts: `prepare_parts` caches what it
-    returns, `benchmarks.partition_stats` measures it at scales too large to cache."""
+    returns, `benchmarks.tools.partition_stats` measures it at scales too large to cache."""
     t0 = time.perf_counter()
     assignment = assign(graph, partitioner, parts, seed)
     partition_s = time.perf_counter() - t0
