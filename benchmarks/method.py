@@ -140,10 +140,25 @@ class Method:
     def optimize(self, loss: torch.Tensor, scale: float | None = None, sync: str | None = "grad_allreduce",
              optimizer: torch.optim.Optimizer | None = None, scaler: torch.amp.GradScaler | None = None,
              set_to_none: bool = True) -> None:
-        """One optimizer step on `loss`, this rank's share of the loss (`loss_share`): zero the
-        gradients, backward (fp16: scaled), sum them over ranks (`sync`: the category; None for local
-        steps), step (fp16: unscaled, skipped on overflow). See `optimizer_step`."""
-        optimizer_step(self, loss, scale, sync, optimizer, scaler, set_to_none)
+        """One optimizer step on `loss` (`loss_share`'s, after the forward):
+          - the gradients zeroed (`set_to_none=False`: zeros, so that every rank all-reduces the same
+            gradient list even when its batch is empty);
+          - backward of `loss` (times `scale`: local steps rescale the share to the rank's own mean),
+            scaled first by `scaler` (`ctx.scaler`: fp16's loss scaling; a pass-through otherwise);
+          - the gradients summed over ranks in category `sync` (`all_reduce_gradients`; None: local
+            steps, the replicas kept in step by averaging);
+          - `optimizer`'s step (`ctx.optimizer` by default) on the unscaled gradients, skipped (and
+            the scale lowered) when they overflowed. The gradients are summed while still scaled, so
+            every rank sees the same overflow and skips the same steps.
+        The gradients stay after the step (`probe_grads` reads epoch 0's)."""
+        optimizer = optimizer or self.ctx.optimizer
+        scaler = scaler or self.ctx.scaler
+        optimizer.zero_grad(set_to_none=set_to_none)
+        scaler.scale(loss if scale is None else loss * scale).backward()
+        if sync is not None:
+            self.all_reduce_gradients(sync)
+        scaler.step(optimizer)
+        scaler.update()
 
     def all_reduce_gradients(self, category: str) -> None:
         """The gradient sum of `optimize` (`sync_gradients`); a loop may wrap it (the mini-batch loop
@@ -230,31 +245,6 @@ def loss_share(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
     else:
         loss = (F.cross_entropy(logits, labels, reduction="none") * weights).sum()
     return loss if total is None else loss / total
-
-
-def optimizer_step(method: "Method", loss: torch.Tensor, scale: float | None = None,
-                   sync: str | None = "grad_allreduce", optimizer: torch.optim.Optimizer | None = None,
-                   scaler: torch.amp.GradScaler | None = None, set_to_none: bool = True) -> None:
-    """`Method.optimize`: one optimizer step on `loss` (`loss_share`'s, after the forward):
-      - the gradients zeroed (`set_to_none=False`: zeros, so that every rank all-reduces the same
-        gradient list even when its batch is empty);
-      - backward of `loss` (times `scale`: local steps rescale the share to the rank's own mean),
-        scaled first by `scaler` (`ctx.scaler`: fp16's loss scaling; a pass-through otherwise);
-      - the gradients summed over ranks in category `sync` (`Method.all_reduce_gradients`; None:
-        local steps, the replicas kept in step by averaging);
-      - `optimizer`'s step (`ctx.optimizer` by default) on the unscaled gradients, skipped (and the
-        scale lowered) when they overflowed. The gradients are summed while still scaled, so every
-        rank sees the same overflow and skips the same steps.
-    The gradients stay after the step (`probe_grads` reads epoch 0's)."""
-    ctx = method.ctx
-    optimizer = optimizer or ctx.optimizer
-    scaler = scaler or ctx.scaler
-    optimizer.zero_grad(set_to_none=set_to_none)
-    scaler.scale(loss if scale is None else loss * scale).backward()
-    if sync is not None:
-        method.all_reduce_gradients(sync)
-    scaler.step(optimizer)
-    scaler.update()
 
 
 # --------------------------------------------------------------------------- registry

@@ -15,11 +15,11 @@ from hydra.core.object_type import ObjectType
 from hydra.plugins.config_source import ConfigResult, ConfigSource
 from omegaconf import OmegaConf
 
-from benchmarks.registry import CONF, plugin_names
+from benchmarks.registry import plugin_names, yaml_names
 
 
 def _without_yaml() -> list[str]:
-    yamls = {p.stem for p in (CONF / "method").glob("*.yaml")}
+    yamls = yaml_names()  # the registry's scan, cached: Hydra asks this source many times per compose
     return [name for name in plugin_names() if name not in yamls]
 
 

@@ -38,6 +38,11 @@ def plugin_names() -> list[str]:
     return list(_discover(plugin_path())[0])
 
 
+def yaml_names() -> set[str]:
+    """The methods with a YAML of their own in conf/method/ (aliases, and plugins that keep one)."""
+    return set(_discover(plugin_path())[2])
+
+
 def aliases() -> dict[str, dict]:
     """conf/method/<alias>.yaml files that name a `plugin`: {alias: its YAML as a dict}. Aliases of a
     plugin that does not exist here are left out."""
@@ -45,14 +50,16 @@ def aliases() -> dict[str, dict]:
 
 
 @functools.cache
-def _discover(path: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, dict]]:
+def _discover(path: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, dict], tuple[str, ...]]:
+    """(plugins, aliases, every YAML's name in conf/method/), read once per plugin path."""
     plugins = tuple(sorted(m.name for m in pkgutil.iter_modules(list(path)) if not m.name.startswith("_")))
-    found = {}
+    found, yamls = {}, []
     for yaml_path in sorted((CONF / "method").glob("*.yaml")):
+        yamls.append(yaml_path.stem)
         yaml = OmegaConf.to_container(OmegaConf.load(yaml_path))
         if isinstance(yaml, dict) and yaml.get("plugin") in plugins:
             found[yaml_path.stem] = yaml
-    return plugins, found
+    return plugins, found, tuple(yamls)
 
 
 def method_names() -> list[str]:
