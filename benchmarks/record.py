@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import os
 import platform
 import statistics
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +25,7 @@ from benchmarks.comm import NOT_TRAINING
 from benchmarks.config import SAVERS, RunConfig, RunOptions
 from benchmarks.datasets import PROJECT_ROOT
 from benchmarks.options import RESERVED, defaults
+from benchmarks.outputs import write_atomic
 from benchmarks.probes import MemoryProbe, cores
 
 # Keys that say where things are or how chatty a run is, not what is measured.
@@ -98,32 +96,6 @@ def ok_record(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return record if record.get("status") == "ok" else None
-
-
-def strict(obj):
-    """`obj` with every NaN or infinite float replaced by null: records are strict JSON (Python's
-    json would write bare NaN and Infinity, which other readers reject). A run that produced one
-    says so in its `error`, or ran with allow_nonfinite=true."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: strict(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [strict(v) for v in obj]
-    return obj
-
-
-def write_atomic(path: Path, obj: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(strict(obj), f, indent=1, default=str, allow_nan=False)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; records are for everyone to read
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def git_commit() -> str | None:

@@ -45,7 +45,8 @@ from benchmarks.leftovers import owner_tag, remove_leftovers
 from benchmarks.method import method_defaults
 from benchmarks.partition import build_parts, load_manifest, load_part, partition_stats, prepare_parts
 from benchmarks.probes import cores, fix_mmap_threshold
-from benchmarks.record import RecordBuilder, environment, ok_record, ranks_of, record_path, run_variant, write_atomic
+from benchmarks.record import RecordBuilder, environment, ok_record, ranks_of, record_path, run_variant
+from benchmarks.outputs import check_writable, write_atomic
 from benchmarks.train import Diverged, run_rank
 
 
@@ -165,21 +166,6 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return p.path, json.loads(p.path.read_text())
-
-
-def check_writable(key: str, folder) -> None:
-    """A folder the run writes to exists or can be made, and takes a file; else a UserError."""
-    path = Path(folder)
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{key}={folder} is a file, not a folder; choose another {key}")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-check-", dir=path)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise UserError(f"{key}={folder} is not a writable folder ({e.strerror or type(e).__name__}); "
-                        f"choose another {key}") from None
 
 
 def _error_line(e: BaseException) -> str:

@@ -36,7 +36,7 @@ from benchmarks import datasets
 from benchmarks.errors import UserError, choose
 from benchmarks.options import as_dict, defaults, validate
 from benchmarks.partition import PARTITIONERS, partition
-from benchmarks.record import write_atomic
+from benchmarks.outputs import write_atomic
 
 STATS_DIR = datasets.DATA / "partition_stats"  # shipped with the repository (data/README.md)
 
