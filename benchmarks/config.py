@@ -20,7 +20,7 @@ from benchmarks.aggregation import KERNELS
 from benchmarks.errors import UserError, choose
 from benchmarks.method import method_class
 from benchmarks.models import MODELS, PRECISIONS, MemoryOptions, ModelOptions
-from benchmarks.options import RESERVED, Options, as_dict, defaults, option, validate
+from benchmarks.options import RESERVED, Options, as_dict, defaults, option, seed_option, validate
 from benchmarks.registry import aliases
 from benchmarks.partition import PARTITIONERS
 from benchmarks.quantize import CommOptions
@@ -46,7 +46,7 @@ class RunOptions(Options):
     layers: int = option(3, ge=1, message="layers must be a positive integer (got {value!r})")
     dropout: float = option(0.5, ge=0, lt=1, message="dropout must be in [0, 1) (got {value!r})")
     batch_norm: bool = option(False)
-    seed: int = option(0, ge=0)
+    seed: int = seed_option()
     partitioner: Literal[PARTITIONERS] = option("metis")
     kernel: Literal[KERNELS] = option(
         "spmm", "aggregation kernel: spmm (fused CSR, as DGL's builtins) | messages (per-edge messages, as PyG)")
@@ -155,13 +155,38 @@ def check(cfg: dict) -> RunConfig:
                     dataset_name=dataset["name"], model_name=cfg["model"]["name"], method_name=name,
                     method_cls=method_cls)
     run = replace(run, method=validate(method_cls.Options, cfg["method"], run))
-    if run.precision == "fp16" and not method_cls.loss_scaling:
-        raise UserError(f"precision=fp16 needs loss scaling, which method={name} does not apply "
-                        "(use precision=bf16, whose range is fp32's)")
-    if run.memory.checkpoint != "none" and not method_cls.recomputable:
-        raise UserError(f"memory.checkpoint does not apply to method={name}: its aggregation "
-                        "keeps state across a step that a recompute would change (use memory.checkpoint=none)")
+    check_savers(run)
     return run
+
+
+def saver_settings(run: RunConfig) -> list[tuple[str, str, object]]:
+    """The savers and axes `run` moves away from the schema's defaults, each as (section, key, value):
+    ("", "precision", "bf16"), ("memory", "checkpoint", "layer")."""
+    moved = [("", key, getattr(run, key)) for key in ("precision", "kernel")
+             if getattr(run, key) != RunOptions.__dataclass_fields__[key].default]
+    for section, saver_cls in SAVERS.items():
+        default = defaults(saver_cls)
+        moved += [(section, k, v) for k, v in as_dict(getattr(run, section)).items() if v != default[k]]
+    return moved
+
+
+def check_savers(run: RunConfig) -> None:
+    """Refuse, in one line, a saver or axis that `run`'s method does not apply (`Method.applies`)."""
+    applies, name = run.method_cls.applies, run.method_name
+    for section, key, value in saver_settings(run):
+        option = f"{section}.{key}" if section else key
+        if {section, option, f"{option}={value}"} & applies:
+            continue
+        if option == "comm.quantize" and run.comm.quantize_grads and "comm.quantize_grads" in applies:
+            continue  # the codec of the gradients this method does send
+        if option == "precision" and value == "fp16" and "precision=bf16" in applies:
+            raise UserError(f"precision=fp16 needs loss scaling, which method={name} does not apply "
+                            "(use precision=bf16, whose range is fp32's)")
+        sent = ("; it sends only gradients between ranks: quantise them with comm.quantize_grads=true"
+                if option == "comm.quantize" and "comm.quantize_grads" in applies else "")
+        raise UserError(f"method={name} does not apply {option}={value}: a record must not name a saver that "
+                        f"did not run{sent}; drop {option} (method={name} applies: "
+                        f"{', '.join(sorted(applies)) or 'none of the savers'})")
 
 
 def control_config(run: RunConfig) -> RunConfig | None:

@@ -18,7 +18,7 @@ import torch
 
 from benchmarks.errors import UserError, choose
 from benchmarks.graph import Graph, from_edge_index
-from benchmarks.options import Options, option
+from benchmarks.options import Options, option, seed_option
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DATA = PROJECT_ROOT / "data"  # Cora and CiteSeer ship here (data/README.md); downloads land here
@@ -46,7 +46,7 @@ class SyntheticOptions(DatasetOptions):
     train_frac: float = option(0.3, "share of the nodes", ge=0, le=1)
     val_frac: float = option(0.2, "share of the nodes", ge=0, le=1)
     test_frac: float = option(0.5, "share of the nodes", ge=0, le=1)
-    seed: int = option(0, ge=0)
+    seed: int = seed_option()
 
     def check(self, cfg: dict) -> None:
         if self.nodes < self.classes:

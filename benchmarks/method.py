@@ -95,12 +95,15 @@ class Method:
     #: False for methods whose ranks step without waiting for each other (DIGEST-A): the runtime
     #: then reduces its per-epoch probes only at evaluation points, the only barriers left.
     synchronous = True
-    #: False for methods whose aggregation changes state during a step in a way that a recompute in
-    #: backward (`memory.checkpoint`) would repeat and that `aggregation.Replay` does not cover.
-    recomputable = True
-    #: True for methods that apply `RankContext.scaler` (fp16's loss scaling) around their step: the
-    #: others refuse `precision=fp16` in one line.
-    loss_scaling = False
+    #: The savers and axes this method applies (docs/savers.md), each named as the run config spells
+    #: it: a section (`memory`: all its options), an option (`memory.checkpoint`) or one value
+    #: (`precision=bf16`). A run that moves any other away from its default is refused in one line
+    #: before launch (`config.check`): a record must never name a saver that did not run. The base
+    #: class applies what the suite's model and `Comm` apply; fp16 also needs the loss scaling of a
+    #: loop that steps through `Method.optimize` (the families add it), `comm` needs rows or
+    #: gradients that cross ranks through `Comm`, and `memory.checkpoint` an aggregation that
+    #: `aggregation.Replay` can repeat in the recompute.
+    applies: frozenset = frozenset({"precision=bf16", "kernel", "memory", "comm"})
     #: The method's options (a dataclass, benchmarks/options.py); subclasses extend their family's.
     Options = Options
     #: The option values that turn this method's approximation off: its exact control, which a study

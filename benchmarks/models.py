@@ -222,7 +222,7 @@ CHECKPOINTS = ("none", "layer", "all")
 # `precision`: the autocast dtype of the dense parts (projections, attention logits, activations;
 # rows exchanged after a projection travel in it); aggregations run in fp32 (aggregation.py: CPU's
 # sparse kernels have no bf16, and fp32 sums keep the degree normalisation exact). fp16's narrow range
-# needs loss scaling (`RankContext.scaler`), which only the methods with `Method.loss_scaling` apply.
+# needs loss scaling (`RankContext.scaler`), which only the methods with `precision=fp16` in `Method.applies` apply.
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 OFFLOADS = ("none", "activations")
 

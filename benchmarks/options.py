@@ -33,12 +33,22 @@ from benchmarks.errors import UserError, choose
 RESERVED = ("name", "plugin")
 
 
+#: Seeds reach C code (pymetis takes a C long long, torch a 64-bit integer): one range for every seed.
+SEED_RANGE = {"ge": 0, "lt": 2 ** 63}
+
+
+def seed_option(default: int = 0, doc: str = ""):
+    """A seed: an integer in [0, 2^63)."""
+    return option(default, doc, **SEED_RANGE, message="{key}={value!r} must be an integer in [0, 2^63)"
+                                                     + (f" ({doc})" if doc else ""))
+
+
 def option(default, doc: str = "", *, ge=None, gt=None, le=None, lt=None, also=(), empty: bool = False,
            message: str | None = None):
     """A declared option: its default; `doc`, what it is (said in the error, in parentheses);
     numeric bounds `ge`/`gt`/`le`/`lt` (of each element, for a list); `also`, values allowed outside
     the bounds (-1: every neighbour); `empty`, whether a list may be empty; `message`, a whole error
-    line with `{value}` where an older message must be kept word for word."""
+    line with `{key}` and `{value}` where an older message must be kept word for word."""
     meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "also": tuple(also), "empty": empty,
             "message": message}
     if isinstance(default, list):
@@ -185,6 +195,6 @@ def _check(key: str, value, tp, meta) -> None:
     if ok:
         return
     if meta["message"]:
-        raise UserError(meta["message"].format(value=value))
+        raise UserError(meta["message"].format(key=key, value=value))
     raise UserError(f"{key}={value!r} must be {requirement}{', or null' if optional else ''}"
                     + (f" ({meta['doc']})" if meta["doc"] else ""))

@@ -158,7 +158,7 @@ class Method(PartitionParallelMethod):
     exact_control = {"name": "full_halo"}  # with the same layer0
     #: No fp16: DIGEST-A's workers push their gradients to the parameter server, which steps them
     #: (no local optimizer step to unscale or skip), and the flag is the class's, both modes'.
-    loss_scaling = False
+    applies = PartitionParallelMethod.applies - {"precision=fp16"}
 
     @dataclass(frozen=True)
     class Options(PartitionParallelMethod.Options):

@@ -31,6 +31,7 @@ from typing import Literal
 
 import torch
 
+from benchmarks.errors import UserError
 from benchmarks.families.minibatch import Batch, BlockAggregator, MiniBatchMethod, check_fanouts, per_layer
 from benchmarks.options import option
 from benchmarks.sampling import sample_blocks
@@ -48,6 +49,10 @@ class Method(MiniBatchMethod):
 
         def check(self, run) -> None:
             check_fanouts("fanouts", self.fanouts, run)
+            if run is not None and self.store == "replicated" and run.comm.quantize != "none" and not run.comm.quantize_grads:
+                raise UserError(f"method.store=replicated fetches no rows from other ranks: comm.quantize={run.comm.quantize} "
+                                "would quantise nothing (quantise the gradients with comm.quantize_grads=true, or use "
+                                "method.store=partitioned)")
 
     def __init__(self, ctx):
         super().__init__(ctx)

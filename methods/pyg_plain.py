@@ -39,8 +39,9 @@ class PygNet(torch.nn.Module):
 class Method(MethodBase):
     single_process = True
     builds_model = False
-    # loss_scaling stays False: PyG's layers run outside the suite model's autocast, so `precision`
-    # never reaches them and fp16 would report fp32's numbers.
+    # None of the savers: PyG's layers run outside the suite model (its autocast, checkpointing and
+    # kernels), and one process sends nothing.
+    applies = frozenset()
 
     @dataclass(frozen=True)
     class Options(MethodBase.Options):

@@ -7,6 +7,8 @@ from benchmarks.families.full_graph import FullGraphMethod
 
 class Method(FullGraphMethod):
     single_process = True
+    # One process: no halo, nothing crosses ranks.
+    applies = FullGraphMethod.applies - {"comm", "memory"} | {"memory.checkpoint", "memory.offload"}
 
     # ------------------------------------------------------------------ the cost model's hooks
     @classmethod

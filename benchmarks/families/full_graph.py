@@ -13,7 +13,7 @@ class FullGraphMethod(Method):
     neighbour rows reach a layer override `make_aggregator` (built once); methods whose aggregation
     changes every step (a halo resampled each epoch, BNS-GCN) override `aggregator_for`."""
 
-    loss_scaling = True
+    applies = Method.applies | {"precision=fp16"}  # the step goes through Method.optimize
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)

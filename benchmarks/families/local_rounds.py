@@ -66,6 +66,8 @@ class LocalRounds(PartitionParallelMethod):
     `PartitionParallelMethod.train_epoch`'s, with a round of K_r steps."""
 
     Options = LocalRoundOptions
+    # Nothing passes through Comm's codec: the part's own rows, and parameter averages sent as they are.
+    applies = PartitionParallelMethod.applies - {"comm"}
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)

@@ -95,7 +95,8 @@ class MiniBatchMethod(ReplicaAveraging):
     Options = MiniBatchOptions
     #: fp16: with a gradient all-reduce every step every rank sees the same summed gradients (the
     #: same skipped steps); with local steps each rank scales and skips its own.
-    loss_scaling = True
+    #: No `memory.checkpoint_halo`: a batch's rows are fetched before the model runs, never in it.
+    applies = ReplicaAveraging.applies - {"memory"} | {"memory.checkpoint", "memory.offload", "precision=fp16"}
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)
@@ -215,6 +216,8 @@ class SubgraphMethod(MiniBatchMethod):
     """Mini-batch loop for subgraph samplers: `sample(step)` returns a `Subgraph`; the model runs
     full-batch on it (`LocalAggregator`: batch-norm statistics of the batch); the rank's own rows
     are its inputs, so fetching is a local gather and nothing crosses ranks but the gradients."""
+
+    applies = MiniBatchMethod.applies - {"comm"} | {"comm.quantize_grads"}
 
     def fetch(self, sub: Subgraph) -> Batch:
         part = self.ctx.part

@@ -148,7 +148,7 @@ class PartitionParallelMethod(ReplicaAveraging):
 
     #: fp16: with a gradient all-reduce every step every rank sees the same summed gradients (the
     #: same skipped steps); with local steps each rank scales and skips its own.
-    loss_scaling = True
+    applies = ReplicaAveraging.applies | {"precision=fp16"}
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)

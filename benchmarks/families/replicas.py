@@ -55,8 +55,9 @@ def local_steps_schedule(k: int, rho: float, rounds: int, schedule: str) -> list
     """Local steps of each of `rounds` rounds (LLCG's code, MortezaRamezani/llcg
     dgnn/train/dist/distgnn_correction.py: K_r = ceil(K / rho^r), reversed with `inc_k`):
     `increase` grows from ceil(K / rho^(rounds-1)) in the first round to K in the last;
-    `decrease` shrinks from K. rho = 1: K every round."""
-    steps = [max(1, math.ceil(k / rho ** r - 1e-9)) for r in range(rounds)]
+    `decrease` shrinks from K. rho = 1: K every round. K * rho^-r, not K / rho^r: a large rho or many
+    rounds make rho^-r underflow to 0 (one step), where rho^r would overflow a float."""
+    steps = [max(1, math.ceil(k * rho ** -r - 1e-9)) for r in range(rounds)]
     return steps[::-1] if schedule == "increase" else steps
 
 

@@ -32,7 +32,24 @@ pytestmark = pytest.mark.fast
     (["log_every=-1"], "log_every=-1 must be a non-negative integer"),
     (["warmup_epochs=-1"], "warmup_epochs=-1 must be a non-negative integer"),
     (["threads_per_rank=0"], "threads_per_rank=0 must be a positive integer, or null"),
-    (["seed=-1"], "seed=-1 must be a non-negative integer"),
+    (["seed=-1"], "seed=-1 must be an integer in [0, 2^63)"),
+    # D20: seeds reach pymetis (a C long long) and torch: bounded before anything runs
+    (["seed=9223372036854775808"], "seed=9223372036854775808 must be an integer in [0, 2^63)"),
+    (["dataset.seed=18446744073709551616"], "dataset.seed=18446744073709551616 must be an integer in [0, 2^63)"),
+    # D2: a saver the method does not apply is refused, never named in a record that did not run it
+    (["method=pyg_plain", "precision=bf16"], "method=pyg_plain does not apply precision=bf16"),
+    (["method=pyg_plain", "memory.checkpoint=layer"], "method=pyg_plain does not apply memory.checkpoint=layer"),
+    (["method=pyg_plain", "kernel=messages"], "method=pyg_plain does not apply kernel=messages"),
+    (["method=pyg_plain", "comm.quantize=int8"], "method=pyg_plain does not apply comm.quantize=int8"),
+    (["method=single", "comm.quantize=int8"], "method=single does not apply comm.quantize=int8"),
+    (["method=psgd_pa", "comm.quantize=int8", "comm.quantize_grads=true"], "method=psgd_pa does not apply comm.quantize"),
+    (["method=llcg", "comm.quantize=fp16"], "method=llcg does not apply comm.quantize=fp16"),
+    (["method=cluster_gcn", "comm.quantize=int8"], "method=cluster_gcn does not apply comm.quantize=int8"),
+    (["method=neighbor_sampling", "method.store=replicated", "comm.quantize=int8"],
+     "method.store=replicated fetches no rows from other ranks"),
+    (["method=neighbor_sampling", "memory.checkpoint=layer", "memory.checkpoint_halo=keep"],
+     "method=neighbor_sampling does not apply memory.checkpoint_halo=keep"),
+    (["method=digest", "precision=fp16"], "precision=fp16 needs loss scaling, which method=digest does not apply"),
     (["batch_norm=yes"], "batch_norm='yes' must be true or false"),
     (["device=tpu"], "unknown device 'tpu'; choose one of: cpu, cuda"),
     (["results_dir=null"], "results_dir=None must be a string"),
@@ -74,7 +91,12 @@ def test_what_the_schema_allows_plans(make_cfg):
                       ["malloc_mmap_threshold=null", "dist_timeout_s=0.5", "warmup_epochs=0", "log_every=0"],
                       ["model=gat", "model.heads=8"], ["model=sage", "+model.heads=3"],  # sage ignores heads
                       ["dataset.train_frac=0.7", "dataset.val_frac=0.2", "dataset.test_frac=0.1"],
-                      ["dataset=cora"], ["+reproduces=llcg_table1", "+study=digest"]):
+                      ["dataset=cora"], ["+reproduces=llcg_table1", "+study=digest"],
+                      # savers where the method applies them
+                      ["method=cluster_gcn", "comm.quantize=int8", "comm.quantize_grads=true"],
+                      ["method=single", "precision=fp16", "memory.checkpoint=all", "kernel=messages"],
+                      ["method=full_halo", "precision=bf16", "memory.checkpoint=layer", "memory.checkpoint_halo=keep",
+                       "comm.quantize=int4", "comm.quantize_grads=true", "kernel=messages"]):
         plan(make_cfg(*overrides))
 
 

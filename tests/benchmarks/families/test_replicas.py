@@ -20,6 +20,13 @@ def test_the_local_steps_grow_to_k_or_shrink_from_k_by_rho_a_round():
     assert local_steps_schedule(64, 1.1, 3, "decrease") == [64, 59, 53]  # 64/1.1 = 58.2, 64/1.21 = 52.9
 
 
+def test_a_schedule_whose_rho_to_the_r_overflows_a_float_takes_one_step_a_round():
+    """D3: 1.5^1799 and (1e308)^2 overflow a float; the rounds they reach take one local step."""
+    steps = local_steps_schedule(8, 1.5, 1800, "increase")
+    assert len(steps) == 1800 and steps[-3:] == [4, 6, 8] and set(steps[:-6]) == {1}
+    assert local_steps_schedule(8, 1e308, 3, "decrease") == [8, 1, 1]
+
+
 @pytest.mark.parametrize("overrides, message", [
     (["method=psgd_pa", "method.local=half"], "unknown method.local 'half'; choose one of: full, sampled"),
     (["method=psgd_pa", "method.local_steps=0"], "method.local_steps=0 must be a positive integer"),
