@@ -16,6 +16,7 @@ Types: bool, int, float (an int is a number too; NaN and infinities are not), st
 (choices), Optional[X] (null allowed), list[X] (non-empty unless `empty=True`; bounds hold for every
 element) and dict (a mapping, its contents not checked). Values are kept as given (no conversion; `as_dict`
 spells a float option given as an integer as a float, so `dropout=0` and `dropout=0.0` are one run).
+A field declared `option(MISSING, ...)` is required: its absence is a one-line error naming it.
 Every options class is frozen: what was validated is what runs.
 """
 from __future__ import annotations
@@ -88,6 +89,11 @@ def validate(options_cls: type[Options], values: dict, run=None, section: str = 
         valid = f"its options are: {', '.join(sorted(fields))}" if fields else "it takes none"
         raise UserError(f"unknown option{plural} {', '.join(f'{section}.{k}' for k in unknown)}"
                         f"{f' for {section}={name}' if name else ''}; {valid}")
+    missing = [f.name for f in dataclasses.fields(options_cls)  # declared `option(MISSING, ...)`: required
+               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in values]
+    if missing:
+        prefix = f"{section}." if section else ""
+        raise UserError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(prefix + m for m in missing)}")
     hints = typing.get_type_hints(options_cls)
     for key, value in values.items():
         if key in fields:

@@ -138,6 +138,13 @@ def warmup_dropped(epochs: int, warmup_epochs: int) -> int:
     return min(max(1, warmup_epochs), epochs - 1) if epochs > 1 else 0
 
 
+#: The numbers a record's `summary` holds (`summarize`, and `edges_per_s` from `finish`): what a
+#: bisection may hold to a bound (`sweep.Bisect.field`).
+SUMMARY_FIELDS = ("epoch_time_s_median", "epoch_time_s_p90", "warmup_epochs_dropped", "train_time_s",
+                  *MemoryProbe.SUMMARY, "comm_bytes_per_epoch", "best_val_acc", "test_acc_at_best_val",
+                  "best_epoch", "final_train_loss", "edges_per_s")
+
+
 def summarize(history: list[dict], per_rank: list[dict], warmup_epochs: int) -> dict:
     """Per-run summary from the history (identical on every rank) and the ranks' probes."""
     times = [h["epoch_time_s"] for h in history]

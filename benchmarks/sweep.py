@@ -18,9 +18,10 @@ What a preset sweeps (all optional; docs/analysis.md has an example of each):
   switched off, the same seed, partition, model and layer 0) is run too, unless the sweep has it
   already, so the report can pair each approximation with its control seed by seed.
 - `sweep.bisect`: a strategy instead of one run per point: for each run, the largest value of the
-  numeric `key` whose record is `ok` and whose `field` (a dotted path in the record) is `at_most`
-  (or `at_least`) a bound. It probes `start`, steps by `factor` until it has a value that meets the
-  bound and one that does not, then bisects until they are within `tolerance` (relative).
+  numeric `key` whose record is `ok` and whose `field` (`summary.<name>`, a number of the record's
+  summary) is `at_most` (or `at_least`) a bound. It probes `start`, steps by `factor` (> 1) until it
+  has a value that meets the bound and one that does not, then bisects until they are within
+  `tolerance` (relative). The spec is checked (`Bisect`) before the first probe runs.
 
 Overrides on this command line win over everything the preset adds. Every run's configuration is
 composed and checked (`runner.plan`: no data is loaded) before the first run starts, so a bad value
@@ -37,7 +38,9 @@ import itertools
 import shlex
 import subprocess
 import sys
+from dataclasses import MISSING, dataclass
 from pathlib import Path
+from typing import Optional
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -48,6 +51,30 @@ from omegaconf.errors import OmegaConfBaseException
 from benchmarks.cli import check_composes, composition_error, config_of
 from benchmarks.registry import CONF, check_overrides, method_names
 from benchmarks.errors import Stopped, UserError, stop_on_signals
+from benchmarks.options import Options, option, validate
+from benchmarks.record import SUMMARY_FIELDS
+
+
+@dataclass(frozen=True)
+class Bisect(Options):
+    """A preset's `sweep.bisect` (the module docstring says what each key does)."""
+
+    reserved = ()
+    key: str = option(MISSING, "the numeric key bisected, e.g. dataset.nodes")
+    start: int = option(MISSING, "the first value probed", ge=1)
+    field: str = option(MISSING, "summary.<name>: the record's number held to the bound")
+    at_most: Optional[float] = option(None, "the bound the field must not exceed")
+    at_least: Optional[float] = option(None, "the bound the field must reach")
+    factor: float = option(2.0, "the step between probes until the bound is bracketed", gt=1)
+    tolerance: float = option(0.1, "the bracket's width at the end, relative to its lower value", gt=0)
+
+    def check(self, run) -> None:
+        if (self.at_most is None) == (self.at_least is None):
+            raise UserError("sweep.bisect needs one bound: sweep.bisect.at_most or sweep.bisect.at_least")
+        section, _, name = self.field.partition(".")
+        if section != "summary" or name not in SUMMARY_FIELDS:
+            raise UserError(f"sweep.bisect.field={self.field} is not a number of a record's summary; choose one of: "
+                            f"{', '.join('summary.' + f for f in SUMMARY_FIELDS)}")
 
 
 def _values(override) -> list[str]:
@@ -141,9 +168,19 @@ def _sweep_section(argv: list[str]) -> dict:
     return _preset([o.input_line for o in parsed if not o.is_sweep_override()])[2]
 
 
-def strategy(argv: list[str]) -> dict | None:
+def bisect_spec(section: dict) -> Bisect | None:
+    """The sweep section's `bisect`, checked (None: one run per point)."""
+    spec = section.get("bisect")
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise UserError(f"sweep.bisect must be a mapping of its keys (key, start, field, at_most...), not {spec!r}")
+    return validate(Bisect, spec, section="sweep.bisect")
+
+
+def strategy(argv: list[str]) -> Bisect | None:
     """The preset's `sweep.bisect` (None: one run per point)."""
-    return _sweep_section(argv).get("bisect")
+    return bisect_spec(_sweep_section(argv))
 
 
 def control_overrides(overrides: list[str], run) -> list[str] | None:
@@ -179,7 +216,7 @@ def with_controls(runs: list[list[str]], configs: list, machine: bool) -> tuple[
     return runs, configs
 
 
-def checked(runs: list[list[str]], spec: dict | None, machine: bool = True) -> list:
+def checked(runs: list[list[str]], spec: Bisect | None, machine: bool = True) -> list:
     """Every run's configuration (a bisection's: its first probe's; a `config.RunConfig`), composed and checked as the run
     will check it (`runner.plan`; with `machine=False`, only what needs no look at this machine:
     `config.check`, for commands printed to run elsewhere). The first bad one raises a UserError
@@ -190,7 +227,7 @@ def checked(runs: list[list[str]], spec: dict | None, machine: bool = True) -> l
     configs = []
     for i, overrides in enumerate(runs, 1):
         if spec is not None:
-            overrides = _merge(overrides, [f"{spec['key']}={spec['start']}"])
+            overrides = _merge(overrides, [f"{spec.key}={spec.start}"])
         try:
             try:
                 cfg = config_of(overrides)
@@ -249,12 +286,14 @@ def field(record: dict, dotted: str):
     return record
 
 
-def meets(record: dict | None, spec: dict) -> bool:
+def meets(record: dict | None, spec: Bisect) -> bool:
     """Whether a bisection probe's record is ok and its field is within the bound."""
     if record is None or record["status"] != "ok":
         return False
-    value = field(record, spec["field"])
-    return value <= spec["at_most"] if "at_most" in spec else value >= spec["at_least"]
+    value = field(record, spec.field)
+    if not isinstance(value, (int, float)):  # null: the probe measured no such number
+        return False
+    return value <= spec.at_most if spec.at_most is not None else value >= spec.at_least
 
 
 def bisect(fits, start: int, factor: float = 2.0, tolerance: float = 0.1) -> tuple[int | None, int | None]:
@@ -276,9 +315,9 @@ def bisect(fits, start: int, factor: float = 2.0, tolerance: float = 0.1) -> tup
     return lo, hi
 
 
-def _bisect_run(overrides: list[str], spec: dict, counts: dict) -> None:
+def _bisect_run(overrides: list[str], spec: Bisect, counts: dict) -> None:
     def fits(value: int) -> bool:
-        probe = _merge(overrides, [f"{spec['key']}={value}"])
+        probe = _merge(overrides, [f"{spec.key}={value}"])
         from benchmarks.config import check
 
         cfg = check(config_of(probe))
@@ -289,12 +328,13 @@ def _bisect_run(overrides: list[str], spec: dict, counts: dict) -> None:
             record = run_one(probe, cfg)
             counts["ok" if record and record["status"] == "ok" else "failed_probes"] += 1
         ok = meets(record, spec)
-        print(f"  {spec['key']}={value}: {'meets' if ok else 'does not meet'} {spec['field']} "
-              f"{'<=' if 'at_most' in spec else '>='} {spec.get('at_most', spec.get('at_least'))}", flush=True)
+        print(f"  {spec.key}={value}: {'meets' if ok else 'does not meet'} {spec.field} "
+              f"{'<=' if spec.at_most is not None else '>='} "
+              f"{spec.at_most if spec.at_most is not None else spec.at_least}", flush=True)
         return ok
 
-    lo, hi = bisect(fits, spec["start"], spec.get("factor", 2.0), spec.get("tolerance", 0.1))
-    print(f"  largest {spec['key']} that meets it: {lo} (smallest that does not: {hi})", flush=True)
+    lo, hi = bisect(fits, spec.start, spec.factor, spec.tolerance)
+    print(f"  largest {spec.key} that meets it: {lo} (smallest that does not: {hi})", flush=True)
 
 
 def main(argv=None) -> None:
@@ -316,7 +356,7 @@ def sweep(argv: list[str]) -> None:
         try:
             runs, missing = expand(argv)
             section = _sweep_section(argv)
-            spec = section.get("bisect")
+            spec = bisect_spec(section)
         except (HydraException, OmegaConfBaseException) as e:
             raise composition_error(e, argv) from None
         configs = checked(runs, spec, machine=not dry_run)
@@ -334,10 +374,10 @@ def sweep(argv: list[str]) -> None:
         head = f"[{i}/{len(runs)}] {' '.join(overrides)}"
         if spec is not None:
             if dry_run:
-                first = _merge(overrides, [f"{spec['key']}={spec['start']}"])
+                first = _merge(overrides, [f"{spec.key}={spec.start}"])
                 print(f"python -m benchmarks {shlex.join(first)}")
                 continue
-            print(f"{head}: bisect {spec['key']}", flush=True)
+            print(f"{head}: bisect {spec.key}", flush=True)
             _bisect_run(overrides, spec, counts)
             continue
         if kept(cfg) is not None:

@@ -144,11 +144,6 @@ def section(cls, values, key: str = ""):
     has a default; a one-line UserError naming the key otherwise."""
     if not isinstance(values, dict):
         raise UserError(f"{key or 'a hardware profile'} must be a mapping, not {values!r}")
-    missing = [f.name for f in dataclasses.fields(cls)
-               if f.default is MISSING and f.default_factory is MISSING and f.name not in values]
-    if missing:
-        prefix = f"{key}." if key else ""
-        raise UserError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(prefix + m for m in missing)}")
     return validate(cls, values, section=key)
 
 

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.record import SUMMARY_FIELDS
 from benchmarks.runner import run
 from tests.conftest import SMALL_SYNTHETIC
 
@@ -91,6 +92,7 @@ def test_record_has_every_required_field(make_cfg):
         assert set(REQUIRED["history"]) <= entry.keys()
     assert [h["test_acc"] is None for h in record["history"]] == [True, False, True, False]
     assert len(record["summary"]["per_rank"]) == 2
+    assert set(record["summary"]) - {"per_rank"} == set(SUMMARY_FIELDS)  # what a bisection may bound
     for rank in record["summary"]["per_rank"]:
         assert set(REQUIRED["per_rank"]) <= rank.keys()
         assert rank["train_mem_delta_bytes"] >= 0 and rank["peak_rss_bytes"] > 0

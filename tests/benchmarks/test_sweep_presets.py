@@ -16,7 +16,9 @@ from omegaconf._utils import get_yaml_loader
 
 from benchmarks.registry import CONF, group_options, method_names
 from benchmarks.config import check
-from benchmarks.sweep import _merge, bisect, expand, meets, strategy
+from benchmarks.errors import UserError
+from benchmarks.sweep import Bisect, _merge, bisect, bisect_spec, expand, meets, strategy
+from benchmarks.sweep import main as sweep_main
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -83,7 +85,7 @@ def test_preset_sweep_expands_to_composable_runs(preset):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         for i, overrides in enumerate(runs):
             if spec is not None:  # a bisection's runs start at its first probe
-                overrides = _merge(overrides, [f"{spec['key']}={spec['start']}"])
+                overrides = _merge(overrides, [f"{spec.key}={spec.start}"])
             cfg = composer(overrides)
             if i in (0, len(runs) - 1):  # the shortcut is Hydra's compose: checked on a sample of each preset
                 assert OmegaConf.to_container(cfg) == OmegaConf.to_container(compose("config", overrides=overrides))
@@ -148,14 +150,51 @@ def test_bisect_finds_the_largest_value_that_fits_within_the_tolerance():
 
 
 def test_a_bisection_probe_meets_the_bound_only_when_ok():
-    spec = {"field": "summary.train_mem_delta_bytes_max", "at_most": 100}
+    spec = Bisect(key="dataset.nodes", start=10, field="summary.train_mem_delta_bytes_max", at_most=100)
     assert meets({"status": "ok", "summary": {"train_mem_delta_bytes_max": 100}}, spec)
     assert not meets({"status": "ok", "summary": {"train_mem_delta_bytes_max": 101}}, spec)
     assert not meets({"status": "failed", "error": "out of memory"}, spec) and not meets(None, spec)
-    assert meets({"status": "ok", "summary": {"x": 5}}, {"field": "summary.x", "at_least": 5})
+    at_least = Bisect(key="dataset.nodes", start=10, field="summary.best_val_acc", at_least=0.5)
+    assert meets({"status": "ok", "summary": {"best_val_acc": 0.5}}, at_least)
+    assert not meets({"status": "ok", "summary": {"best_val_acc": None}}, at_least)  # never evaluated
+
+
+@pytest.mark.parametrize("bisect, message", [
+    # D17: an incomplete spec, or a field no record has, is refused before any probe runs
+    ({"key": "dataset.nodes"}, "missing keys sweep.bisect.start, sweep.bisect.field"),
+    ({"key": "dataset.nodes", "start": 8000, "field": "summary.nope", "at_most": 1},
+     "sweep.bisect.field=summary.nope is not a number of a record's summary; choose one of: summary.epoch_time_s_median"),
+    ({"key": "dataset.nodes", "start": 8000, "field": "summary.best_val_acc"}, "sweep.bisect needs one bound"),
+    # D16: a factor of 1 (or below) would probe the same value forever
+    ({"key": "dataset.nodes", "start": 8000, "field": "summary.best_val_acc", "at_least": 0.5, "factor": 1},
+     "sweep.bisect.factor=1 must be a number > 1"),
+    ({"key": "dataset.nodes", "start": 0, "field": "summary.best_val_acc", "at_least": 0.5},
+     "sweep.bisect.start=0 must be a positive integer"),
+    ({"key": "dataset.nodes", "start": 10, "field": "summary.best_val_acc", "at_least": 0.5, "tolerance": 0},
+     "sweep.bisect.tolerance=0 must be a positive number"),
+    ("dataset.nodes", "sweep.bisect must be a mapping"),
+])
+def test_a_bad_bisection_spec_is_refused_in_one_line(bisect, message):
+    with pytest.raises(UserError) as e:
+        bisect_spec({"bisect": bisect})
+    assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_bad_bisection_spec_stops_the_sweep_before_any_probe(tmp_path, capsys):
+    """D16 and D17 on the command line: status 2 and one line, no record written."""
+    for extra in (["+sweep.bisect.key=dataset.nodes"],
+                  ["sweep.bisect.factor=1"], ["sweep.bisect.field=summary.nope"]):
+        base = ["experiment=sar_fit", f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c"]
+        if extra[0].startswith("+"):
+            base = ["experiment=quickstart", "method=full_halo", f"results_dir={tmp_path}/r", f"cache_dir={tmp_path}/c"]
+        with pytest.raises(SystemExit) as e:
+            sweep_main([*base, *extra])
+        err = capsys.readouterr().err.strip()
+        assert e.value.code == 2 and len(err.splitlines()) == 1 and "sweep.bisect" in err, err
+    assert not (tmp_path / "r").exists()
 
 
 def test_the_bisection_preset_declares_its_strategy():
     spec = strategy(["experiment=sar_fit"])
-    assert spec["key"] == "dataset.nodes" and spec["at_most"] == 2 * 2 ** 30
+    assert spec.key == "dataset.nodes" and spec.at_most == 2 * 2 ** 30
     assert strategy(["experiment=quickstart"]) is None
