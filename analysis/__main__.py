@@ -29,53 +29,90 @@ def main(argv=None) -> None:
     j.add_argument("--graph", default=None, help="partition statistics of the target graph "
                    "(data/partition_stats/*.json, from `python -m benchmarks.tools.partition_stats`), or "
                    "ogbn-products, ogbn-papers100M, reddit (a proxy from the measured graph of nearest degree)")
-    j.add_argument("--hidden", type=int, default=None, help="project the records' models at this hidden width")
+    j.add_argument("--hidden", default=None, help="project the records' models at this hidden width (needs --graph)")
     j.add_argument("--out", default=None, help="where projection.md/.json and figures/ go (default: results_dir)")
     args = p.parse_args(argv)
-    if args.command == "project":
-        return _project(args)
-    from analysis import records as rec  # pandas and matplotlib load only once the arguments are good
-    from analysis.report import build, runs_table
-
+    from benchmarks.errors import UserError
     try:
+        checked = _check(args)
+        if args.command == "project":
+            return _project(args, **checked)
+        from analysis import records as rec  # pandas and matplotlib load only once the arguments are good
+        from analysis.report import build, runs_table
         if args.command == "table":
             print(runs_table(rec.speedup(rec.aggregate(rec.runs(rec.load(args.results_dir))))))
             return
         path = build(args.results_dir, args.out, args.target_acc)
-    except NoRecords as e:
+    except (NoRecords, UserError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     print(f"report: {path}")
 
 
-def _project(args) -> None:
+def _whole(option: str, text: str, least: int = 1) -> int:
+    from benchmarks.errors import UserError
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < least:
+        raise UserError(f"{option} takes whole numbers of at least {least} (got {text!r})")
+    return value
+
+
+def _check(args) -> dict:
+    """Every argument of `report`, `table` and `project` checked before any work, in this one place
+    (UserError, one line, status 2): numbers in range, options that need each other, the hardware
+    profile and `--graph` readable, no more ranks than the graph has nodes (the runtime refuses them
+    too), and the output folder writable (`benchmarks.outputs.check_writable`). Returns what
+    `_project` needs, loaded."""
+    from pathlib import Path
+
+    from benchmarks.errors import UserError
+    from benchmarks.outputs import check_writable
+    if args.command != "project":
+        # without --out the report goes beside the records; a folder that is not there has no records (said later)
+        if args.command == "report" and (args.out or Path(args.results_dir).is_dir()):
+            check_writable("--out", args.out or args.results_dir)
+        return {}
+    if args.published:
+        check_writable("--out", args.out or "results/projection")
+        return {}
+    if not (args.results_dir and args.hardware):
+        raise UserError("project needs a records folder and --hardware (or --published)")
+    workers = [int(w) if w.strip().isdigit() else -1 for w in args.workers.split(",") if w.strip()]
+    if any(w < 1 for w in workers) or (workers and not args.graph):
+        raise UserError(f"--workers takes positive integers, with --graph (got {args.workers!r})")
+    hidden = _whole("--hidden", args.hidden) if args.hidden is not None else None
+    if hidden is not None and not workers:
+        raise UserError("--hidden sets the width of the projection to --workers on --graph; give those too")
+    from analysis import projection
+    from benchmarks.tools.hardware import load_profile
+    profile = load_profile(args.hardware)
+    stats = projection.load_stats(args.graph, workers) if args.graph else None
+    if stats and max(workers, default=0) > stats["graph"]["nodes"]:
+        nodes = stats["graph"]["nodes"]
+        raise UserError(f"--workers {max(workers)} exceeds the {nodes} nodes of {stats['graph']['name']}; "
+                        f"use at most {nodes}")
+    check_writable("--out", args.out or args.results_dir)
+    return {"workers": workers, "hidden": hidden, "profile": profile, "stats": stats}
+
+
+def _project(args, workers=(), hidden=None, profile=None, stats=None) -> None:
     from analysis import projection
     from analysis import records as rec
-    from benchmarks.errors import UserError
-    from benchmarks.tools.hardware import load_profile
+    from benchmarks.outputs import writing
 
     if args.published:
         out = args.out or "results/projection"
-        print(f"projection of published rows: {projection.write_published(out)}")
+        with writing("the projection of published rows", out):
+            print(f"projection of published rows: {projection.write_published(out)}")
         return
-    if not (args.results_dir and args.hardware):
-        print("error: project needs a records folder and --hardware (or --published)", file=sys.stderr)
-        sys.exit(2)
-    try:
-        workers = [int(w) for w in args.workers.split(",") if w.strip()]
-        if any(w < 1 for w in workers) or (workers and not args.graph):
-            raise ValueError
-    except ValueError:
-        print(f"error: --workers takes positive integers, with --graph (got {args.workers!r})", file=sys.stderr)
-        sys.exit(2)
-    try:
-        profile = load_profile(args.hardware)
-        stats = projection.load_stats(args.graph, workers) if args.graph else None
-        rows, skipped = projection.project_records(rec.load(args.results_dir), profile, workers, stats, args.hidden)
-    except (NoRecords, UserError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    paths = projection.write(rows, skipped, profile.name, args.out or args.results_dir)
+    records = rec.load(args.results_dir, projection.check_record)
+    rows, skipped = projection.project_records(records, profile, workers, stats, hidden)
+    out = args.out or args.results_dir
+    with writing("the projection", out):
+        paths = projection.write(rows, skipped, profile.name, out)
     print(f"projection: {paths[0]}")
 
 

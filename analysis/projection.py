@@ -21,6 +21,7 @@ from pathlib import Path
 
 from analysis import costmodel
 from analysis.markdown import fmt, md_table
+from analysis.records import BadRecord
 from benchmarks.traffic import Rank
 
 GiB = 2 ** 30
@@ -84,11 +85,61 @@ def row(record_or_setting: dict, proj: costmodel.Projection, workers: int, profi
             "measured_epoch_s": None, "measured_train_mem_bytes": None, **extra}
 
 
+_MISSING = object()
+
+
+def _whole(value, what: str, least: int = 1) -> int:
+    if value is _MISSING:
+        raise BadRecord(f"missing field '{what}'")
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise BadRecord(f"{what} is {value!r}, not a whole number of at least {least}")
+    return value
+
+
+def record_inputs(record: dict) -> tuple:
+    """The model and per-rank shapes a record is projected with, at its own worker count: from its
+    `config` (model, hidden, layers), `graph` (features, classes) and `partition` (per-rank lists).
+    Raises BadRecord (or KeyError) naming what is missing or of the wrong kind."""
+    from benchmarks.errors import UserError
+    cfg, graph, partition = record["config"], record["graph"], record["partition"]
+    if not isinstance(graph, dict) or not isinstance(partition, dict) or not isinstance(cfg.get("model"), dict):
+        raise BadRecord("field 'graph', 'partition' or 'config.model' is not a mapping")
+    for key in ("features", "classes"):
+        _whole(graph.get(key, _MISSING), f"graph.{key}")
+    for key in ("hidden", "layers"):
+        _whole(cfg.get(key, _MISSING), f"config.{key}")
+    workers = record["workers"]
+    for key in ("nodes_per_rank", "edges_per_rank", "halo_nodes_per_rank"):
+        per_rank = partition[key]
+        if not (isinstance(per_rank, list) and len(per_rank) == workers):
+            raise BadRecord(f"partition.{key} is not a list of {workers} counts")
+        for n in per_rank:
+            _whole(n, f"an entry of partition.{key}", 0)
+    try:
+        model = _model_of(cfg, graph["features"], graph["classes"])
+    except UserError as e:  # an unknown model name, options its layers refuse
+        raise BadRecord(str(e)) from None
+    per_rank = (record.get("summary") or {}).get("per_rank") or []
+    peers = [p["peers"] for p in per_rank if isinstance(p, dict) and "peers" in p]  # absent in older records
+    return model, ranks_of(partition, workers, peers if len(peers) == workers else None)
+
+
+def check_record(record: dict) -> None:
+    """What the projection reads of a record beyond what every consumer reads
+    (`analysis.records.check`), for `records.load(folder, check_record)`: a record it will project
+    (`skip_reason` is None) must have the inputs of `record_inputs`. A record it leaves out anyway
+    (failed, a method off the model) is kept, to be listed with its reason."""
+    if skip_reason(record) is None:
+        record_inputs(record)
+        if not isinstance(record.get("summary"), dict):
+            raise BadRecord("field 'summary' is not a mapping")
+
+
 def project_records(records: list[dict], profile, workers: list[int], graph_stats: dict | None,
                     hidden: int | None = None) -> tuple[list, list]:
     """Rows for every modelled record (measured beside projected) and, with `graph_stats`, for each
     distinct (method, variant, model) at each P of `workers` (with `hidden`, the records' models at
-    that width). Returns (rows, skipped)."""
+    that width). Returns (rows, skipped). Records are those of `records.load(folder, check_record)`."""
     rows, skipped, targets = [], [], {}
     for r in records:
         why = skip_reason(r)
@@ -100,11 +151,8 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
             targets.setdefault((r["method"], r["variant"], r["model"]), r)
         if graph_stats:  # a projection elsewhere: a run measured here is no check of it
             continue
-        cfg, graph = r["config"], r["graph"]
-        model = _model_of(cfg, graph["features"], graph["classes"])
-        peers = [p["peers"] for p in r["summary"].get("per_rank", []) if "peers" in p]  # absent in older records
-        ranks = ranks_of(r["partition"], r["workers"], peers if len(peers) == r["workers"] else None)
-        proj = costmodel.project(r["method"], cfg["method"], model, ranks, r["workers"], profile)
+        model, ranks = record_inputs(r)
+        proj = costmodel.project(r["method"], r["config"]["method"], model, ranks, r["workers"], profile)
         s = r["summary"]
         rows.append(row(r, proj, r["workers"], profile, seed=r["seed"],
                         measured_epoch_s=s["epoch_time_s_median"],
@@ -112,7 +160,8 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
     if graph_stats:
         g = graph_stats["graph"]
         for (method, variant, model_name), r in sorted(targets.items()):
-            model = _model_of({**r["config"], **({"hidden": hidden} if hidden else {})}, g["features"], g["classes"])
+            model = _model_of({**r["config"], **({"hidden": hidden} if hidden is not None else {})},
+                              g["features"], g["classes"])
             for p in workers:
                 stats = graph_stats["by_workers"].get(str(p))
                 if stats is None:
@@ -133,14 +182,51 @@ TOTALS = {"ogbn-products": (2449029, 126167309, 100, 47), "ogbn-papers100M": (11
 
 def load_stats(graph: str, workers: list[int], stats_dir=None) -> dict:
     """`--graph`: a partition-statistics file (`benchmarks.tools.partition_stats`), or the name of a graph of
-    TOTALS, whose statistics are a proxy (`proxy_stats`) from the measured graphs in `stats_dir`."""
+    TOTALS, whose statistics are a proxy (`proxy_stats`) from the measured graphs in `stats_dir`. A file
+    without the fields the projection reads (`check_stats`) is refused with one line."""
     from benchmarks.errors import UserError
     if graph in TOTALS:
         return proxy_stats(measured_stats(stats_dir), graph, *TOTALS[graph], workers)
     try:
-        return json.loads(Path(graph).read_text())
+        stats = json.loads(Path(graph).read_text())
+        check_stats(stats)
     except (OSError, ValueError) as e:
         raise UserError(f"--graph {graph}: not a partition-statistics file ({e}) nor one of {', '.join(TOTALS)}") from None
+    return stats
+
+
+def check_stats(stats) -> None:
+    """Raise ValueError naming the first field of a partition-statistics file the projection reads
+    that is missing or of the wrong kind: `graph` (name; nodes, features and classes, whole numbers)
+    and `by_workers` (per P: per-rank count lists, or an extrapolated entry's `summary` maxima)."""
+    def whole(x):
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+    def number(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+    g = stats.get("graph") if isinstance(stats, dict) else None
+    if not isinstance(g, dict):
+        raise ValueError("no 'graph' mapping")
+    if not isinstance(g.get("name"), str):
+        raise ValueError("graph.name is not text")
+    for key in ("nodes", "features", "classes"):
+        if not (whole(g.get(key)) and g[key] >= 1):
+            raise ValueError(f"graph.{key} is {g.get(key)!r}, not a whole number of at least 1")
+    if not isinstance(stats.get("by_workers"), dict):
+        raise ValueError("no 'by_workers' mapping")
+    for p, entry in stats["by_workers"].items():
+        if not isinstance(entry, dict):
+            raise ValueError(f"by_workers.{p} is not a mapping")
+        if "nodes_per_rank" in entry:
+            for key in ("nodes_per_rank", "edges_per_rank", "halo_nodes_per_rank"):
+                counts = entry.get(key)
+                if not (isinstance(counts, list) and all(whole(n) for n in counts)):
+                    raise ValueError(f"by_workers.{p}.{key} is not a list of counts")
+        else:
+            s = entry.get("summary")
+            if not (isinstance(s, dict) and all(number(s.get(k)) for k in ("nodes_max", "edges_max", "halo_max",
+                                                                            "peers_max"))):
+                raise ValueError(f"by_workers.{p} has neither per-rank counts nor a summary of their maxima")
 
 
 def measured_stats(stats_dir=None) -> list[dict]:

@@ -1,6 +1,7 @@
 """A folder of run records as pandas tables, and the arithmetic the report and figures share.
 
-- `load(folder)`: the records (JSON, one per run; one it cannot use is skipped with a warning line);
+- `load(folder)`: the records (JSON, one per run; one it cannot use, unreadable or with a field
+  missing or of the wrong kind (`check`), is skipped with a warning line naming the file);
   `runs(records)`: one row per run; `history(records)`: one row per run and epoch (the long table).
 - Peak memory per rank is PSS where records have it (shared pages counted once, split between the
   ranks that map them) and RSS in records from before it: `peak_mem_bytes`, labelled by
@@ -33,10 +34,49 @@ class NoRecords(ValueError):
     pass
 
 
-def load(folder) -> list[dict]:
+class BadRecord(ValueError):
+    """A record hand-edited into a missing or wrong-kind field: `load` skips it with one line."""
+
+
+#: What every consumer of a record reads, and the kind it must be (`check`): text where text,
+#: whole numbers where whole numbers, mappings where mappings. Optional keys may be absent or null.
+TEXT = ("status", "method", "variant", "dataset", "model", "setting")
+WHOLE = ("workers", "seed")
+MAPPINGS = ("config", "setting_config")
+OPTIONAL = {"error": str, "control": str, "env": dict, "history": list, "summary": dict, "comm": dict}
+
+
+def check(record: dict) -> None:
+    """Raise BadRecord naming the first field of `record` that is missing or of the wrong kind; a
+    record that passes (and whose rows `load` could build) can be trusted by every table, figure,
+    study section and the projection."""
+    for key in (*TEXT, *WHOLE, *MAPPINGS):
+        if key not in record:
+            raise BadRecord(f"missing field '{key}'")
+    for key in TEXT:
+        if not (isinstance(record[key], str) and record[key]):
+            raise BadRecord(f"field '{key}' is {record[key]!r}, not a name")
+    for key in WHOLE:
+        if isinstance(record[key], bool) or not isinstance(record[key], int) or record[key] < (key == "workers"):
+            raise BadRecord(f"field '{key}' is {record[key]!r}, not a whole number"
+                            + (" of at least 1" if key == "workers" else ""))
+    for key in MAPPINGS:
+        if not isinstance(record[key], dict):
+            raise BadRecord(f"field '{key}' is {record[key]!r}, not a mapping")
+    for key, kind in OPTIONAL.items():
+        if record.get(key) is not None and not isinstance(record[key], kind):
+            raise BadRecord(f"field '{key}' is {record[key]!r}, not {'text' if kind is str else 'a ' + kind.__name__}")
+    if not all(isinstance(h, dict) for h in record.get("history") or []):
+        raise BadRecord("field 'history' holds an entry that is not a mapping")
+
+
+def load(folder, check_also=None) -> list[dict]:
     """Every run record in `folder` (not its subfolders); other JSON files there are ignored. A
-    record the tables cannot use (unreadable, a field missing or of the wrong kind: a hand edit) is
-    skipped with one line on stderr naming the file and the problem."""
+    record the tables cannot use (unreadable, a field missing or of the wrong kind: a hand edit,
+    `check`) is skipped with one line on stderr naming the file and the problem. `check_also(record)`:
+    what one consumer needs beyond that (the projection's `projection.check_record`), which raises
+    BadRecord (or KeyError, TypeError, ValueError) for a record that consumer cannot use; such a record is
+    skipped the same way."""
     folder = Path(folder)
     records = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
@@ -48,8 +88,13 @@ def load(folder) -> list[dict]:
         if not (isinstance(record, dict) and {"status", "method", "config"} <= record.keys()):
             continue
         record = {**record, "_path": str(path)}
-        try:  # the rows every table is made of, from this record alone
+        try:  # the kinds, then the rows every table is made of, from this record alone
+            check(record)
             _run_row(record), _history_rows(record)
+            if check_also:
+                check_also(record)
+        except BadRecord as e:
+            print(f"skipping record {path}: {e}", file=sys.stderr)
         except KeyError as e:
             print(f"skipping record {path}: missing field {e}", file=sys.stderr)
         except (TypeError, ValueError, AttributeError) as e:

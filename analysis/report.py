@@ -3,6 +3,9 @@ whose records are there (analysis/studies/), and published numbers beside the me
 record matches one."""
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import pandas as pd
 from analysis import figures, reference, studies
 from analysis import records as rec
 from analysis.markdown import fmt, fmt_peak, md_table
+from benchmarks.outputs import writing
 
 MIB = 2 ** 20
 
@@ -40,10 +44,36 @@ def runs_table(agg: pd.DataFrame, show_setting: bool = False) -> str:
 
 
 def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
-    """Write `<out_dir>/report.md` and `<out_dir>/figures/*.png|pdf`; returns the report's path."""
+    """Write `<out_dir>/report.md` and `<out_dir>/figures/*.png|pdf`; returns the report's path.
+    The report is made in a hidden folder inside `out_dir` and moved into place once whole, so a
+    write that fails (a full disk) leaves the folder as it was and ends in one line (UserError)."""
     results_dir = Path(results_dir)
     out_dir = Path(out_dir) if out_dir else results_dir
     records = rec.load(results_dir)
+    with writing("the report", out_dir):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=".report-", dir=out_dir))
+        try:
+            (stage / "report.md").write_text(_text(records, results_dir, stage, target_acc))
+            _move_into_place(stage, out_dir)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    return out_dir / "report.md"
+
+
+def _move_into_place(stage: Path, out_dir: Path) -> None:
+    """Every file made in `stage`, renamed to the same place under `out_dir` (same file system: no
+    copy, no space needed), figures first and report.md last; a figures folder not there yet moves whole."""
+    for path in sorted(stage.rglob("*"), key=lambda q: (q.name == "report.md", len(q.parts))):
+        if not path.exists() or path.is_dir() and (out_dir / path.relative_to(stage)).exists():
+            continue  # moved with its folder, or a folder merged file by file
+        target = out_dir / path.relative_to(stage)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+
+
+def _text(records: list[dict], results_dir: Path, out_dir: Path, target_acc: float | None) -> str:
+    """The report's markdown, its figures written under `out_dir`."""
     runs = rec.runs(records)
     settings = rec.settings_described(runs)
     runs.attrs["settings"] = settings
@@ -118,10 +148,7 @@ def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
 
     parts += studies.sections(records, out_dir)  # the sections of the studies whose records are here
     parts += _paper_section(agg, runs)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "report.md"
-    path.write_text("\n".join(parts))
-    return path
+    return "\n".join(parts)
 
 
 def _img(figs: dict, name: str) -> str:

@@ -138,7 +138,8 @@ def test_a_record_the_tables_cannot_use_is_skipped_with_one_line_and_the_report_
     assert [r["seed"] for r in records] == [0]
     warnings = capsys.readouterr().err.splitlines()
     assert len(warnings) == 4 and all(line.startswith("skipping ") for line in warnings)
-    for name, problem in (("words", "ValueError"), ("no_median", "missing field 'epoch_time_s_median'"),
+    for name, problem in (("words", "field 'workers' is 'two', not a whole number"),
+                          ("no_median", "missing field 'epoch_time_s_median'"),
                           ("text_time", "ValueError"), ("cut", "unreadable")):
         assert any(f"{name}.json" in line and problem in line for line in warnings), (name, warnings)
     path = report.build(folder, tmp_path / "out")
