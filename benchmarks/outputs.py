@@ -62,6 +62,32 @@ def strict(obj):
     return obj
 
 
+class NotWritten(UserError):
+    """A result measured but not written where it belongs (a full disk): the message says where it
+    was kept instead."""
+
+
+def write_or_keep(path: Path, obj: dict, what: str) -> None:
+    """`write_atomic`, and when that fails (a full disk, a folder removed meanwhile) keep what was
+    measured rather than lose it: written to the system's temporary folder, or, if that fails too,
+    printed on stdout as one line of JSON. Then NotWritten, one line saying where it is."""
+    path = Path(path)
+    try:
+        write_atomic(path, obj)
+        return
+    except OSError as e:
+        reason = _reason(e)
+    try:  # a new name each time: never over what an earlier failure kept
+        fd, kept = tempfile.mkstemp(prefix=f"gnnbench-unwritten-{path.stem}-", suffix=path.suffix)
+        with os.fdopen(fd, "w") as f:
+            json.dump(strict(obj), f, indent=1, default=str, allow_nan=False)
+        where = f"it is kept at {kept}"
+    except OSError:
+        print(json.dumps(strict(obj), default=str), flush=True)
+        where = "it is printed above, one line of JSON"
+    raise NotWritten(f"could not write {what} to {path} ({reason}); {where}")
+
+
 def write_atomic(path: Path, obj: dict) -> None:
     """`obj` as strict JSON at `path`, whole or not at all: written beside it, then renamed."""
     path = Path(path)

@@ -25,7 +25,7 @@ from benchmarks.comm import NOT_TRAINING
 from benchmarks.config import SAVERS, RunConfig, RunOptions
 from benchmarks.datasets import PROJECT_ROOT
 from benchmarks.options import RESERVED, defaults
-from benchmarks.outputs import write_atomic
+from benchmarks.outputs import write_or_keep
 from benchmarks.probes import MemoryProbe, cores
 
 # Keys that say where things are or how chatty a run is, not what is measured.
@@ -215,7 +215,7 @@ class RecordBuilder:
                            "bytes_per_epoch_by_category": {c: b / len(history) for c, b in by_cat.items()
                                                            if c not in NOT_TRAINING}}}
         record["env"] = {**record["env"], "threads_per_rank": per_rank[0]["threads"]}
-        write_atomic(self.path, record)
+        write_or_keep(self.path, record, "the record")
         return record
 
     def fail(self, error: str, tb: str = "") -> dict:
@@ -225,5 +225,5 @@ class RecordBuilder:
             history = [json.loads(line) for line in self.progress.read_text().splitlines() if line.strip()]
         record = {**self.record, "status": "failed", "error": error, "traceback": tb, "history": history,
                   "finished_at": now()}
-        write_atomic(self.path, record)
+        write_or_keep(self.path, record, "the failed record")
         return record

@@ -46,7 +46,7 @@ from benchmarks.method import method_defaults
 from benchmarks.partition import build_parts, load_manifest, load_part, partition_stats, prepare_parts
 from benchmarks.probes import cores, fix_mmap_threshold
 from benchmarks.record import RecordBuilder, environment, ok_record, ranks_of, record_path, run_variant
-from benchmarks.outputs import check_writable, write_atomic
+from benchmarks.outputs import NotWritten, check_writable, write_atomic
 from benchmarks.train import Diverged, run_rank
 
 
@@ -155,6 +155,8 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
             if p.world == 1:
                 try:
                     _rank_main(p, builder, 0, 0, 1, source, init_method=None)
+                except NotWritten:  # the run finished; its record is kept elsewhere, the message says where
+                    raise
                 except Exception as e:
                     builder.fail(_error_line(e), traceback.format_exc())
             else:
@@ -204,11 +206,17 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
         part, folder = source, None
     result = run_rank(cfg, rank, p.world, part, device, on_epoch=builder.on_epoch if rank == 0 else None,
                       partition_folder=folder, local_rank=local_rank, local_world=local_world)
+    not_written = None
     if rank == 0:
-        builder.finish(result["history"], result["per_rank"], result["grads"])
+        try:
+            builder.finish(result["history"], result["per_rank"], result["grads"])
+        except NotWritten as e:  # kept elsewhere: the peers still end cleanly, then rank 0 says where
+            not_written = e
     if p.world > 1:
         dist.barrier()  # nobody tears the group down while rank 0 still writes
         dist.destroy_process_group()
+    if not_written is not None:
+        raise not_written
 
 
 def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: str, scratch: str,
@@ -233,7 +241,16 @@ def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: 
         sys.stderr.flush()
     except BaseException as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        (Path(scratch) / f"rank{rank}.err").write_text(f"{type(e).__name__}: {msg}\n{traceback.format_exc()}")
+        try:
+            (Path(scratch) / f"rank{rank}.err").write_text(f"{type(e).__name__}: {msg}\n{traceback.format_exc()}")
+            said = True
+        except OSError:  # a full disk
+            said = False
+        if isinstance(e, NotWritten):  # rank 0 trained, then could not write the record: the launcher says where it went
+            if not said:
+                sys.stderr.write(f"{msg}\n")
+                sys.stderr.flush()
+            os._exit(NOT_WRITTEN_EXIT)
         if not isinstance(e, Diverged):  # an outcome, not a bug: the record says it in one line
             sys.stderr.write(f"rank {rank} failed:\n{traceback.format_exc()}")
             sys.stderr.flush()
@@ -242,6 +259,10 @@ def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: 
     # left in a C++ static can abort the process ("terminate called without an active exception")
     # after the record is safely written.
     os._exit(0)
+
+
+#: A spawned rank 0's exit status when it trained but could not write the record (`outputs.NotWritten`).
+NOT_WRITTEN_EXIT = 3
 
 
 def _die_with_launcher() -> None:
@@ -294,6 +315,11 @@ def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+    if 0 in failed and procs[0].exitcode == NOT_WRITTEN_EXIT:  # trained; the record went elsewhere
+        errs = list(scratch.glob("rank0.err"))
+        line = errs[0].read_text().splitlines()[0] if errs else ""
+        raise NotWritten(line.removeprefix(f"{NotWritten.__name__}: ") or
+                         "rank 0 could not write the record (full disk?); its message above says where it is")
     if failed:
         # The root cause is the rank that failed first; its peers fail because it left. A rank killed
         # by a signal (out of memory, say) leaves no traceback; else the earliest traceback wins.
