@@ -134,6 +134,34 @@ def _missing(name: str, folder: Path, how: str, cause: Exception) -> UserError:
                      f"({type(cause).__name__}); {how}")
 
 
+#: What the Planetoid files (`ind.<name>.x`, ..., Python 2 pickles) may build when read: numpy arrays,
+#: scipy CSR matrices, and the graph's dict of lists. The files are pickles, and unpickling calls
+#: whatever a file names; so every name is checked before any is read (`check_planetoid_pickle`).
+PLANETOID_GLOBALS = {("numpy", "dtype"), ("numpy", "ndarray"), ("numpy.core.multiarray", "_reconstruct"),
+                     ("numpy._core.multiarray", "_reconstruct"), ("scipy.sparse.csr", "csr_matrix"),
+                     ("scipy.sparse._csr", "csr_matrix"), ("__builtin__", "list"), ("builtins", "list"),
+                     ("collections", "defaultdict"), ("_codecs", "encode")}  # encode: bytes in protocol 2
+
+
+def check_planetoid_pickle(path: Path) -> None:
+    """Refuse, before anything in it runs, a Planetoid file that would call anything but what
+    `PLANETOID_GLOBALS` allows: the opcodes are read (`pickletools`), not executed. Names a pickle
+    can only compute at load time (protocol 4's STACK_GLOBAL, INST, the extension registry) are refused."""
+    import pickletools
+
+    try:
+        with open(path, "rb") as f:
+            for op, arg, _ in pickletools.genops(f):
+                if op.name == "GLOBAL" and tuple(arg.split(" ", 1)) in PLANETOID_GLOBALS:
+                    continue
+                if op.name in ("GLOBAL", "STACK_GLOBAL", "INST") or op.name.startswith("EXT"):
+                    what = arg.replace(" ", ".") if op.name in ("GLOBAL", "INST") else f"a name computed by {op.name}"
+                    raise UserError(f"{path} is not a Planetoid data file: reading it would call {what} (the files "
+                                    "are Python pickles; only numpy arrays, scipy matrices and lists are read)")
+    except (ValueError, EOFError):  # not a pickle at all: the reader then names the file and the cause
+        pass
+
+
 def _damaged(name: str, folder: Path, cause: Exception) -> UserError:
     """The Planetoid file that fails to parse, named, with how to get a good copy."""
     from torch_geometric.io.planetoid import read_file
@@ -178,6 +206,9 @@ def planetoid(name: str, data_root: Path) -> Graph:
                   for f in sorted(folder.glob(f"ind.{name}.*")) for st in [f.stat()])
     key = (name, str(folder.resolve()), files)
     if key not in _planetoid_loaded:
+        for f in sorted(folder.glob(f"ind.{name}.*")):
+            if f.name != f"ind.{name}.test.index":  # text, not a pickle
+                check_planetoid_pickle(f)
         try:
             data = read_planetoid_data(str(folder), name)
         except Exception as e:

@@ -112,3 +112,33 @@ def test_a_damaged_planetoid_file_is_named_with_how_to_get_a_good_copy(data_root
     message = str(e.value)
     assert f"ind.citeseer.{file} could not be read" in message and "good copy" in message
     assert len(message.splitlines()) == 1
+
+
+class _RunsCode:
+    """Unpickling this calls os.system: what a crafted Planetoid file could carry."""
+
+    def __init__(self, command: str):
+        self.command = command
+
+    def __reduce__(self):
+        import os
+        return os.system, (self.command,)
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_a_planetoid_file_that_would_run_code_is_refused_before_it_is_read(data_root, tmp_path, protocol):
+    """D6: the Planetoid format is pickle; a file that would call anything but numpy, scipy or list
+    constructors is refused in one line, and nothing in it runs."""
+    import pickle
+
+    root = tmp_path / "crafted"
+    shutil.copytree(data_root / "planetoid" / "Cora", root / "planetoid" / "Cora")
+    marker = tmp_path / "ran"
+    (root / "planetoid" / "Cora" / "raw" / "ind.cora.x").write_bytes(
+        pickle.dumps(_RunsCode(f"touch {marker}"), protocol=protocol))
+    with pytest.raises(UserError) as e:
+        load_dataset({"name": "cora"}, root)
+    message = str(e.value)
+    assert "ind.cora.x is not a Planetoid data file: reading it would call" in message, message
+    assert ("posix.system" in message or "os.system" in message) if protocol == 2 else "STACK_GLOBAL" in message
+    assert len(message.splitlines()) == 1 and not marker.exists()
