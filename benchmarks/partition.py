@@ -4,7 +4,9 @@
 Cache layout: <cache_root>/parts/<dataset>-<fingerprint>-<partitioner>-p<P>-s<seed>/ holding
 part_<p>.pt and manifest.json (key, sizes, edge cut, halo sizes, a checksum per file). A cache
 whose manifest is missing, unreadable, for another key or whose files fail their checksum is
-reported in one line and rebuilt, never used.
+reported in one line and rebuilt, never used. A cache is built in
+<cache_root>/parts/tmp-<host>-<owner tag>-<name>-XXXX/ and renamed into place; the build folder of
+a process killed meanwhile is removed when the cache is next used on that machine (`leftovers`).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import torch
 
 from benchmarks.errors import UserError, choose
 from benchmarks.graph import Graph, edge_rows, permute
+from benchmarks.leftovers import on_this_host, owner_tag, remove_leftovers
 
 PARTITIONERS = ("metis", "metis_edges", "random", "contiguous")
 CACHE_FORMAT = 1
@@ -236,9 +239,12 @@ def prepare_parts(graph: Graph, partitioner: str, parts: int, seed: int, cache_r
                   log=print) -> Path:
     """Return a validated cache folder for this (graph, partitioner, parts, seed), building it if
     needed. Building happens in a temporary sibling folder renamed into place, so an interrupted
-    build or a concurrent one (several torchrun nodes on one file system) never leaves half a cache."""
+    build or a concurrent one (several torchrun nodes on one file system) never leaves half a cache;
+    the build folders of this machine's dead builders (killed before they could remove them) are
+    removed first, whether or not this call builds."""
     key = cache_key(graph, partitioner, parts, seed)
     folder = Path(cache_root) / "parts" / f"{graph.name}-{key['fingerprint'][:12]}-{partitioner}-p{parts}-s{seed}"
+    remove_leftovers(folder.parent, on_this_host("tmp-"))
     if folder.exists():
         problem = _validate(folder, key)
         if problem is None:
@@ -246,7 +252,7 @@ def prepare_parts(graph: Graph, partitioner: str, parts: int, seed: int, cache_r
         log(f"partition cache {folder} is damaged ({problem}); rebuilding it")
         shutil.rmtree(folder, ignore_errors=True)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{on_this_host('tmp-')}{owner_tag()}{folder.name}-", dir=folder.parent))
     try:
         t0 = time.perf_counter()
         perm, built, stats, partition_s = partition(graph, partitioner, parts, seed)

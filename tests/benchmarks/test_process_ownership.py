@@ -1,0 +1,92 @@
+"""Process ownership (benchmarks/leftovers.py) in every launcher the suite starts or runs under: a
+process dies with its launcher, even a SIGKILLed one; a stop (SIGINT, SIGTERM) ends in one line and
+exit status 128 + the signal; what a killed process leaves behind carries its owner's tag and the
+next user of that folder removes it."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+import pytest
+
+from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.leftovers import on_this_host, owner_tag
+from tests.benchmarks.test_launcher import free_port
+from tests.benchmarks.test_stopping import Launched, assert_all_gone
+from tests.conftest import SMALL_SYNTHETIC
+
+
+def dead_owner_tag() -> str:
+    """An owner tag (`<pid>-<start time>-`) of a process that does not run: a finished child's."""
+    proc = subprocess.Popen(["true"])
+    pid = proc.pid
+    proc.wait()
+    assert not psutil.pid_exists(pid)
+    return f"{pid}-12345-"
+
+
+# --------------------------------------------------------------------------- D19: torchrun workers
+def test_torchrun_workers_die_with_a_killed_agent(tmp_path):
+    """kill -9 of the torchrun agent: its workers (each in a session of its own) notice and end."""
+    agent = Launched("torch.distributed.run", [
+        "--standalone", f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--nproc-per-node=2", "-m", "benchmarks",
+        "workers=2", "epochs=100000", "hidden=16", "log_every=1", "eval_every=1", *SMALL_SYNTHETIC,
+        f"results_dir={tmp_path / 'results'}", f"cache_dir={tmp_path / 'cache'}"])
+    try:
+        agent.wait_until(lambda: sum("epoch" in line for line in agent.out + agent.err) >= 2, "second epoch")
+        workers = agent.tree()
+        assert len(workers) >= 2
+    except BaseException:
+        for p in agent.tree():
+            p.kill()
+        agent.proc.kill()
+        raise
+    agent.proc.kill()
+    agent.finish()
+    assert_all_gone(workers, timeout=30)
+
+
+# --------------------------------------------------------------------------- D22: build folders
+def test_a_partition_build_removes_a_dead_builders_folder(tmp_path):
+    from benchmarks.datasets import synthetic
+    from benchmarks.partition import prepare_parts
+
+    graph = synthetic(nodes=300, avg_degree=6, classes=3, features=4, homophily=0.8, feature_noise=1.0,
+                      degree_skew=1.0, train_frac=0.2, val_frac=0.2, test_frac=0.2, seed=0)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    tag = dead_owner_tag()
+    orphan = parts / f"{on_this_host('tmp-')}{tag}{graph.name}-abc-contiguous-p2-s0-xyz"
+    (orphan / "part_0.pt").parent.mkdir()
+    (orphan / "part_0.pt").write_bytes(b"half a part")
+    other_host = parts / f"tmp-another-machine-{tag}x"  # a pid on another machine says nothing here
+    other_host.mkdir()
+    live = parts / f"{on_this_host('tmp-')}{owner_tag()}y"  # a build in progress
+    live.mkdir()
+    folder = prepare_parts(graph, "contiguous", 3, 0, tmp_path)
+    assert folder.is_dir() and not orphan.exists()
+    assert other_host.exists() and live.exists()
+    assert sorted(p.name for p in parts.iterdir()) == sorted([folder.name, other_host.name, live.name])
+
+    # The whole graph the mini-batch stores assemble beside the parts: the same for its build folder.
+    from types import SimpleNamespace
+
+    import torch
+
+    from benchmarks.partition import load_part
+    from benchmarks.stores import replicated_store
+
+    orphan = folder / f"{on_this_host('replicated.tmp-')}{tag}"
+    orphan.mkdir()
+    (orphan / "x.npy").write_bytes(b"half an array")
+    comm = SimpleNamespace(world=3, barrier=lambda: None)
+    store = replicated_store(load_part(folder, 0), comm, torch.device("cpu"), folder, builds=True)
+    assert store.x.shape[0] == 300 and not orphan.exists()
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["replicated"]
+
