@@ -84,9 +84,9 @@ def die_with_launcher() -> None:
     - Any other (a torchrun worker, whose launcher is its parent, the agent): the kernel sends it
       SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG, Linux), and a watch on its parent pid
       (every 0.5 s) ends it where prctl is missing."""
-    if _watching:
+    if os.getpid() in _watching:  # a forked child inherits the list, not the watching thread
         return
-    _watching.append(True)
+    _watching.append(os.getpid())
     parent = mp.parent_process()
     if parent is not None:
         sentinel = parent.sentinel

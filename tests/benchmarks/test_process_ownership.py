@@ -90,3 +90,33 @@ def test_a_partition_build_removes_a_dead_builders_folder(tmp_path):
     assert store.x.shape[0] == 300 and not orphan.exists()
     assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["replicated"]
 
+
+
+# --------------------------------------------------------------------------- D15, D12: partition_stats
+def test_partition_stats_refuses_a_file_for_results_dir(tmp_path, capsys):
+    from benchmarks.tools import partition_stats
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with pytest.raises(SystemExit) as e:
+        partition_stats.main(["dataset=synthetic", "dataset.nodes=300", "--workers", "2", "--results-dir", str(afile)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: --results-dir={afile} is a file, not a folder; choose another --results-dir"
+
+
+def test_a_stop_while_metis_partitions_is_a_stop_and_keeps_what_was_measured(tmp_path):
+    """SIGTERM while METIS runs (it traps SIGTERM itself): one line, 128 + the signal, P=2 kept."""
+    results = tmp_path / "stats"
+    tool = Launched("benchmarks.tools.partition_stats", [
+        "dataset=synthetic", "dataset.nodes=100000", "dataset.features=1", "--workers", "2,256,512",
+        "--results-dir", str(results)])
+    tool.wait_until(lambda: any(line.startswith("P=2:") for line in tool.err), "P=2", timeout=240)
+    time.sleep(0.5)  # into the next METIS call (P=256 takes seconds here)
+    tool.proc.send_signal(signal.SIGTERM)
+    assert tool.finish() == 128 + signal.SIGTERM, "".join(tool.err)
+    err = "".join(tool.err)
+    assert "Traceback" not in err and "P=256:" not in err
+    (path,) = results.glob("*.json")
+    assert err.splitlines()[-1] == f"stopped by SIGTERM: partition statistics so far in {path}"
+    assert list(json.loads(path.read_text())["by_workers"]) == ["2"]
