@@ -120,3 +120,104 @@ def test_a_stop_while_metis_partitions_is_a_stop_and_keeps_what_was_measured(tmp
     (path,) = results.glob("*.json")
     assert err.splitlines()[-1] == f"stopped by SIGTERM: partition statistics so far in {path}"
     assert list(json.loads(path.read_text())["by_workers"]) == ["2"]
+
+
+# --------------------------------------------------------------------------- D13: calibrate's output
+@pytest.mark.parametrize("out", ["afile", "/proc/x_cal"])
+def test_calibrate_refuses_an_unwritable_out_before_measuring(tmp_path, monkeypatch, capsys, out):
+    from benchmarks.tools import calibrate
+
+    if out == "afile":
+        out = tmp_path / "afile"
+        out.write_text("")
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: pytest.fail("measured before checking --out"))
+    with pytest.raises(SystemExit) as e:
+        calibrate.main(["--quick", "--out", str(out)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --out={out} is ") and len(err.strip().splitlines()) == 1
+
+
+def test_a_profile_that_cannot_be_written_goes_to_stdout(tmp_path, monkeypatch, capsys):
+    """A full disk after minutes of measuring: one line, and the measured profile on stdout."""
+    import errno
+    from pathlib import Path
+
+    import yaml
+
+    from benchmarks.tools import calibrate
+
+    values = yaml.safe_load((PROJECT_ROOT / "conf" / "hardware" / "rtx2080ti-gloo.yaml").read_text())
+    values["name"] = "measured"
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: values)
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(SystemExit) as e:
+        calibrate.main(["--quick", "--name", "measured", "--out", str(tmp_path)])
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (f"error: could not write the hardware profile to {tmp_path / 'measured.yaml'} "
+                                    "(No space left on device); the measured profile follows on stdout")
+    assert yaml.safe_load(captured.out)["name"] == "measured"
+    assert calibrate.profile_text(values) == captured.out
+
+
+# --------------------------------------------------------------------------- D14: calibrate's ranks
+ENDLESS_EXCHANGE = """
+import dataclasses, sys
+from benchmarks.tools import calibrate
+calibrate.measure = lambda *a, **k: calibrate.comm_times(dataclasses.replace(calibrate.QUICK, repeats=10 ** 7))
+calibrate.main(["--quick", "--out", sys.argv[1]])
+"""
+
+
+class Calibrating(Launched):
+    """calibrate's launcher with an exchange that never ends, its temporary folder under `tmp`."""
+
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path / "tmp"
+        self.tmp.mkdir()
+        self.proc = subprocess.Popen([sys.executable, "-c", ENDLESS_EXCHANGE, str(tmp_path / "out")], cwd=PROJECT_ROOT,
+                                     text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                     env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(self.tmp),
+                                          "PYTHONPATH": str(PROJECT_ROOT)})
+        self.out, self.err = [], []
+        import threading
+
+        self.readers = [threading.Thread(target=lambda s=s, d=d: d.extend(s), daemon=True)
+                        for s, d in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        for r in self.readers:
+            r.start()
+        self.wait_until(lambda: self.ranks_training(2), "the two exchanging ranks")
+        time.sleep(2)  # both in the exchange
+
+
+@pytest.mark.parametrize("sig, whole_group", [(signal.SIGTERM, False), (signal.SIGINT, True)])
+def test_a_stopped_calibrate_ends_its_ranks_in_one_line(tmp_path, sig, whole_group):
+    run = Calibrating(tmp_path)
+    tree = run.tree()
+    if whole_group:
+        os.killpg(run.proc.pid, sig)
+    else:
+        run.proc.send_signal(sig)
+    assert run.finish() == 128 + sig
+    assert_all_gone(tree)
+    assert "".join(run.err).strip() == f"stopped by {signal.Signals(sig).name}: nothing written"
+    assert not list(run.tmp.iterdir())  # the exchange's folder is removed
+
+
+def test_calibrate_ranks_die_with_a_killed_launcher_and_its_folder_is_removed_later(tmp_path, monkeypatch):
+    from benchmarks.tools import calibrate
+
+    run = Calibrating(tmp_path)
+    tree = run.tree()
+    run.proc.kill()
+    run.finish()
+    assert_all_gone(tree)
+    (left,) = run.tmp.glob("calibrate-*")  # (beside multiprocessing's own pymp-* folder)
+    assert not (left / "times.json").exists()  # no rank wrote on after its launcher died
+    monkeypatch.setattr(tempfile, "tempdir", str(run.tmp))
+    fresh = calibrate.scratch_folder()  # what the next calibrate does first
+    assert list(run.tmp.glob("calibrate-*")) == [fresh]
