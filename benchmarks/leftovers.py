@@ -1,12 +1,26 @@
-"""What a process leaves behind when it is killed before it can clean up (DIGEST-A's shared-memory
-files, a run's scratch folder), named so that a later process can tell it is orphaned:
-`<prefix><owner pid>-<owner start time>-<anything>`. The start time tells a dead owner from a
-reused pid."""
+"""Process ownership, the one mechanism of every launcher the suite starts or runs under (the
+runner's spawned ranks, torchrun's workers, calibrate's ranks):
+
+- A process started by a launcher dies with it, whatever ended the launcher, even SIGKILL
+  (`die_with_launcher`).
+- What a process leaves behind when it is killed before it can clean up (DIGEST-A's shared-memory
+  files, a run's scratch folder, a partition cache being built, calibrate's exchange folder) is
+  named so that a later process can tell it is orphaned: `<prefix><owner pid>-<owner start
+  time>-<anything>` (`owner_tag`), and that later process removes it (`remove_leftovers`). The
+  start time tells a dead owner from a reused pid. In a folder that several machines may share (the
+  partition cache), the prefix names the machine too (`on_this_host`): a pid means nothing on
+  another machine."""
 from __future__ import annotations
 
+import ctypes
+import multiprocessing as mp
+import multiprocessing.connection
 import os
 import re
 import shutil
+import signal
+import threading
+import time
 
 
 def start_time(pid: int) -> int | None:
@@ -47,3 +61,50 @@ def remove_leftovers(folder, prefix: str) -> list[str]:
             except OSError:  # removed meanwhile by another process, or another user's (/dev/shm is sticky)
                 pass
     return removed
+
+
+def on_this_host(prefix: str) -> str:
+    """`prefix` followed by this machine's name: leftovers named with it in a shared folder are
+    removed only by a process on the machine that made them."""
+    return f"{prefix}{os.uname().nodename}-"
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_watching = []
+
+
+def die_with_launcher() -> None:
+    """End this process the moment its launcher is gone, whatever ended it (even SIGKILL); without
+    this the ranks of a killed launcher train on, orphaned. Once per process.
+
+    - A process started through multiprocessing (the runner's and calibrate's ranks, forked by a fork
+      server, so their parent is not the launcher): its parent-process sentinel is a pipe the
+      launcher holds open, so it reads end-of-file exactly when the launcher dies. (The fork server
+      then goes too: the ranks held its keep-alive pipe.)
+    - Any other (a torchrun worker, whose launcher is its parent, the agent): the kernel sends it
+      SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG, Linux), and a watch on its parent pid
+      (every 0.5 s) ends it where prctl is missing."""
+    if os.getpid() in _watching:  # a forked child inherits the list, not the watching thread
+        return
+    _watching.append(os.getpid())
+    parent = mp.parent_process()
+    if parent is not None:
+        sentinel = parent.sentinel
+
+        def watch():
+            mp.connection.wait([sentinel])
+            os._exit(1)
+    else:
+        ppid = os.getppid()
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):  # not Linux: the watch below
+            pass
+        if os.getppid() != ppid:  # the parent died before the signal was set up
+            os._exit(1)
+
+        def watch():
+            while os.getppid() == ppid:
+                time.sleep(0.5)
+            os._exit(1)
+    threading.Thread(target=watch, name="gnnbench-launcher-watch", daemon=True).start()

@@ -4,14 +4,18 @@
 Cache layout: <cache_root>/parts/<dataset>-<fingerprint>-<partitioner>-p<P>-s<seed>/ holding
 part_<p>.pt and manifest.json (key, sizes, edge cut, halo sizes, a checksum per file). A cache
 whose manifest is missing, unreadable, for another key or whose files fail their checksum is
-reported in one line and rebuilt, never used.
+reported in one line and rebuilt, never used. A cache is built in
+<cache_root>/parts/tmp-<host>-<owner tag>-<name>-XXXX/ and renamed into place; the build folder of
+a process killed meanwhile is removed when the cache is next used on that machine (`leftovers`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing as mp
 import os
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import dataclass, fields
@@ -22,6 +26,7 @@ import torch
 
 from benchmarks.errors import UserError, choose
 from benchmarks.graph import Graph, edge_rows, permute
+from benchmarks.leftovers import die_with_launcher, on_this_host, owner_tag, remove_leftovers
 
 PARTITIONERS = ("metis", "metis_edges", "random", "contiguous")
 CACHE_FORMAT = 1
@@ -51,18 +56,61 @@ def assign(graph: Graph, partitioner: str, parts: int, seed: int) -> torch.Tenso
 def metis(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int,
           vweights: torch.Tensor | None = None) -> torch.Tensor:
     """METIS part of every node of a symmetric in-edge CSR (self-loops ignored in the adjacency);
-    `vweights` [n, c] balances c constraints (default: nodes)."""
-    import pymetis
-
+    `vweights` [n, c] balances c constraints (default: nodes). METIS runs in a child process
+    (`_in_child`), so a stop signal never lands inside it."""
     indptr, indices = indptr.cpu(), indices.cpu()
     n = indptr.numel() - 1
     dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
     keep = indices != dst
     xadj = np.concatenate([[0], np.cumsum(torch.bincount(dst[keep], minlength=n).numpy())])
     weights = None if vweights is None else vweights.reshape(-1).numpy()
-    result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj, indices[keep].numpy()), vweights=weights,
+    return torch.as_tensor(_in_child(_part_graph, parts, xadj, indices[keep].numpy(), weights, seed), dtype=torch.int64)
+
+
+def _part_graph(parts: int, xadj, adjncy, weights, seed: int):
+    import pymetis
+
+    result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj, adjncy), vweights=weights,
                                 options=pymetis.Options(seed=seed))
-    return torch.as_tensor(np.asarray(result.vertex_part), dtype=torch.int64)
+    return np.asarray(result.vertex_part, dtype=np.int64)
+
+
+def _in_child(fn, *args):
+    """`fn(*args)` in a forked child, for native code a stop must not interrupt: METIS traps SIGTERM
+    itself while it runs (and SIGABRT; GKlib's `gk_sigtrap`) and jumps out of the partitioning, which
+    reached Python as `RuntimeError: Caught an unknown exception!`, a crash, or no error at all.
+    Here the stop reaches this process's handler (`errors.stop_on_signals`: `Stopped`), which ends
+    the child; a child dies with this process even if it is SIGKILLed (`leftovers.die_with_launcher`)."""
+    ctx = mp.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child_main, args=(send, fn, args), name="gnnbench-metis", daemon=True)
+    child.start()
+    send.close()
+    try:
+        try:
+            ok, value = receive.recv()
+        except EOFError:
+            child.join()
+            raise RuntimeError(f"{fn.__name__} died in its child process (exit code {child.exitcode})") from None
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+    if not ok:
+        raise RuntimeError(value)
+    return value
+
+
+def _child_main(send, fn, args) -> None:
+    for s in (signal.SIGINT, signal.SIGHUP):  # the parent stops; it ends this child
+        signal.signal(s, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_launcher()
+    try:
+        send.send((True, fn(*args)))
+    except Exception as e:  # noqa: BLE001 (the parent raises it)
+        send.send((False, f"{type(e).__name__}: {e}"))
 
 
 def relabel(assignment: torch.Tensor, parts: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -236,9 +284,12 @@ def prepare_parts(graph: Graph, partitioner: str, parts: int, seed: int, cache_r
                   log=print) -> Path:
     """Return a validated cache folder for this (graph, partitioner, parts, seed), building it if
     needed. Building happens in a temporary sibling folder renamed into place, so an interrupted
-    build or a concurrent one (several torchrun nodes on one file system) never leaves half a cache."""
+    build or a concurrent one (several torchrun nodes on one file system) never leaves half a cache;
+    the build folders of this machine's dead builders (killed before they could remove them) are
+    removed first, whether or not this call builds."""
     key = cache_key(graph, partitioner, parts, seed)
     folder = Path(cache_root) / "parts" / f"{graph.name}-{key['fingerprint'][:12]}-{partitioner}-p{parts}-s{seed}"
+    remove_leftovers(folder.parent, on_this_host("tmp-"))
     if folder.exists():
         problem = _validate(folder, key)
         if problem is None:
@@ -246,7 +297,7 @@ def prepare_parts(graph: Graph, partitioner: str, parts: int, seed: int, cache_r
         log(f"partition cache {folder} is damaged ({problem}); rebuilding it")
         shutil.rmtree(folder, ignore_errors=True)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{on_this_host('tmp-')}{owner_tag()}{folder.name}-", dir=folder.parent))
     try:
         t0 = time.perf_counter()
         perm, built, stats, partition_s = partition(graph, partitioner, parts, seed)

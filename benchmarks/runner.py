@@ -27,7 +27,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from benchmarks.config import RunConfig, check as check_config, control_config
 from benchmarks import registry
 from benchmarks.datasets import load_dataset
 from benchmarks.errors import Stopped, UserError, stop_on_signals
-from benchmarks.leftovers import owner_tag, remove_leftovers
+from benchmarks.leftovers import die_with_launcher, owner_tag, remove_leftovers
 from benchmarks.method import method_defaults
 from benchmarks.partition import build_parts, load_manifest, load_part, partition_stats, prepare_parts
 from benchmarks.probes import cores, fix_mmap_threshold
@@ -229,7 +228,7 @@ def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: 
     gc.freeze()
     for s in (signal.SIGINT, signal.SIGHUP):
         signal.signal(s, signal.SIG_IGN)
-    _die_with_launcher()
+    die_with_launcher()  # the launcher's sentinel: even a SIGKILLed launcher takes its ranks along
     try:
         # The fork server's environment is the one it started with: pass on what this run needs.
         os.environ["GNNBENCH_METHODS_PATH"] = plugin_path
@@ -263,20 +262,6 @@ def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: 
 
 #: A spawned rank 0's exit status when it trained but could not write the record (`outputs.NotWritten`).
 NOT_WRITTEN_EXIT = 3
-
-
-def _die_with_launcher() -> None:
-    """End this rank the moment its launcher is gone, whatever ended it (even SIGKILL): the rank's
-    parent-process sentinel is a pipe the launcher holds open, so it reads end-of-file exactly when
-    the launcher dies. Without this the ranks of a killed launcher train on, orphaned, and the
-    fork server lives as long as they do (they hold its keep-alive pipe)."""
-    sentinel = mp.parent_process().sentinel
-
-    def watch():
-        mp.connection.wait([sentinel])
-        os._exit(1)
-
-    threading.Thread(target=watch, name="gnnbench-launcher-watch", daemon=True).start()
 
 
 def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -> None:
@@ -344,7 +329,10 @@ def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -
 def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
     """In place under torchrun: every process is one rank. Each machine's local rank 0 prepares the
     partition cache (atomically, so machines sharing a file system do not collide) and tells its
-    local peers through a ready file; then all ranks join the process group."""
+    local peers through a ready file; then all ranks join the process group. A worker dies with its
+    agent (its parent): torchrun starts each in a session of its own, so a SIGKILLed agent would
+    otherwise leave them training, orphaned."""
+    die_with_launcher()
     cfg = p.cfg
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))

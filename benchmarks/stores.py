@@ -38,7 +38,7 @@ import torch
 from benchmarks.comm import Comm, flatten, unflatten_into
 from benchmarks.errors import UserError
 from benchmarks.graph import concat_ranges
-from benchmarks.leftovers import owner_tag, remove_leftovers
+from benchmarks.leftovers import on_this_host, owner_tag, remove_leftovers
 from benchmarks.partition import load_part
 from benchmarks.sampling import sample_neighbors
 
@@ -73,7 +73,8 @@ def replicated_store(part, comm: Comm, device: torch.device, partition_folder: P
     folder = Path(partition_folder) / "replicated"
     names = ("indptr", "indices", "x")
     if builds and not folder.is_dir():
-        tmp = folder.with_name(f"replicated.tmp-{os.uname().nodename}-{os.getpid()}")
+        remove_leftovers(folder.parent, on_this_host("replicated.tmp-"))  # of this machine's killed builders
+        tmp = folder.with_name(f"{on_this_host('replicated.tmp-')}{owner_tag()}")
         tmp.mkdir(parents=True, exist_ok=True)
         try:
             arrays = {name: [] for name in names}

@@ -269,7 +269,7 @@ def run_one(overrides: list[str], run) -> dict | None:
         try:
             proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
-            proc.kill()  # its ranks die with it (runner._die_with_launcher)
+            proc.kill()  # its ranks die with it (leftovers.die_with_launcher)
             proc.communicate()
         raise
     lines = stdout.strip().splitlines() or stderr.strip().splitlines()[-1:] or ["(no output)"]

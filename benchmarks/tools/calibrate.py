@@ -21,10 +21,13 @@ import multiprocessing as mp
 import multiprocessing.connection
 import os
 import platform
+import shutil
+import signal
 import statistics
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +39,9 @@ from benchmarks.tools import hardware
 from benchmarks.aggregation import LocalAdjacency
 from benchmarks.comm import Comm
 from benchmarks.datasets import synthetic
-from benchmarks.errors import UserError
+from benchmarks.errors import Stopped, UserError, stop_on_signals
+from benchmarks.leftovers import die_with_launcher, owner_tag, remove_leftovers
+from benchmarks.outputs import check_writable, writing
 from benchmarks.probes import cores
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -164,7 +169,21 @@ def _repeats(nbytes: int, sizes: Sizes) -> int:
 def _comm_rank(rank: int, store: str, sizes: Sizes, out: str) -> None:
     """One of the two ranks: for every message size, the median time of a point-to-point exchange
     with the peer (each rank sends and receives `nbytes` at once: `Comm.exchange`, what an
-    all-to-all does with each peer) and of an all-reduce of `nbytes`. Rank 0 writes them to `out`."""
+    all-to-all does with each peer) and of an all-reduce of `nbytes`. Rank 0 writes them to `out`.
+    Started as the runner starts its ranks, it is owned the same way: a Ctrl-C or hang-up reaches
+    the launcher (which ends the ranks), and a rank dies with its launcher, even a SIGKILLed one; a
+    rank that fails leaves its traceback beside `out` for the launcher to report."""
+    for s in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    die_with_launcher()
+    try:
+        _exchange(rank, store, sizes, out)
+    except BaseException:  # the launcher reports it; a rank whose peer was stopped says nothing
+        Path(out).with_name(f"rank{rank}.err").write_text(traceback.format_exc())
+        os._exit(1)
+
+
+def _exchange(rank: int, store: str, sizes: Sizes, out: str) -> None:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2,
@@ -196,8 +215,9 @@ def comm_times(sizes: Sizes) -> dict:
     # The fork server imports torch and the suite's communication layer once for both ranks (as the
     # runner's does); each rank then imports this module as its __main__, which costs nothing more.
     ctx.set_forkserver_preload(["benchmarks.comm"])
-    with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
-        out = Path(tmp) / "times.json"
+    tmp = scratch_folder()
+    try:
+        out = tmp / "times.json"
         procs = [ctx.Process(target=_comm_rank, args=(r, str(Path(tmp) / "store"), sizes, str(out)),
                              name=f"calibrate-rank{r}") for r in range(2)]
         deadline = time.monotonic() + 300
@@ -212,11 +232,23 @@ def comm_times(sizes: Sizes) -> dict:
             for p in procs:
                 if p.pid is not None and p.is_alive():
                     p.kill()
+            for p in procs:
                 if p.pid is not None:
                     p.join()
         if any(p.exitcode != 0 for p in procs) or not out.exists():
-            raise RuntimeError(f"the communication ranks failed (exit codes {[p.exitcode for p in procs]})")
+            errors = sorted(tmp.glob("rank*.err"), key=lambda f: f.stat().st_mtime)
+            raise RuntimeError(f"the communication ranks failed (exit codes {[p.exitcode for p in procs]})"
+                               + (f"; {errors[0].stem}:\n{errors[0].read_text()}" if errors else ""))
         return {op: {int(k): v for k, v in t.items()} for op, t in json.loads(out.read_text()).items()}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def scratch_folder() -> Path:
+    """A new folder for the exchange's file store and times, named with this process's owner tag
+    (`leftovers`); those of a calibrate killed before it could remove them are removed first."""
+    remove_leftovers(tempfile.gettempdir(), "calibrate-")
+    return Path(tempfile.mkdtemp(prefix=f"calibrate-{owner_tag()}"))
 
 
 def fit_link(times: dict[int, float]) -> tuple[float, float]:
@@ -354,12 +386,17 @@ _Dumper.add_representer(float, lambda d, v: d.represent_scalar("tag:yaml.org,200
 def write_profile(values: dict, folder: Path) -> Path:
     """Validate `values` as a profile and write `<folder>/<name>.yaml`; returns the path."""
     hardware.from_dict(values, f"the measured profile {values.get('name')}")
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{values['name']}.yaml"
-    header = f"# {values['description']}\n# Written by python -m benchmarks.tools.calibrate; see docs/measurement.md.\n"
-    path.write_text(header + yaml.dump(values, Dumper=_Dumper, sort_keys=False, width=120))
+    with writing("the hardware profile", path):  # a full disk: one line (main prints the profile)
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(profile_text(values))
     hardware.load_profile(str(path))
     return path
+
+
+def profile_text(values: dict) -> str:
+    header = f"# {values['description']}\n# Written by python -m benchmarks.tools.calibrate; see docs/measurement.md.\n"
+    return header + yaml.dump(values, Dumper=_Dumper, sort_keys=False, width=120)
 
 
 def table(values: dict) -> str:
@@ -394,12 +431,23 @@ def main(argv=None) -> None:
     if not args.name or Path(args.name).name != args.name or args.name.startswith("."):
         print(f"error: --name {args.name!r} must be a plain file name", file=sys.stderr)
         sys.exit(2)
-    start = time.perf_counter()
-    values = measure(args.name, QUICK if args.quick else NORMAL)
-    try:
-        path = write_profile(values, Path(args.out))
+    try:  # found now, not after minutes of measuring
+        check_writable("--out", args.out)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    start = time.perf_counter()
+    try:
+        with stop_on_signals():  # the ranks of the exchange are ended and its folder removed on the way out
+            values = measure(args.name, QUICK if args.quick else NORMAL)
+    except Stopped as e:
+        print(f"{e}: nothing written", file=sys.stderr)
+        sys.exit(128 + e.signum)
+    try:
+        path = write_profile(values, Path(args.out))
+    except UserError as e:  # the measurement is not lost: the profile goes to stdout instead
+        print(f"error: {e}; the measured profile follows on stdout", file=sys.stderr)
+        print(profile_text(values), end="")
         sys.exit(2)
     print(table(values))
     print(f"wrote {path} ({time.perf_counter() - start:.0f} s)")

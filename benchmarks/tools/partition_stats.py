@@ -33,10 +33,10 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import datasets
-from benchmarks.errors import UserError, choose
+from benchmarks.errors import Stopped, UserError, choose, stop_on_signals
 from benchmarks.options import as_dict, defaults, validate
 from benchmarks.partition import PARTITIONERS, partition
-from benchmarks.outputs import write_atomic
+from benchmarks.outputs import check_writable, write_atomic
 
 STATS_DIR = datasets.DATA / "partition_stats"  # shipped with the repository (data/README.md)
 
@@ -312,8 +312,17 @@ def main(argv: list[str] | None = None) -> None:
         check_composes(overrides)
         cfg = config_of(overrides)
         run = check(cfg)
-        stats = measure(cfg, args.workers, run.partitioner, run.seed, args.results_dir,
-                        log=lambda m: print(m, file=sys.stderr))
+        check_writable("--results-dir", args.results_dir)  # found now, not after the first partition
+        graph_cfg, _ = dataset_config(cfg)
+        where = results_path(graph_cfg, run.partitioner, run.seed, args.results_dir)
+        try:
+            with stop_on_signals():  # a stop keeps every P measured so far (written after each)
+                stats = measure(cfg, args.workers, run.partitioner, run.seed, args.results_dir,
+                                log=lambda m: print(m, file=sys.stderr))
+        except Stopped as e:
+            kept = where if where.exists() else "nothing measured yet"
+            print(f"{e}: partition statistics so far in {kept}", file=sys.stderr)
+            sys.exit(128 + e.signum)
         print(f"{stats['graph']['name']} ({stats['graph']['nodes']} nodes, {stats['graph']['edges']} in-edges), "
               f"{stats['partitioner']}, measured: {stats['path']}")
         print(table(stats["by_workers"]))

@@ -1,0 +1,223 @@
+"""Process ownership (benchmarks/leftovers.py) in every launcher the suite starts or runs under: a
+process dies with its launcher, even a SIGKILLed one; a stop (SIGINT, SIGTERM) ends in one line and
+exit status 128 + the signal; what a killed process leaves behind carries its owner's tag and the
+next user of that folder removes it."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+import pytest
+
+from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.leftovers import on_this_host, owner_tag
+from tests.benchmarks.test_launcher import free_port
+from tests.benchmarks.test_stopping import Launched, assert_all_gone
+from tests.conftest import SMALL_SYNTHETIC
+
+
+def dead_owner_tag() -> str:
+    """An owner tag (`<pid>-<start time>-`) of a process that does not run: a finished child's."""
+    proc = subprocess.Popen(["true"])
+    pid = proc.pid
+    proc.wait()
+    assert not psutil.pid_exists(pid)
+    return f"{pid}-12345-"
+
+
+# --------------------------------------------------------------------------- D19: torchrun workers
+def test_torchrun_workers_die_with_a_killed_agent(tmp_path):
+    """kill -9 of the torchrun agent: its workers (each in a session of its own) notice and end."""
+    agent = Launched("torch.distributed.run", [
+        "--standalone", f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--nproc-per-node=2", "-m", "benchmarks",
+        "workers=2", "epochs=100000", "hidden=16", "log_every=1", "eval_every=1", *SMALL_SYNTHETIC,
+        f"results_dir={tmp_path / 'results'}", f"cache_dir={tmp_path / 'cache'}"])
+    try:
+        agent.wait_until(lambda: sum("epoch" in line for line in agent.out + agent.err) >= 2, "second epoch")
+        workers = agent.tree()
+        assert len(workers) >= 2
+    except BaseException:
+        for p in agent.tree():
+            p.kill()
+        agent.proc.kill()
+        raise
+    agent.proc.kill()
+    agent.finish()
+    assert_all_gone(workers, timeout=30)
+
+
+# --------------------------------------------------------------------------- D22: build folders
+def test_a_partition_build_removes_a_dead_builders_folder(tmp_path):
+    from benchmarks.datasets import synthetic
+    from benchmarks.partition import prepare_parts
+
+    graph = synthetic(nodes=300, avg_degree=6, classes=3, features=4, homophily=0.8, feature_noise=1.0,
+                      degree_skew=1.0, train_frac=0.2, val_frac=0.2, test_frac=0.2, seed=0)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    tag = dead_owner_tag()
+    orphan = parts / f"{on_this_host('tmp-')}{tag}{graph.name}-abc-contiguous-p2-s0-xyz"
+    (orphan / "part_0.pt").parent.mkdir()
+    (orphan / "part_0.pt").write_bytes(b"half a part")
+    other_host = parts / f"tmp-another-machine-{tag}x"  # a pid on another machine says nothing here
+    other_host.mkdir()
+    live = parts / f"{on_this_host('tmp-')}{owner_tag()}y"  # a build in progress
+    live.mkdir()
+    folder = prepare_parts(graph, "contiguous", 3, 0, tmp_path)
+    assert folder.is_dir() and not orphan.exists()
+    assert other_host.exists() and live.exists()
+    assert sorted(p.name for p in parts.iterdir()) == sorted([folder.name, other_host.name, live.name])
+
+    # The whole graph the mini-batch stores assemble beside the parts: the same for its build folder.
+    from types import SimpleNamespace
+
+    import torch
+
+    from benchmarks.partition import load_part
+    from benchmarks.stores import replicated_store
+
+    orphan = folder / f"{on_this_host('replicated.tmp-')}{tag}"
+    orphan.mkdir()
+    (orphan / "x.npy").write_bytes(b"half an array")
+    comm = SimpleNamespace(world=3, barrier=lambda: None)
+    store = replicated_store(load_part(folder, 0), comm, torch.device("cpu"), folder, builds=True)
+    assert store.x.shape[0] == 300 and not orphan.exists()
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["replicated"]
+
+
+
+# --------------------------------------------------------------------------- D15, D12: partition_stats
+def test_partition_stats_refuses_a_file_for_results_dir(tmp_path, capsys):
+    from benchmarks.tools import partition_stats
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with pytest.raises(SystemExit) as e:
+        partition_stats.main(["dataset=synthetic", "dataset.nodes=300", "--workers", "2", "--results-dir", str(afile)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: --results-dir={afile} is a file, not a folder; choose another --results-dir"
+
+
+def test_a_stop_while_metis_partitions_is_a_stop_and_keeps_what_was_measured(tmp_path):
+    """SIGTERM while METIS runs (it traps SIGTERM itself): one line, 128 + the signal, P=2 kept."""
+    results = tmp_path / "stats"
+    tool = Launched("benchmarks.tools.partition_stats", [
+        "dataset=synthetic", "dataset.nodes=100000", "dataset.features=1", "--workers", "2,256,512",
+        "--results-dir", str(results)])
+    tool.wait_until(lambda: any(line.startswith("P=2:") for line in tool.err), "P=2", timeout=240)
+    time.sleep(0.5)  # into the next METIS call (P=256 takes seconds here)
+    tool.proc.send_signal(signal.SIGTERM)
+    assert tool.finish() == 128 + signal.SIGTERM, "".join(tool.err)
+    err = "".join(tool.err)
+    assert "Traceback" not in err and "P=256:" not in err
+    (path,) = results.glob("*.json")
+    assert err.splitlines()[-1] == f"stopped by SIGTERM: partition statistics so far in {path}"
+    assert list(json.loads(path.read_text())["by_workers"]) == ["2"]
+
+
+# --------------------------------------------------------------------------- D13: calibrate's output
+@pytest.mark.parametrize("out", ["afile", "/proc/x_cal"])
+def test_calibrate_refuses_an_unwritable_out_before_measuring(tmp_path, monkeypatch, capsys, out):
+    from benchmarks.tools import calibrate
+
+    if out == "afile":
+        out = tmp_path / "afile"
+        out.write_text("")
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: pytest.fail("measured before checking --out"))
+    with pytest.raises(SystemExit) as e:
+        calibrate.main(["--quick", "--out", str(out)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --out={out} is ") and len(err.strip().splitlines()) == 1
+
+
+def test_a_profile_that_cannot_be_written_goes_to_stdout(tmp_path, monkeypatch, capsys):
+    """A full disk after minutes of measuring: one line, and the measured profile on stdout."""
+    import errno
+    from pathlib import Path
+
+    import yaml
+
+    from benchmarks.tools import calibrate
+
+    values = yaml.safe_load((PROJECT_ROOT / "conf" / "hardware" / "rtx2080ti-gloo.yaml").read_text())
+    values["name"] = "measured"
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: values)
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(SystemExit) as e:
+        calibrate.main(["--quick", "--name", "measured", "--out", str(tmp_path)])
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (f"error: could not write the hardware profile to {tmp_path / 'measured.yaml'} "
+                                    "(No space left on device); the measured profile follows on stdout")
+    assert yaml.safe_load(captured.out)["name"] == "measured"
+    assert calibrate.profile_text(values) == captured.out
+
+
+# --------------------------------------------------------------------------- D14: calibrate's ranks
+ENDLESS_EXCHANGE = """
+import dataclasses, sys
+from benchmarks.tools import calibrate
+calibrate.measure = lambda *a, **k: calibrate.comm_times(dataclasses.replace(calibrate.QUICK, repeats=10 ** 7))
+calibrate.main(["--quick", "--out", sys.argv[1]])
+"""
+
+
+class Calibrating(Launched):
+    """calibrate's launcher with an exchange that never ends, its temporary folder under `tmp`."""
+
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path / "tmp"
+        self.tmp.mkdir()
+        self.proc = subprocess.Popen([sys.executable, "-c", ENDLESS_EXCHANGE, str(tmp_path / "out")], cwd=PROJECT_ROOT,
+                                     text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                     env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(self.tmp),
+                                          "PYTHONPATH": str(PROJECT_ROOT)})
+        self.out, self.err = [], []
+        import threading
+
+        self.readers = [threading.Thread(target=lambda s=s, d=d: d.extend(s), daemon=True)
+                        for s, d in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        for r in self.readers:
+            r.start()
+        self.wait_until(lambda: self.ranks_training(2), "the two exchanging ranks")
+        time.sleep(2)  # both in the exchange
+
+
+@pytest.mark.parametrize("sig, whole_group", [(signal.SIGTERM, False), (signal.SIGINT, True)])
+def test_a_stopped_calibrate_ends_its_ranks_in_one_line(tmp_path, sig, whole_group):
+    run = Calibrating(tmp_path)
+    tree = run.tree()
+    if whole_group:
+        os.killpg(run.proc.pid, sig)
+    else:
+        run.proc.send_signal(sig)
+    assert run.finish() == 128 + sig
+    assert_all_gone(tree)
+    assert "".join(run.err).strip() == f"stopped by {signal.Signals(sig).name}: nothing written"
+    assert not list(run.tmp.iterdir())  # the exchange's folder is removed
+
+
+def test_calibrate_ranks_die_with_a_killed_launcher_and_its_folder_is_removed_later(tmp_path, monkeypatch):
+    from benchmarks.tools import calibrate
+
+    run = Calibrating(tmp_path)
+    tree = run.tree()
+    run.proc.kill()
+    run.finish()
+    assert_all_gone(tree)
+    (left,) = run.tmp.glob("calibrate-*")  # (beside multiprocessing's own pymp-* folder)
+    assert not (left / "times.json").exists()  # no rank wrote on after its launcher died
+    monkeypatch.setattr(tempfile, "tempdir", str(run.tmp))
+    fresh = calibrate.scratch_folder()  # what the next calibrate does first
+    assert list(run.tmp.glob("calibrate-*")) == [fresh]
