@@ -27,6 +27,7 @@ import torch
 from benchmarks.errors import UserError, choose
 from benchmarks.graph import Graph, edge_rows, permute
 from benchmarks.leftovers import die_with_launcher, on_this_host, owner_tag, remove_leftovers
+from benchmarks.outputs import writing
 
 PARTITIONERS = ("metis", "metis_edges", "random", "contiguous")
 CACHE_FORMAT = 1
@@ -302,15 +303,16 @@ def prepare_parts(graph: Graph, partitioner: str, parts: int, seed: int, cache_r
         t0 = time.perf_counter()
         perm, built, stats, partition_s = partition(graph, partitioner, parts, seed)
         checksums = {}
-        for part in built:
-            name = f"part_{part.rank}.pt"
-            torch.save(part.state(), tmp / name)
-            checksums[name] = _file_checksum(tmp / name)
-        torch.save(perm, tmp / "perm.pt")  # new id -> original id, to map results back
-        manifest = {"key": key, "graph": graph.summary(), "stats": stats,
-                    "partition_time_s": partition_s, "build_time_s": time.perf_counter() - t0,
-                    "checksums": checksums}
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        with writing("the partition cache", folder.parent):  # a full disk: one line, no half cache
+            for part in built:
+                name = f"part_{part.rank}.pt"
+                torch.save(part.state(), tmp / name)
+                checksums[name] = _file_checksum(tmp / name)
+            torch.save(perm, tmp / "perm.pt")  # new id -> original id, to map results back
+            manifest = {"key": key, "graph": graph.summary(), "stats": stats,
+                        "partition_time_s": partition_s, "build_time_s": time.perf_counter() - t0,
+                        "checksums": checksums}
+            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
         try:
             os.rename(tmp, folder)
         except OSError:  # another process finished the same cache first; theirs is as good

@@ -16,6 +16,7 @@ import pytest
 
 from benchmarks import outputs
 from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.errors import UserError
 from benchmarks.outputs import NotWritten
 from benchmarks.runner import run
 from tests.conftest import SMALL_SYNTHETIC
@@ -93,3 +94,22 @@ def test_hydra_writes_nothing_in_the_cache_folder_before_the_runs_own_check(tmp_
     assert proc.returncode == 2 and proc.stderr.strip() == (
         f"error: cache_dir={afile} is a file, not a folder; choose another cache_dir"), proc.stderr
     assert not (PROJECT_ROOT / ".hydra").exists() and not list(PROJECT_ROOT.glob("*.log"))
+
+
+def test_a_partition_cache_on_a_full_disk_is_one_line_and_no_half_cache(tmp_path, monkeypatch):
+    """torch.save on a full disk raises torch's `enforce fail ... unexpected pos` RuntimeError: the
+    build ends in one line naming the cache folder, and its build folder is gone."""
+    from benchmarks import partition
+    from benchmarks.datasets import synthetic
+
+    def full(obj, path):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1728 vs 1640")
+
+    monkeypatch.setattr(partition.torch, "save", full)
+    graph = synthetic(nodes=300, avg_degree=5, classes=3, features=8, homophily=0.8, feature_noise=1.0,
+                      degree_skew=0.0, train_frac=0.5, val_frac=0.2, test_frac=0.2, seed=0)
+    with pytest.raises(UserError) as e:
+        partition.prepare_parts(graph, "random", 2, 0, tmp_path)
+    assert str(e.value) == (f"could not write the partition cache to {tmp_path / 'parts'} "
+                            "(the write was cut short: is the disk full?)")
+    assert list((tmp_path / "parts").iterdir()) == []
