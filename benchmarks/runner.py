@@ -40,7 +40,7 @@ from benchmarks.config import RunConfig, check as check_config, control_config
 from benchmarks import registry
 from benchmarks.datasets import load_dataset
 from benchmarks.errors import Stopped, UserError, stop_on_signals
-from benchmarks.leftovers import die_with_launcher, owner_tag, remove_leftovers
+from benchmarks.leftovers import die_with_launcher, on_this_host, owner_tag, remove_leftovers
 from benchmarks.method import method_defaults
 from benchmarks.partition import build_parts, load_manifest, load_part, partition_stats, prepare_parts
 from benchmarks.probes import cores, fix_mmap_threshold
@@ -145,7 +145,7 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
             return p.path, done
         info, source = prepare(cfg, p.world, log)
         p.check_partition(info)
-        scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}", dir=_runs_root(cfg.cache_dir)))
+        scratch = Path(tempfile.mkdtemp(prefix=_scratch_prefix(), dir=_runs_root(cfg.cache_dir)))
         builder = RecordBuilder(cfg, scratch, info,
                                 environment(cfg.backend_name, cfg.device, p.threads(p.world),
                                             "in-process" if p.world == 1 else "spawn", cfg.kernel),
@@ -173,11 +173,16 @@ def _error_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
+def _scratch_prefix() -> str:
+    """`run-<host>-<pid>-<start time>-`: a scratch folder's owner, for `remove_leftovers`."""
+    return f"{on_this_host('run-')}{owner_tag()}"
+
+
 def _runs_root(cache_dir: str) -> Path:
     """Where runs keep their scratch folders; those of runs whose launcher was killed are removed."""
     root = Path(cache_dir) / "runs"
     root.mkdir(parents=True, exist_ok=True)
-    remove_leftovers(root, "run-")
+    remove_leftovers(root, on_this_host("run-"))  # machines sharing cache_dir: only this one's
     return root
 
 
@@ -354,7 +359,7 @@ def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
             time.sleep(0.2)
     state = json.loads(ready.read_text())
     p.check_partition(state["info"])
-    scratch = Path(tempfile.mkdtemp(prefix=f"run-{owner_tag()}r{rank}-", dir=_runs_root(cfg.cache_dir)))
+    scratch = Path(tempfile.mkdtemp(prefix=f"{_scratch_prefix()}r{rank}-", dir=_runs_root(cfg.cache_dir)))
     builder = RecordBuilder(cfg, scratch, state["info"],
                             environment(cfg.backend_name, cfg.device, p.threads(local_world), "torchrun", cfg.kernel),
                             p.method_defaults, p.control)
