@@ -198,10 +198,7 @@ class Calibrating(Launched):
 def test_a_stopped_calibrate_ends_its_ranks_in_one_line(tmp_path, sig, whole_group):
     run = Calibrating(tmp_path)
     tree = run.tree()
-    if whole_group:
-        os.killpg(run.proc.pid, sig)
-    else:
-        run.proc.send_signal(sig)
+    run.stop(sig, whole_group)
     assert run.finish() == 128 + sig
     assert_all_gone(tree)
     assert "".join(run.err).strip() == f"stopped by {signal.Signals(sig).name}: nothing written"

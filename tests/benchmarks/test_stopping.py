@@ -51,6 +51,13 @@ class Launched:
         servers = [p for p in self.tree() if "forkserver" in " ".join(_cmdline(p))]
         return any(len(s.children()) >= ranks for s in servers)
 
+    def stop(self, sig: int, whole_group: bool) -> None:
+        """`kill -<sig> <pid>`, or to the whole process group (`timeout`, Ctrl-C in a terminal)."""
+        if whole_group:
+            os.killpg(self.proc.pid, sig)
+        else:
+            self.proc.send_signal(sig)
+
     def finish(self, timeout: float = 60) -> int:
         rc = self.proc.wait(timeout)
         for r in self.readers:
@@ -88,10 +95,7 @@ def test_a_stopped_run_leaves_no_process_and_a_failed_record(tmp_path, sig, whol
     run.wait_until(lambda: sum("epoch" in line for line in run.out) >= 2, "second epoch")
     tree = run.tree()
     assert len(tree) >= 4  # fork server and three ranks at least
-    if whole_group:
-        os.killpg(run.proc.pid, sig)
-    else:
-        run.proc.send_signal(sig)
+    run.stop(sig, whole_group)
     assert run.finish() == 128 + sig
     assert_all_gone(tree)
     record = only_record(results)
