@@ -42,7 +42,9 @@ def main(argv=None) -> None:
         if args.command == "table":
             print(runs_table(rec.speedup(rec.aggregate(rec.runs(rec.load(args.results_dir))))))
             return
-        path = build(args.results_dir, args.out, args.target_acc)
+        from benchmarks.outputs import writing
+        with writing("the report", args.out or args.results_dir):
+            path = build(args.results_dir, args.out, args.target_acc)
     except (NoRecords, UserError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

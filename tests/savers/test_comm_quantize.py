@@ -72,13 +72,15 @@ def test_full_halo_sends_the_analytic_quantised_volume_and_trains_close_to_fp32(
     assert losses == pytest.approx([h["train_loss"] for h in plain["history"]], rel=0.06 if codec == "int4" else 0.02)
 
 
-@pytest.mark.parametrize("method", [
-    ["method=sar"],                                   # ring exchanges decoded in place
-    ["method=digest", "method.sync_every=2"],         # posted exchanges, waited for a step later
-    ["method=digest", "method.asynchronous=true"],    # pushes into the shared store
-    ["method=neighbor_sampling"],                     # sampled feature fetches
+@pytest.mark.parametrize("method, rel", [
+    (["method=sar"], 0.1),                                   # ring exchanges decoded in place
+    (["method=digest", "method.sync_every=2"], 0.1),         # posted exchanges, waited for a step later
+    # Pushes into the shared store. DIGEST-A's staleness follows the ranks' timing, so its own unquantised
+    # runs differ: 1.437, 1.504 and 1.572 final loss in three runs of this config (2026-12-02).
+    (["method=digest", "method.asynchronous=true"], 0.25),
+    (["method=neighbor_sampling"], 0.1),                     # sampled feature fetches
 ])
-def test_every_method_that_exchanges_rows_sends_them_quantised(make_cfg, method):
+def test_every_method_that_exchanges_rows_sends_them_quantised(make_cfg, method, rel):
     common = [*method, "workers=2", *DATASETS["synthetic"], "model=sage", "epochs=3"]
     _, plain = run_ok(make_cfg(*common))
     _, int8 = run_ok(make_cfg(*common, "comm.quantize=int8"))
@@ -87,7 +89,7 @@ def test_every_method_that_exchanges_rows_sends_them_quantised(make_cfg, method)
     assert rows
     for category, fp32_bytes in rows.items():
         assert int8["comm"]["bytes_by_category"][category] < 0.5 * fp32_bytes, category
-    assert int8["summary"]["final_train_loss"] == pytest.approx(plain["summary"]["final_train_loss"], rel=0.1)
+    assert int8["summary"]["final_train_loss"] == pytest.approx(plain["summary"]["final_train_loss"], rel=rel)
 
 
 @pytest.mark.fast
