@@ -73,6 +73,16 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _watching = []
 
 
+def killed_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (prctl PR_SET_PDEATHSIG, Linux;
+    elsewhere nothing). It survives exec, so it also serves as `subprocess.Popen(preexec_fn=...)`
+    for a child command the suite starts (a sweep's runs)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def die_with_launcher() -> None:
     """End this process the moment its launcher is gone, whatever ended it (even SIGKILL); without
     this the ranks of a killed launcher train on, orphaned. Once per process.
@@ -96,10 +106,7 @@ def die_with_launcher() -> None:
             os._exit(1)
     else:
         ppid = os.getppid()
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):  # not Linux: the watch below
-            pass
+        killed_with_parent()  # not Linux: the watch below
         if os.getppid() != ppid:  # the parent died before the signal was set up
             os._exit(1)
 

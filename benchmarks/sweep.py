@@ -259,8 +259,11 @@ def run_one(overrides: list[str], run) -> dict | None:
     wrote (None if none)."""
     import json
 
+    from benchmarks.leftovers import killed_with_parent
+
+    # The run dies with the sweep, even a SIGKILLed one (its ranks then die with it); a stop is below.
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks", *overrides], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=killed_with_parent)
     try:
         stdout, stderr = proc.communicate()
     except Stopped:

@@ -140,3 +140,15 @@ def test_an_interrupted_sweep_leaves_no_process_and_no_ok_record(tmp_path):
     assert "Traceback" not in "".join(sweep.err)
     time.sleep(3)
     assert only_record(results)["status"] == "failed"
+
+
+def test_a_killed_sweep_takes_its_run_and_the_runs_ranks_along(tmp_path):
+    """kill -9 of the sweep: the run it started (a `python -m benchmarks` of its own) dies with it,
+    and that run's ranks with their launcher; nothing trains on, orphaned."""
+    sweep = Launched("benchmarks.sweep", [*ENDLESS, f"results_dir={tmp_path / 'results'}",
+                                          f"cache_dir={tmp_path / 'cache'}"])
+    sweep.wait_until(lambda: sweep.ranks_training(3), "ranks of the first run")
+    tree = sweep.tree()
+    sweep.proc.kill()
+    sweep.finish()
+    assert_all_gone(tree)
