@@ -21,7 +21,7 @@ from pathlib import Path
 
 from analysis import costmodel
 from analysis.markdown import fmt, md_table
-from analysis.records import BadRecord
+from analysis.records import BadRecord, is_whole
 from benchmarks.traffic import Rank
 
 GiB = 2 ** 30
@@ -91,7 +91,7 @@ _MISSING = object()
 def _whole(value, what: str, least: int = 1) -> int:
     if value is _MISSING:
         raise BadRecord(f"missing field '{what}'")
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+    if not is_whole(value, least):
         raise BadRecord(f"{what} is {value!r}, not a whole number of at least {least}")
     return value
 
@@ -199,9 +199,6 @@ def check_stats(stats) -> None:
     """Raise ValueError naming the first field of a partition-statistics file the projection reads
     that is missing or of the wrong kind: `graph` (name; nodes, features and classes, whole numbers)
     and `by_workers` (per P: per-rank count lists, or an extrapolated entry's `summary` maxima)."""
-    def whole(x):
-        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
-
     def number(x):
         return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
     g = stats.get("graph") if isinstance(stats, dict) else None
@@ -210,7 +207,7 @@ def check_stats(stats) -> None:
     if not isinstance(g.get("name"), str):
         raise ValueError("graph.name is not text")
     for key in ("nodes", "features", "classes"):
-        if not (whole(g.get(key)) and g[key] >= 1):
+        if not is_whole(g.get(key), 1):
             raise ValueError(f"graph.{key} is {g.get(key)!r}, not a whole number of at least 1")
     if not isinstance(stats.get("by_workers"), dict):
         raise ValueError("no 'by_workers' mapping")
@@ -220,7 +217,7 @@ def check_stats(stats) -> None:
         if "nodes_per_rank" in entry:
             for key in ("nodes_per_rank", "edges_per_rank", "halo_nodes_per_rank"):
                 counts = entry.get(key)
-                if not (isinstance(counts, list) and all(whole(n) for n in counts)):
+                if not (isinstance(counts, list) and all(is_whole(n) for n in counts)):
                     raise ValueError(f"by_workers.{p}.{key} is not a list of counts")
         else:
             s = entry.get("summary")

@@ -46,6 +46,11 @@ MAPPINGS = ("config", "setting_config")
 OPTIONAL = {"error": str, "control": str, "env": dict, "history": list, "summary": dict, "comm": dict}
 
 
+def is_whole(x, least: int = 0) -> bool:
+    """An integer (not a bool) of at least `least`: a count in a record or a statistics file."""
+    return isinstance(x, int) and not isinstance(x, bool) and x >= least
+
+
 def check(record: dict) -> None:
     """Raise BadRecord naming the first field of `record` that is missing or of the wrong kind; a
     record that passes (and whose rows `load` could build) can be trusted by every table, figure,
@@ -57,7 +62,7 @@ def check(record: dict) -> None:
         if not (isinstance(record[key], str) and record[key]):
             raise BadRecord(f"field '{key}' is {record[key]!r}, not a name")
     for key in WHOLE:
-        if isinstance(record[key], bool) or not isinstance(record[key], int) or record[key] < (key == "workers"):
+        if not is_whole(record[key], 1 if key == "workers" else 0):
             raise BadRecord(f"field '{key}' is {record[key]!r}, not a whole number"
                             + (" of at least 1" if key == "workers" else ""))
     for key in MAPPINGS:

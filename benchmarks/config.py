@@ -159,22 +159,31 @@ def check(cfg: dict) -> RunConfig:
     return run
 
 
-def saver_settings(run: RunConfig) -> list[tuple[str, str, object]]:
-    """The savers and axes `run` moves away from the schema's defaults, each as (section, key, value):
-    ("", "precision", "bf16"), ("memory", "checkpoint", "layer")."""
-    moved = [("", key, getattr(run, key)) for key in ("precision", "kernel")
-             if getattr(run, key) != RunOptions.__dataclass_fields__[key].default]
-    for section, saver_cls in SAVERS.items():
-        default = defaults(saver_cls)
-        moved += [(section, k, v) for k, v in as_dict(getattr(run, section)).items() if v != default[k]]
+#: The savers and axes that compose with any method, in the order a record's variant names them.
+SAVER_AXES = ("kernel", "memory", "precision", "comm")
+
+
+def moved_savers(cfg: dict) -> list[tuple[str, object]]:
+    """The savers and axes a configuration moves away from the schema's defaults, as (option, value)
+    in the variant's order: ("kernel", "messages"), ("memory.checkpoint", "layer"). `cfg`: a
+    configuration as a dict (`RunConfig.as_dict()`, or a record's stored one: an older record may
+    lack a key, which then counts as its default)."""
+    top = defaults(RunOptions)
+    moved = []
+    for key in SAVER_AXES:
+        if key in SAVERS:
+            default = defaults(SAVERS[key])
+            moved += [(f"{key}.{k}", v) for k, v in sorted((cfg.get(key) or {}).items()) if default.get(k) != v]
+        elif cfg.get(key, top[key]) != top[key]:
+            moved.append((key, cfg[key]))
     return moved
 
 
 def check_savers(run: RunConfig) -> None:
     """Refuse, in one line, a saver or axis that `run`'s method does not apply (`Method.applies`)."""
     applies, name = run.method_cls.applies, run.method_name
-    for section, key, value in saver_settings(run):
-        option = f"{section}.{key}" if section else key
+    for option, value in moved_savers(run.as_dict()):
+        section = option.partition(".")[0] if "." in option else ""
         if {section, option, f"{option}={value}"} & applies:
             continue
         if option == "comm.quantize" and run.comm.quantize_grads and "comm.quantize_grads" in applies:

@@ -206,9 +206,9 @@ def planetoid(name: str, data_root: Path) -> Graph:
                   for f in sorted(folder.glob(f"ind.{name}.*")) for st in [f.stat()])
     key = (name, str(folder.resolve()), files)
     if key not in _planetoid_loaded:
-        for f in sorted(folder.glob(f"ind.{name}.*")):
-            if f.name != f"ind.{name}.test.index":  # text, not a pickle
-                check_planetoid_pickle(f)
+        for file_name, *_ in files:
+            if file_name != f"ind.{name}.test.index":  # text, not a pickle
+                check_planetoid_pickle(folder / file_name)
         try:
             data = read_planetoid_data(str(folder), name)
         except Exception as e:

@@ -62,6 +62,10 @@ def strict(obj):
     return obj
 
 
+def _dump(obj: dict, f) -> None:
+    json.dump(strict(obj), f, indent=1, default=str, allow_nan=False)
+
+
 class NotWritten(UserError):
     """A result measured but not written where it belongs (a full disk): the message says where it
     was kept instead."""
@@ -80,7 +84,7 @@ def write_or_keep(path: Path, obj: dict, what: str) -> None:
     try:  # a new name each time: never over what an earlier failure kept
         fd, kept = tempfile.mkstemp(prefix=f"gnnbench-unwritten-{path.stem}-", suffix=path.suffix)
         with os.fdopen(fd, "w") as f:
-            json.dump(strict(obj), f, indent=1, default=str, allow_nan=False)
+            _dump(obj, f)
         where = f"it is kept at {kept}"
     except OSError:
         print(json.dumps(strict(obj), default=str), flush=True)
@@ -95,7 +99,7 @@ def write_atomic(path: Path, obj: dict) -> None:
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(strict(obj), f, indent=1, default=str, allow_nan=False)
+            _dump(obj, f)
         os.chmod(tmp, 0o644)  # mkstemp makes it private; records are for everyone to read
         os.replace(tmp, path)
     except BaseException:

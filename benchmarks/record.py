@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 
 from benchmarks.comm import NOT_TRAINING
-from benchmarks.config import SAVERS, RunConfig, RunOptions
+from benchmarks.config import SAVER_AXES, RunConfig, moved_savers
 from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.options import RESERVED, defaults
+from benchmarks.options import RESERVED
 from benchmarks.outputs import write_or_keep
 from benchmarks.probes import MemoryProbe, cores
 
@@ -36,8 +36,7 @@ NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_time
 # `full_halo kernel=messages`, experiment=sar_vanilla): it is named in the variant (`run_variant`).
 # The savers (`memory`: activation checkpointing; `precision`; `comm`: quantised messages) are options that compose with any method, and
 # are named in the variant the same way.
-AXES = ("method", "workers", "seed", "kernel", "memory", "precision", "comm")
-RUN_DEFAULTS = defaults(RunOptions)
+AXES = ("method", "workers", "seed", *SAVER_AXES)
 
 
 def config_hash(cfg: dict) -> str:
@@ -59,14 +58,8 @@ def run_variant(cfg: dict, method_defaults: dict) -> str:
     """The record's variant: the method's label, plus the kernel and savers that are not the
     schema's defaults (`sar kernel=messages`, `full_halo memory.checkpoint=layer`). `cfg`: a
     configuration as a dict (`RunConfig.as_dict()`)."""
-    extra = []
-    for key in ("kernel", "memory", "precision", "comm"):
-        if key in SAVERS:
-            default = defaults(SAVERS[key])
-            extra += [f"{key}.{k}={v}" for k, v in sorted((cfg.get(key) or {}).items()) if default.get(k) != v]
-        elif cfg.get(key, RUN_DEFAULTS[key]) != RUN_DEFAULTS[key]:
-            extra.append(f"{key}={cfg[key]}")
-    return " ".join([variant_label(cfg["method"], method_defaults), *extra])
+    return " ".join([variant_label(cfg["method"], method_defaults),
+                     *(f"{option}={value}" for option, value in moved_savers(cfg))])
 
 
 def variant_label(method_cfg: dict, defaults: dict) -> str:

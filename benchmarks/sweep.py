@@ -68,6 +68,14 @@ class Bisect(Options):
     factor: float = option(2.0, "the step between probes until the bound is bracketed", gt=1)
     tolerance: float = option(0.1, "the bracket's width at the end, relative to its lower value", gt=0)
 
+    @property
+    def bound(self) -> str:
+        """The condition a probe's field must meet, in words: `<= 2147483648`."""
+        return f"<= {self.at_most}" if self.at_most is not None else f">= {self.at_least}"
+
+    def holds(self, value: float) -> bool:
+        return value <= self.at_most if self.at_most is not None else value >= self.at_least
+
     def check(self, run) -> None:
         if (self.at_most is None) == (self.at_least is None):
             raise UserError("sweep.bisect needs one bound: sweep.bisect.at_most or sweep.bisect.at_least")
@@ -294,9 +302,7 @@ def meets(record: dict | None, spec: Bisect) -> bool:
     if record is None or record["status"] != "ok":
         return False
     value = field(record, spec.field)
-    if not isinstance(value, (int, float)):  # null: the probe measured no such number
-        return False
-    return value <= spec.at_most if spec.at_most is not None else value >= spec.at_least
+    return isinstance(value, (int, float)) and spec.holds(value)  # null: the probe measured no such number
 
 
 def bisect(fits, start: int, factor: float = 2.0, tolerance: float = 0.1) -> tuple[int | None, int | None]:
@@ -331,9 +337,7 @@ def _bisect_run(overrides: list[str], spec: Bisect, counts: dict) -> None:
             record = run_one(probe, cfg)
             counts["ok" if record and record["status"] == "ok" else "failed_probes"] += 1
         ok = meets(record, spec)
-        print(f"  {spec.key}={value}: {'meets' if ok else 'does not meet'} {spec.field} "
-              f"{'<=' if spec.at_most is not None else '>='} "
-              f"{spec.at_most if spec.at_most is not None else spec.at_least}", flush=True)
+        print(f"  {spec.key}={value}: {'meets' if ok else 'does not meet'} {spec.field} {spec.bound}", flush=True)
         return ok
 
     lo, hi = bisect(fits, spec.start, spec.factor, spec.tolerance)
