@@ -1,5 +1,6 @@
 """`python -m analysis report <results_dir> [--out DIR] [--target-acc X]`: write `report.md` and its
-figures (PNG and PDF) from a folder of run records. `python -m analysis table <results_dir>`: print
+figures (PNG and PDF) from a folder of run records; `--publish docs/results/<study>.md` writes a
+results page instead (the study's sections, the command, commit, machine and dates of its records). `python -m analysis table <results_dir>`: print
 the runs table only (one line per configuration, mean over seeds, failed runs marked)."""
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ def main(argv=None) -> None:
     r.add_argument("--out", default=None, help="where report.md and figures/ go (default: results_dir)")
     r.add_argument("--target-acc", type=float, default=None,
                    help="validation accuracy to time each run to (default: 95%% of the best reached)")
+    r.add_argument("--publish", default=None, metavar="PAGE",
+                   help="write a results page (e.g. docs/results/findings.md) with its figures beside it, "
+                   "instead of report.md")
     t = sub.add_parser("table", help="print the runs table of a folder of records")
     t.add_argument("results_dir")
     j = sub.add_parser("project", help="project epoch time and memory per rank with the cost model")
@@ -43,12 +47,17 @@ def main(argv=None) -> None:
             print(runs_table(rec.speedup(rec.aggregate(rec.runs(rec.load(args.results_dir))))))
             return
         from benchmarks.outputs import writing
-        with writing("the report", args.out or args.results_dir):
-            path = build(args.results_dir, args.out, args.target_acc)
+        if args.publish:
+            from analysis.report import publish
+            with writing("the results page", args.publish):
+                path = publish(args.results_dir, args.publish)
+        else:
+            with writing("the report", args.out or args.results_dir):
+                path = build(args.results_dir, args.out, args.target_acc)
     except (NoRecords, UserError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    print(f"report: {path}")
+    print(f"{'page' if getattr(args, 'publish', None) else 'report'}: {path}")
 
 
 def _whole(option: str, text: str, least: int = 1) -> int:
@@ -73,6 +82,13 @@ def _check(args) -> dict:
     from benchmarks.errors import UserError
     from benchmarks.outputs import check_writable
     if args.command != "project":
+        if args.command == "report" and args.publish:
+            if args.out or args.target_acc is not None:
+                raise UserError("--publish writes a results page of its own; it takes neither --out nor --target-acc")
+            if not args.publish.endswith(".md"):
+                raise UserError(f"--publish takes the page's path, ending in .md (got {args.publish!r})")
+            check_writable("--publish", str(Path(args.publish).parent))
+            return {}
         # without --out the report goes beside the records; a folder that is not there has no records (said later)
         if args.command == "report" and (args.out or Path(args.results_dir).is_dir()):
             check_writable("--out", args.out or args.results_dir)

@@ -6,6 +6,7 @@ Each function takes the tables it needs and an output folder and returns the fil
 """
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 from pathlib import Path
@@ -26,20 +27,46 @@ MIB, GIB = 2 ** 20, 2 ** 30
 FAILED = dict(marker="x", color="red", s=60, zorder=5, clip_on=False)
 
 
-MARKERS = "osD^vP*Xph"
+MARKERS = "osD^vP*Xph<>d"
+#: Each group of methods has a hue, and each method in it a shade and a marker of its own, so no two
+#: variants share a colour-and-marker pair and a family reads as one colour at a glance.
+GROUP_COLOURS = {"exact full-graph": "Blues", "approximate full-graph": "Oranges",
+                 "partition-parallel": "Greens", "mini-batch": "Purples", "subgraph": "Greys", "other": "YlOrBr"}
 
 
-def colours(variants) -> dict:
-    cmap = plt.get_cmap("tab10")
-    return {v: cmap(i % 10) for i, v in enumerate(sorted(set(variants)))}
+@functools.lru_cache(maxsize=None)
+def method_group(method: str) -> str:
+    """The hue group of a method, from its plugin: the exact full-graph methods (and the PyG
+    anchor), the approximate full-graph ones, partition-parallel training, mini-batch sampling,
+    subgraph sampling; `other` for a method this checkout does not have (old records)."""
+    from benchmarks.method import method_class
+    from benchmarks.methods_table import family
+    try:
+        cls = method_class(method)
+    except Exception:  # a record of a method removed or renamed since: still drawn, in its own hue
+        return "other"
+    base = family(cls)
+    if base in ("FullGraphMethod", "Method"):
+        return "exact full-graph" if cls.exact_control is None else "approximate full-graph"
+    return {"PartitionParallelMethod": "partition-parallel", "LocalRounds": "partition-parallel",
+            "MiniBatchMethod": "mini-batch", "SubgraphMethod": "subgraph"}.get(base, "other")
 
 
 def style(variants) -> dict:
-    """Colour and a hollow marker of its own per variant: exact methods give identical points and
-    curves, and hollow markers of different shapes keep both visible where they coincide."""
-    col = colours(variants)
-    return {v: dict(color=c, marker=MARKERS[i % len(MARKERS)], markerfacecolor="none", markersize=7)
-            for i, (v, c) in enumerate(col.items())}
+    """A variant's colour and hollow marker: the hue of its method's group, a shade and a marker of
+    its own within the group. Exact methods give identical points and curves; hollow markers of
+    different shapes keep them all visible where they coincide."""
+    groups: dict[str, list[str]] = {}
+    for v in sorted(set(variants)):
+        groups.setdefault(method_group(v.split()[0]), []).append(v)
+    out = {}
+    for group, members in groups.items():
+        cmap = plt.get_cmap(GROUP_COLOURS[group])
+        for i, v in enumerate(members):
+            shade = 0.95 - 0.5 * (i / max(1, len(members) - 1)) if len(members) > 1 else 0.7
+            out[v] = dict(color=cmap(shade), marker=MARKERS[i % len(MARKERS)], markerfacecolor="none",
+                          markersize=7)
+    return out
 
 
 def save(fig, out_dir, name: str) -> list[Path]:
@@ -275,6 +302,42 @@ def memory_time_scatter(agg: pd.DataFrame, out_dir) -> list[Path]:
     return save(fig, out_dir, "memory_time_scatter")
 
 
+def accuracy_vs_comm(agg: pd.DataFrame, out_dir) -> list[Path]:
+    """Each configuration as one point: its test accuracy (at the best validation epoch, mean over
+    seeds) against its training bytes per epoch (all ranks; log axis, a run that sends nothing at
+    the left edge), labelled with its worker count. The exact methods' mean accuracy is the dashed
+    reference line: a method that sends less and stays on the line is the one to look at."""
+    sty = style(agg["variant"])
+    groups = list(_groups(agg))
+    fig, axes = _grid(len(groups))
+    for ax, (title, g) in zip(axes.flat, groups):
+        ok = g[(g["status"] == "ok") & g["test_acc"].notna()]
+        sent = ok["comm_bytes_per_epoch"][ok["comm_bytes_per_epoch"] > 0]
+        floor = sent.min() / 4 if len(sent) else 1.0  # where a run that sends nothing is drawn
+        exact = ok[[method_group(v.split()[0]) == "exact full-graph" for v in ok["variant"]]]
+        if len(exact):
+            ax.axhline(100 * exact["test_acc"].mean(), color="grey", linestyle="--", linewidth=1,
+                       label="exact methods' mean test accuracy")
+        for variant, v in ok.groupby("variant", sort=True):
+            x = v["comm_bytes_per_epoch"].where(v["comm_bytes_per_epoch"] > 0, floor) / 1e6
+            ax.plot(x, 100 * v["test_acc"], linestyle="none", label=variant, **sty[variant])
+            for xi, (_, r) in zip(x, v.iterrows()):
+                ax.annotate(f"P={r['workers']}" + ("" if r["comm_bytes_per_epoch"] else ", 0 B"), (xi, 100 * r["test_acc"]),
+                            xytext=(4, 3), textcoords="offset points", fontsize=6)
+        failed = g[g["status"] != "ok"]
+        if len(failed):
+            ax.text(0.02, 0.02, "failed: " + ", ".join(f"{r['variant']} P={r['workers']}" for _, r in failed.iterrows()),
+                    transform=ax.transAxes, color="red", fontsize=7)
+        ax.set_xscale("log")
+        ax.set_xlabel("training MB per epoch, all ranks (log; 0 B at the left edge)")
+        ax.set_ylabel("test accuracy at best validation (%)")
+        ax.set_title(title)
+    _hide_unused(axes, len(groups))
+    fig.suptitle("Accuracy against communication")
+    _legend(fig, axes, (agg["status"] != "ok").any())
+    return save(fig, out_dir, "accuracy_vs_comm")
+
+
 def accuracy_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
     """Study `boundary`: each method as one point per (dataset, workers), test accuracy (mean, bar =
     standard deviation over seeds) against halo bytes per epoch (log axis; a method that sends no
@@ -299,6 +362,34 @@ def accuracy_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
     fig.suptitle("Accuracy against halo traffic")
     _legend(fig, axes, False)
     return save(fig, out_dir, "accuracy_vs_halo_bytes")
+
+
+def effect_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
+    """Study `findings`: each method as one point, its accuracy effect against its reference (the
+    bar is the 95 % interval over paired seeds) against its training bytes per epoch (log; a method
+    that sends nothing at the left edge). On the zero line and to the left is better; a bar that
+    crosses zero is within noise."""
+    sty = style(t["method"])
+    panels = list(t.groupby(["dataset", "model"], sort=True))
+    fig, axes = _grid(len(panels), size=(6.4, 4.6))
+    for ax, ((dataset, model), g) in zip(axes.flat, panels):
+        sent = g["bytes_per_epoch"][g["bytes_per_epoch"] > 0]
+        floor = sent.min() / 4 if len(sent) else 1.0
+        ax.axhline(0, color="grey", linestyle="--", linewidth=1)
+        for _, r in g.iterrows():
+            e = r["effect"]
+            mean, bar = (0.0, None) if e is None or e.n == 0 else (
+                100 * e.mean, None if e.n < 2 else [[100 * (e.mean - e.low)], [100 * (e.high - e.mean)]])
+            x = (r["bytes_per_epoch"] or floor) / 1e6
+            ax.errorbar(x, mean, yerr=bar, linestyle="none", capsize=3, label=r["method"], **sty[r["method"]])
+        ax.set_xscale("log")
+        ax.set_xlabel("training MB per epoch, all ranks (log; 0 B at the left edge)")
+        ax.set_ylabel("accuracy effect vs its reference (points)\nbar: 95 % interval over paired seeds")
+        ax.set_title(f"{dataset} · {model}")
+    _hide_unused(axes, len(panels))
+    fig.suptitle("Each method's accuracy effect against its bytes")
+    _legend(fig, axes, False)
+    return save(fig, out_dir, "effect_vs_bytes")
 
 
 def _short(variant: str) -> str:
@@ -404,6 +495,7 @@ def all_figures(records: list[dict], out_dir) -> dict[str, list[Path]]:
         "accuracy_vs_time": accuracy_vs_time(rec.history(records), runs_df, out_dir),
         "comm_vs_workers": comm_vs_workers(agg, comm, out_dir),
         "memory_time_scatter": memory_time_scatter(agg, out_dir),
+        "accuracy_vs_comm": accuracy_vs_comm(agg, out_dir),
     }
 
 

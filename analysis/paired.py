@@ -74,14 +74,15 @@ def effect(differences) -> Effect:
 
 
 def differences(runs: pd.DataFrame, variant: str, against: str, column: str = "test_acc",
-                where: dict | None = None) -> list[float]:
+                where: dict | None = None, keys: list[str] = PAIR_KEYS) -> list[float]:
     """`column` of `variant` minus that of `against`, seed by seed, over the ok runs of both that
-    share every `PAIR_KEYS` value (and the values in `where`)."""
+    share every value of `keys` (and the values in `where`). Leave `workers` out of `keys` to pair
+    a run with `single`, which always runs at one worker."""
     ok = runs[runs["status"] == "ok"]
     for key, value in (where or {}).items():
         ok = ok[ok[key] == value]
-    a = ok[ok["variant"] == variant].set_index(PAIR_KEYS)[column]
-    b = ok[ok["variant"] == against].set_index(PAIR_KEYS)[column]
+    a = ok[ok["variant"] == variant].set_index(keys)[column]
+    b = ok[ok["variant"] == against].set_index(keys)[column]
     a, b = a[~a.index.duplicated()], b[~b.index.duplicated()]
     both = a.index.intersection(b.index)
     return list(a[both] - b[both])

@@ -53,11 +53,82 @@ def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".report-", dir=out_dir))
     try:
-        (stage / "report.md").write_text(_text(records, results_dir, stage, target_acc))
+        head = [f"# Report: `{results_dir}`", "", _summary(records) + f"; written {time.strftime('%Y-%m-%d %H:%M')} "
+                "by `python -m analysis report`.", ""]
+        (stage / "report.md").write_text("\n".join(head + _body(records, stage, target_acc)))
         _move_into_place(stage, out_dir)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return out_dir / "report.md"
+
+
+def publish(results_dir, page) -> Path:
+    """Write a results page: `<page>` (markdown), its figures under `<page stem>/figures/`, and, for a
+    study with a data table (`studies.TABLES`), `<page stem>.csv`. The page states the command that
+    regenerates it, the sweep that made its records, their commits, machine and dates; nothing in it
+    depends on when it was written, so regenerating from the same records gives the same text. Its
+    sections are the studies' whose records are there, or the whole report for records of no study
+    (the quickstart). Made in a hidden folder beside the page and moved into place once whole; the
+    page's old figure folder is replaced, so no stale figure survives."""
+    results_dir, page = Path(results_dir), Path(page)
+    records = rec.load(results_dir)
+    page.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=".publish-", dir=page.parent))
+    try:
+        own = stage / page.stem
+        named = sorted({r["config"].get("study") for r in records if r["config"].get("study") in studies.SECTIONS})
+        body = studies.sections(records, own) if named else _body(records, own, None)
+        text = "\n".join(_page_head(records, results_dir, page, named) + body)
+        (stage / page.name).write_text(text.replace("](figures/", f"]({page.stem}/figures/"))
+        for study in named:
+            if study in studies.TABLES:
+                studies.TABLES[study](studies.of(records, study)).to_csv(stage / f"{page.stem}.csv", index=False)
+        if (page.parent / page.stem).is_dir():
+            shutil.rmtree(page.parent / page.stem)
+        for path in sorted(stage.iterdir(), key=lambda q: q.suffix == ".md"):  # the page last
+            os.replace(path, page.parent / path.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return page
+
+
+def _summary(records: list[dict]) -> str:
+    n_failed = sum(r["status"] != "ok" for r in records)
+    env = records[0].get("env") or {}
+    return (f"{len(records)} runs ({len(records) - n_failed} ok, {n_failed} failed); {env.get('cores', '?')} cores, "
+            f"torch {env.get('torch', '?')}, {env.get('device', '?')}")
+
+
+def _presets(folders: list[str]) -> list[str]:
+    """The experiment presets (conf/experiment/) that write to any of `folders`: the sweep behind
+    a folder of records (a record keeps its resolved config, not the preset's name)."""
+    import yaml
+    found = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "conf" / "experiment").glob("*.yaml")):
+        if (yaml.safe_load(path.read_text()) or {}).get("results_dir") in folders:
+            found.append(path.stem)
+    return found
+
+
+def _page_head(records: list[dict], results_dir: Path, page: Path, named: list[str]) -> list[str]:
+    """What a results page says of where its numbers come from, all read from the records."""
+    def values(get):
+        return sorted({str(v) for v in map(get, records) if v})
+    env = lambda key: (lambda r: (r.get("env") or {}).get(key))  # noqa: E731
+    commits = values(env("git_commit"))
+    dates = values(lambda r: (r.get("finished_at") or r.get("started_at") or "")[:10])
+    presets = _presets(values(lambda r: r["config"].get("results_dir")))
+    sweep = (" && ".join(f"python -m benchmarks.sweep experiment={p}" for p in presets)
+             if presets else f"python -m benchmarks.sweep ... results_dir={results_dir}")
+    title = ", ".join(named) if named else page.stem
+    return [f"# Results: {title}", "",
+            "Generated from records; do not edit by hand. To regenerate it, run the sweep, then publish:", "",
+            "```bash", sweep, f"python -m analysis report {results_dir} --publish {page}", "```", "",
+            f"- Records: {_summary(records)}.",
+            f"- Machine: {', '.join(values(env('platform'))) or '?'}; python {', '.join(values(env('python'))) or '?'}.",
+            f"- Code: commit {', '.join(c[:10] + ('-dirty' if c.endswith('-dirty') else '') for c in commits) or 'unknown'}"
+            + (" (`-dirty`: the working tree had uncommitted changes)." if any(c.endswith("-dirty") for c in commits) else "."),
+            f"- Dates: {dates[0] + ' to ' + dates[-1] if len(dates) > 1 else (dates or ['unknown'])[0]}.", ""]
 
 
 def _move_into_place(stage: Path, out_dir: Path) -> None:
@@ -71,8 +142,8 @@ def _move_into_place(stage: Path, out_dir: Path) -> None:
         os.replace(path, target)
 
 
-def _text(records: list[dict], results_dir: Path, out_dir: Path, target_acc: float | None) -> str:
-    """The report's markdown, its figures written under `out_dir`."""
+def _body(records: list[dict], out_dir: Path, target_acc: float | None) -> list[str]:
+    """The report's sections (everything under its title), its figures written under `out_dir`."""
     runs = rec.runs(records)
     settings = rec.settings_described(runs)
     runs.attrs["settings"] = settings
@@ -84,12 +155,7 @@ def _text(records: list[dict], results_dir: Path, out_dir: Path, target_acc: flo
     comm = rec.comm_by_category(runs)
     figs = figures.all_figures(records, out_dir / "figures")
 
-    n_failed = int((runs["status"] != "ok").sum())
-    env = records[0].get("env") or {}
-    parts = [f"# Report: `{results_dir}`", "",
-             f"{len(runs)} runs ({len(runs) - n_failed} ok, {n_failed} failed) in {len(agg)} configurations; "
-             f"{env.get('cores', '?')} cores, torch {env.get('torch', '?')}, {env.get('device', '?')}; "
-             f"written {time.strftime('%Y-%m-%d %H:%M')} by `python -m analysis report`.", ""]
+    parts = [f"{len(agg)} configurations.", ""]
     # Settings are named only where one dataset and model were run in more than one way.
     show_setting = bool(len(runs)) and runs.groupby(["dataset", "model"])["setting"].nunique().max() > 1
     if show_setting:
@@ -109,14 +175,22 @@ def _text(records: list[dict], results_dir: Path, out_dir: Path, target_acc: flo
         parts += ["### Failed runs", "", md_table(["run", "error"], [[f"`{r['run']}`", r["error"] or ""]
                                                                      for _, r in failed.iterrows()]), ""]
 
-    parts += ["## Speedup", "", "Epoch-time speedup over `single` (the whole graph in one process) and over the same "
-              "method with one worker; the dashed line is linear speedup.", "", _img(figs, "speedup_vs_workers"), ""]
+    parts += ["## Speedup", "", "Epoch-time speedup over `single` (the whole graph in one process; over the same "
+              "method at one worker where there is no `single`), one line per method against workers; the dashed "
+              "line is linear speedup. What to look for: a line that rises with workers (the split work outweighs "
+              "the exchange) or falls (communication and per-rank overheads win). With more ranks than cores, or a "
+              "graph of a few thousand nodes, every distributed line sits below 1: that is this machine, not the "
+              "method; the cost model (`python -m analysis advise`) carries the counts to a cluster.", "",
+              _img(figs, "speedup_vs_workers"), ""]
 
     mem = rec.memory_scaling(agg, "train_mem_bytes")
     parts += ["## Memory per rank", "",
               "Peak memory (PSS, RSS where marked) includes the interpreter and torch; the training working set "
               "(peak during training minus the resident memory at its start) is what a method changes. Ideal: "
-              "the reference (same method at 1 worker, else `single`, else fewest workers) divided by P.", "",
+              "the reference (same method at 1 worker, else `single`, else fewest workers) divided by P. What to "
+              "look for in the figure: the right panel's lines against the dashed 1/P line. A method whose working "
+              "set falls with P is the one that lets a graph too large for one device fit; the peak (left) "
+              "includes torch and the graph, which do not shrink.", "",
               md_table(["dataset", "model", "method", "workers", "train WS/rank (MiB)", "ideal 1/P (MiB)", "vs ideal"],
                        [[r["dataset"], r["model"], r["variant"], r["workers"], fmt(r["memory"], 1, scale=MIB),
                          fmt(r["ideal"], 1, scale=MIB), fmt(r["vs_ideal"], 2, suffix="x")]
@@ -125,7 +199,10 @@ def _text(records: list[dict], results_dir: Path, out_dir: Path, target_acc: flo
     parts += ["## Accuracy against time", "",
               f"Training time (evaluation excluded) until the validation accuracy first reaches the target "
               f"({'given: ' + str(target_acc) if target_acc is not None else '95 % of the best any run reached on that dataset and model'}); "
-              "– where it never did.", "",
+              "– where it never did. The figure: validation accuracy against epoch (exact methods share one curve: "
+              "they compute the same model) and against training time (what a method's epoch costs); dashed lines "
+              "are the fewer-worker runs. Look for a curve that ends below the exact one (the approximation costs "
+              "accuracy) or reaches it later in time.", "",
               md_table(["dataset", "model", "method", "workers", "target", "time to target (s)", "epochs", "reached"],
                        [[k[0], k[1], k[2], k[3], fmt(t["target"].iloc[0], 3),
                          fmt(tta_agg.loc[k, "mean"], 3, tta_agg.loc[k, "std"]),
@@ -133,7 +210,10 @@ def _text(records: list[dict], results_dir: Path, out_dir: Path, target_acc: flo
                         for k, t in tta.groupby(rec.KEYS)]), "", _img(figs, "accuracy_vs_time"), ""]
 
     parts += ["## Communication", "", "Training bytes per epoch (all ranks) by category; evaluation and setup "
-              "traffic are not counted.", ""]
+              "traffic are not counted. The figure: bytes per epoch against workers (left) and their split by "
+              "category (right: halo rows forward and gradients backward, the gradient all-reduce, each method's "
+              "own). Look at which category dominates: a method that cuts halo bytes gains only where halo bytes "
+              "are most of the traffic.", ""]
     if len(comm):
         pivot = comm.pivot_table(index=["dataset", "model", "variant", "workers"], columns="category",
                                  values="bytes_per_epoch", aggfunc="sum", fill_value=0)
@@ -142,12 +222,21 @@ def _text(records: list[dict], results_dir: Path, out_dir: Path, target_acc: flo
                   ""]
     else:
         parts += ["No run sent training traffic.", ""]
-    parts += [_img(figs, "comm_vs_workers"), "", "## Memory against time", "",
-              "One point per configuration: lower left is faster and smaller.", "", _img(figs, "memory_time_scatter"), ""]
+    parts += [_img(figs, "comm_vs_workers"), "", "## Accuracy against communication", "",
+              "One point per configuration: test accuracy at the best validation epoch against training bytes per "
+              "epoch (log; a run that sends nothing sits at the left edge, marked 0 B). The dashed line is the exact "
+              "methods' mean accuracy, the reference: exact methods lie on it at the bytes of an exact exchange. "
+              "Look for points left of the exact ones that stay on the line (fewer bytes, no accuracy lost) and "
+              "for points below it (what the saving costs). One seed per point in the quickstart: a gap of a point "
+              "or two is within seed noise (the findings study, `experiment=findings`, pairs 5 seeds).", "",
+              _img(figs, "accuracy_vs_comm"), "", "## Memory against time", "",
+              "One point per configuration: lower left is faster and smaller. Look for the method that is smallest "
+              "at an acceptable time; the P= label says how many ranks bought it.", "",
+              _img(figs, "memory_time_scatter"), ""]
 
     parts += studies.sections(records, out_dir)  # the sections of the studies whose records are here
     parts += _paper_section(agg, runs)
-    return "\n".join(parts)
+    return parts
 
 
 def _img(figs: dict, name: str) -> str:

@@ -112,6 +112,11 @@ class Method:
     #: switches to another method, which keeps the options both declare (`layer0`). None: the method
     #: is exact, or (the sampling baselines) declares no exact counterpart.
     exact_control: dict | None = None
+    #: What the method changes against exact full-graph training, in a few words ("" for an exact
+    #: method), and where its paper says it wins: the findings table (analysis/studies/findings.py)
+    #: sets both beside what the findings study measured, so a claim and its test sit in one row.
+    approximates: str = ""
+    claim: str = ""
 
     @classmethod
     def check_partition(cls, run: "RunConfig", partition_stats: dict) -> None:

@@ -92,9 +92,13 @@ def ok_record(path: Path) -> dict | None:
 
 
 def git_commit() -> str | None:
+    """HEAD, with `-dirty` when tracked files differ from it: a record (and a results page) must not
+    name a commit whose code did not make it."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or None
+        def git(*args):
+            return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5).stdout.strip()
+        head = git("rev-parse", "HEAD")
+        return head and head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
     except (OSError, subprocess.SubprocessError):
         return None
 

@@ -87,6 +87,8 @@ class PartialAggregator(Aggregator):
 
 
 class Method(FullGraphMethod):
+    approximates = 'remote partial aggregates delayed by `delay` epochs'
+    claim = 'CPU clusters with vertex-cut partitions: communication off the critical path'
     exact_control = {"delay": 0}
 
     @dataclass(frozen=True)

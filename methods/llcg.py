@@ -34,6 +34,8 @@ from benchmarks.stores import replicated_store
 
 
 class Method(LocalRounds):
+    approximates = 'local training on parts (cut edges dropped), corrected by a server'
+    claim = 'many workers, slow network: parameter averages only, accuracy restored by the correction'
     exact_control = {"name": "full_halo"}
 
     @dataclass(frozen=True)

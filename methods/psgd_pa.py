@@ -15,6 +15,8 @@ from benchmarks.families.local_rounds import LocalRounds
 
 
 class Method(LocalRounds):
+    approximates = 'local training on parts, cut edges dropped, parameters averaged'
+    claim = 'the communication floor: no halo traffic at all'
     exact_control = {"name": "full_halo"}
 
     pass

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.studies import boundary, digest, runtime, sampling, sar, savers
+from analysis.studies import boundary, digest, findings, runtime, sampling, sar, savers
 
 SECTIONS = {
+    "findings": findings.section,
     "runtime": runtime.section,
     "sar_memory": sar.memory_section,
     "sar_fit": sar.fit_section,
@@ -19,6 +20,10 @@ SECTIONS = {
     "boundary": boundary.section,
     "savers": savers.section,
 }
+
+
+#: Studies whose table is also written as data beside a published page (`<page>.csv`).
+TABLES = {"findings": findings.csv}
 
 
 def of(records: list[dict], study: str) -> list[dict]:

@@ -1,0 +1,145 @@
+"""Study `findings` (experiment=findings): the README's findings table. One row per registered
+method, run at the preset's worker count beside its exact control and `single` on the same seeds:
+
+- what it is: its family (the runtime base class it stands on), exact or what it approximates
+  (`Method.approximates`), and where its paper says it wins (`Method.claim`), from the plugin;
+- what was measured: its largest rank's training working set against `single`'s, its training
+  bytes per epoch against its reference (its exact control, else `full_halo`: the exact exchange at
+  the same workers), and its accuracy effect, a paired mean over seeds with a 95 % interval
+  (analysis/paired.py) against its exact control, or against `single` where it has none (the
+  sampled methods; an exact method's effect is its noise against the oracle).
+
+`csv` is the same table as data: `python -m analysis report <dir> --publish docs/results/findings.md`
+writes it beside the page as `findings.csv`, which `python -m analysis advise` reads."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import figures, paired, records
+from analysis.markdown import fmt, image, md_table
+
+#: A run and `single` pair on these (single always runs at one worker); a run and its control on `PAIR_KEYS`.
+WITH_SINGLE = ["dataset", "model", "setting", "seed"]
+
+
+def _plugin(method: str):
+    from benchmarks.method import method_class
+    from benchmarks.methods_table import SAMPLING, family
+    cls = method_class(method)
+    kind = "approximate" if cls.exact_control is not None else "sampled" if family(cls) in SAMPLING else "exact"
+    return cls, family(cls), kind
+
+
+def table(recs: list[dict]) -> pd.DataFrame:
+    """One row per (dataset, model, method) of the registered methods present at their defaults."""
+    from benchmarks.registry import method_names
+    runs = records.runs(recs)
+    ok = runs[runs["status"] == "ok"]
+    names = set(method_names())
+    rows = []
+    for (dataset, model, setting, variant), g in ok.groupby(["dataset", "model", "setting", "variant"], sort=True):
+        if variant not in names:
+            continue  # a control (`bns_gcn method.boundary_fraction=1.0`) is a reference, not a row
+        cls, family, kind = _plugin(variant)
+        workers = int(g["workers"].max())
+        here = ok[(ok["dataset"] == dataset) & (ok["model"] == model) & (ok["setting"] == setting)]
+        control = g["control"].dropna()
+        if kind == "approximate" and len(control):
+            against, keys = control.iloc[0], paired.PAIR_KEYS
+        else:
+            against, keys = "single", WITH_SINGLE
+        effect = paired.effect(paired.differences(here, variant, against, "test_acc", keys=keys))
+        bytes_ref = against if kind == "approximate" else "full_halo"  # the exact exchange at the same P
+        ref_bytes = here[(here["variant"] == bytes_ref) & (here["workers"] == workers)]["comm_bytes_per_epoch"].mean()
+        single_ws = here[here["variant"] == "single"]["train_mem_bytes"].mean()
+        rows.append({"method": variant, "family": family, "exactness": kind, "approximates": cls.approximates,
+                     "claim": cls.claim, "reference": "" if variant == against else against,
+                     "dataset": dataset, "model": model, "workers": workers, "seeds": len(g),
+                     "test_acc": g["test_acc"].mean(), "test_acc_std": g["test_acc"].std(ddof=1),
+                     "effect": effect if variant != against else None,
+                     "ws_vs_single": g["train_mem_bytes"].mean() / single_ws if single_ws else math.nan,
+                     "bytes_reference": bytes_ref, "bytes_per_epoch": g["comm_bytes_per_epoch"].mean(),
+                     "bytes_vs_reference": (g["comm_bytes_per_epoch"].mean() / ref_bytes
+                                            if variant != bytes_ref and ref_bytes and ref_bytes == ref_bytes
+                                            else math.nan)})
+    return pd.DataFrame(rows)
+
+
+def csv(recs: list[dict]) -> pd.DataFrame:
+    """The table as data (docs/results/findings.csv): effects in points, empty where none."""
+    t = table(recs)
+    if t.empty:
+        return t
+    def points(e, what):
+        return round(100 * getattr(e, what), 2) if e is not None and e.n >= 2 else None
+    return pd.DataFrame({
+        "method": t["method"], "family": t["family"], "exactness": t["exactness"], "reference": t["reference"],
+        "dataset": t["dataset"], "model": t["model"], "workers": t["workers"], "seeds": t["seeds"],
+        "test_acc": t["test_acc"].round(4),
+        "effect_pt": [points(e, "mean") for e in t["effect"]],
+        "effect_low_pt": [points(e, "low") for e in t["effect"]],
+        "effect_high_pt": [points(e, "high") for e in t["effect"]],
+        "ws_vs_single": t["ws_vs_single"].round(3), "bytes_vs_control": t["bytes_vs_reference"].round(3),
+        "bytes_per_epoch": t["bytes_per_epoch"].round(0)})
+
+
+def _what(r) -> str:
+    if r["exactness"] == "exact":
+        return "exact"
+    return f"{r['exactness']}: {r['approximates']}" if r["approximates"] else r["exactness"]
+
+
+def _effect(r) -> str:
+    e = r["effect"]
+    if e is None:
+        return "(the reference)"
+    return f"{e.text()} vs `{r['reference']}`"
+
+
+def markdown(t: pd.DataFrame) -> str:
+    return md_table(["method", "family", "exact, or what it approximates", "train WS/rank × single",
+                     "bytes/epoch × reference", "accuracy effect, pt [95 % CI] (pairs)", "test acc %",
+                     "where its paper says it wins"],
+                    [[f"`{r['method']}`", r["family"], _what(r), fmt(r["ws_vs_single"], 2),
+                      (f"{fmt(r['bytes_vs_reference'], 3)} × `{r['bytes_reference']}`"
+                       if r["bytes_vs_reference"] == r["bytes_vs_reference"] else
+                       f"{fmt(r['bytes_per_epoch'], 2, scale=1e6)} MB"),
+                      _effect(r), fmt(100 * r["test_acc"], 1, std=100 * r["test_acc_std"]), r["claim"]]
+                     for r in t.to_dict("records")])
+
+
+def headlines(t: pd.DataFrame) -> list[str]:
+    """In words, only what the intervals resolve."""
+    lines = []
+    for r in t.to_dict("records"):
+        e = r["effect"]
+        if e is not None and e.resolved:
+            side = "above" if e.mean > 0 else "below"
+            lines.append(f"- {r['dataset']}: `{r['method']}` is {side} `{r['reference']}` by {e.text()} pt")
+    return lines or ["- no accuracy effect here is resolved: every interval contains 0 (within noise)"]
+
+
+def section(recs: list[dict], out_dir: Path) -> list[str]:
+    t = table(recs)
+    if t.empty:
+        return ["## Study: findings", "", "(no successful runs of a registered method at its defaults)", ""]
+    parts = ["## Study: findings (every method against its reference)", "",
+             "`experiment=findings`. One row per method at its default options. *train WS/rank × single*: the "
+             "largest rank's training working set over `single`'s (the whole graph in one process), means over "
+             "seeds. *bytes/epoch × reference*: training bytes per epoch, all ranks, over its exact control's, "
+             "or, for a method without one, over `full_halo`'s at the same workers (a method that sends nothing "
+             "shows 0; `single` and `pyg_plain`, which have no exchange, show their MB). *accuracy effect*: test "
+             "accuracy at the best validation epoch, the method minus its reference seed by seed, mean with a "
+             "95 % Student-t interval, \"within noise\" where it contains 0. The reference is the exact control "
+             "(the same method with its approximation off, same layer 0, partition and seeds) for an approximate "
+             "method and `single` for the others; an exact method's effect is its noise against the oracle "
+             "(dropout masks are drawn per rank). The last column is the paper's claim (`Method.claim`), not a "
+             "measurement: the measured columns say whether this graph shows it.", ""]
+    for (dataset, model), g in t.groupby(["dataset", "model"], sort=True):
+        parts += [f"### {dataset} · {model} · {int(g['workers'].max())} workers", "", markdown(g), ""]
+    parts += ["What the intervals resolve:", "", *headlines(t), ""]
+    parts += [image(figures.effect_vs_bytes(t, out_dir / "figures" / "findings"), out_dir), ""]
+    return parts
