@@ -6,7 +6,6 @@ Each function takes the tables it needs and an output folder and returns the fil
 """
 from __future__ import annotations
 
-import functools
 import math
 import textwrap
 from pathlib import Path
@@ -28,44 +27,25 @@ FAILED = dict(marker="x", color="red", s=60, zorder=5, clip_on=False)
 
 
 MARKERS = "osD^vP*Xph<>d"
-#: Each group of methods has a hue, and each method in it a shade and a marker of its own, so no two
-#: variants share a colour-and-marker pair and a family reads as one colour at a glance.
-GROUP_COLOURS = {"exact full-graph": "Blues", "approximate full-graph": "Oranges",
-                 "partition-parallel": "Greens", "mini-batch": "Purples", "subgraph": "Greys", "other": "YlOrBr"}
+#: Each group of methods (`records.group`) has a hue, and each method in it a shade and a marker of
+#: its own, so no two variants share a colour-and-marker pair and a family reads as one colour.
+GROUP_COLOURS = dict(zip(rec.GROUPS, ("Blues", "Oranges", "Greens", "Purples", "Greys", "YlOrBr")))
 
 
-@functools.lru_cache(maxsize=None)
-def method_group(method: str) -> str:
-    """The hue group of a method, from its plugin: the exact full-graph methods (and the PyG
-    anchor), the approximate full-graph ones, partition-parallel training, mini-batch sampling,
-    subgraph sampling; `other` for a method this checkout does not have (old records)."""
-    from benchmarks.method import method_class
-    from benchmarks.methods_table import family
-    try:
-        cls = method_class(method)
-    except Exception:  # a record of a method removed or renamed since: still drawn, in its own hue
-        return "other"
-    base = family(cls)
-    if base in ("FullGraphMethod", "Method"):
-        return "exact full-graph" if cls.exact_control is None else "approximate full-graph"
-    return {"PartitionParallelMethod": "partition-parallel", "LocalRounds": "partition-parallel",
-            "MiniBatchMethod": "mini-batch", "SubgraphMethod": "subgraph"}.get(base, "other")
-
-
-def style(variants) -> dict:
-    """A variant's colour and hollow marker: the hue of its method's group, a shade and a marker of
-    its own within the group. Exact methods give identical points and curves; hollow markers of
-    different shapes keep them all visible where they coincide."""
-    groups: dict[str, list[str]] = {}
+def style(variants, groups: dict | None = None) -> dict:
+    """A variant's colour and hollow marker: the hue of its method's group (`groups`: method ->
+    group, a table's `attrs["groups"]`; `other` where unknown), a shade and a marker of its own
+    within the group. Exact methods give identical points and curves; hollow markers of different
+    shapes keep them all visible where they coincide."""
+    members: dict[str, list[str]] = {}
     for v in sorted(set(variants)):
-        groups.setdefault(method_group(v.split()[0]), []).append(v)
+        members.setdefault((groups or {}).get(v.split()[0], "other"), []).append(v)
     out = {}
-    for group, members in groups.items():
+    for group, names in members.items():
         cmap = plt.get_cmap(GROUP_COLOURS[group])
-        for i, v in enumerate(members):
-            shade = 0.95 - 0.5 * (i / max(1, len(members) - 1)) if len(members) > 1 else 0.7
-            out[v] = dict(color=cmap(shade), marker=MARKERS[i % len(MARKERS)], markerfacecolor="none",
-                          markersize=7)
+        for i, v in enumerate(names):
+            shade = 0.95 - 0.5 * i / (len(names) - 1) if len(names) > 1 else 0.7
+            out[v] = dict(color=cmap(shade), marker=MARKERS[i % len(MARKERS)], markerfacecolor="none", markersize=7)
     return out
 
 
@@ -140,7 +120,7 @@ def speedup_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
     """Epoch-time speedup over `single` (or, without one, over the same variant at 1 worker)."""
     df = rec.speedup(agg)
     df.attrs = agg.attrs
-    sty = style(df["variant"])
+    sty = style(df["variant"], df.attrs.get("groups"))
     groups = list(_groups(df))
     fig, axes = _grid(len(groups))
     for ax, (title, g) in zip(axes.flat, groups):
@@ -168,7 +148,7 @@ def _mem_unit(values) -> tuple[float, str]:
 def memory_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
     """Per-rank peak PSS (RSS for records without it, see `records.runs`) and training working set
     (largest rank) against workers, with the ideal 1/P line."""
-    sty = style(agg["variant"])
+    sty = style(agg["variant"], agg.attrs.get("groups"))
     groups = list(_groups(agg))
     fig, axes = _grid(len(groups), per_group=2)
     for row_axes, (title, g) in zip(axes, groups):
@@ -201,7 +181,7 @@ def memory_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
 def accuracy_vs_time(hist: pd.DataFrame, runs_df: pd.DataFrame, out_dir, metric: str = "val_acc") -> list[Path]:
     """Validation accuracy against epoch and against training wall time, one line per run; a run
     that failed ends in a red x."""
-    sty = style(runs_df["variant"])
+    sty = style(runs_df["variant"], runs_df.attrs.get("groups"))
     hist = hist[hist[metric].notna()]
     hist.attrs = runs_df.attrs
     groups = list(_groups(runs_df))
@@ -232,7 +212,7 @@ def accuracy_vs_time(hist: pd.DataFrame, runs_df: pd.DataFrame, out_dir, metric:
 
 def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path]:
     """Training bytes per epoch (all ranks) against workers, and their split by category."""
-    sty = style(agg["variant"])
+    sty = style(agg["variant"], agg.attrs.get("groups"))
     groups = list(_groups(agg))
     fig, axes = _grid(len(groups), per_group=2)
     # One colour per category across every panel (Set2 has 8 colours, tab20 twenty).
@@ -276,7 +256,7 @@ def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path
 def memory_time_scatter(agg: pd.DataFrame, out_dir) -> list[Path]:
     """Each configuration as one point: median epoch time against the largest rank's training
     working set, labelled with its worker count (lower left is better on both)."""
-    sty = style(agg["variant"])
+    sty = style(agg["variant"], agg.attrs.get("groups"))
     groups = list(_groups(agg))
     fig, axes = _grid(len(groups))
     for ax, (title, g) in zip(axes.flat, groups):
@@ -307,14 +287,14 @@ def accuracy_vs_comm(agg: pd.DataFrame, out_dir) -> list[Path]:
     seeds) against its training bytes per epoch (all ranks; log axis, a run that sends nothing at
     the left edge), labelled with its worker count. The exact methods' mean accuracy is the dashed
     reference line: a method that sends less and stays on the line is the one to look at."""
-    sty = style(agg["variant"])
+    sty = style(agg["variant"], agg.attrs.get("groups"))
     groups = list(_groups(agg))
     fig, axes = _grid(len(groups))
     for ax, (title, g) in zip(axes.flat, groups):
         ok = g[(g["status"] == "ok") & g["test_acc"].notna()]
         sent = ok["comm_bytes_per_epoch"][ok["comm_bytes_per_epoch"] > 0]
         floor = sent.min() / 4 if len(sent) else 1.0  # where a run that sends nothing is drawn
-        exact = ok[[method_group(v.split()[0]) == "exact full-graph" for v in ok["variant"]]]
+        exact = ok[[(agg.attrs.get("groups") or {}).get(v.split()[0]) == "exact full-graph" for v in ok["variant"]]]
         if len(exact):
             ax.axhline(100 * exact["test_acc"].mean(), color="grey", linestyle="--", linewidth=1,
                        label="exact methods' mean test accuracy")
@@ -342,7 +322,7 @@ def accuracy_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
     """Study `boundary`: each method as one point per (dataset, workers), test accuracy (mean, bar =
     standard deviation over seeds) against halo bytes per epoch (log axis; a method that sends no
     halo rows sits at the left edge, marked 0). Upper left is better."""
-    sty = style(t["variant"])
+    sty = style(t["variant"], t.attrs.get("groups"))
     panels = list(t.groupby(["dataset", "workers"], sort=True))
     fig, axes = _grid(len(panels))
     for ax, ((dataset, workers), g) in zip(axes.flat, panels):
@@ -369,7 +349,7 @@ def effect_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
     bar is the 95 % interval over paired seeds) against its training bytes per epoch (log; a method
     that sends nothing at the left edge). On the zero line and to the left is better; a bar that
     crosses zero is within noise."""
-    sty = style(t["method"])
+    sty = style(t["method"], t.attrs.get("groups"))
     panels = list(t.groupby(["dataset", "model"], sort=True))
     fig, axes = _grid(len(panels), size=(6.4, 4.6))
     for ax, ((dataset, model), g) in zip(axes.flat, panels):
@@ -416,7 +396,7 @@ def working_set_vs_epoch_time(t: pd.DataFrame, out_dir) -> list[Path]:
     working set, both as ratios to plain full_halo in fp32 (at 1, 1); one panel per dataset, model
     and worker count; the goal of checkpointing (<= 1.5x the time, <= 0.5x the memory) shaded.
     Lower left is better; variants without a ratio (not run, failed) are named under the panel."""
-    sty = style(t["variant"])
+    sty = style(t["variant"], t.attrs.get("groups"))
     panels = list(t.groupby(["dataset", "model", "workers"], sort=True))
     fig, axes = _grid(len(panels), size=(5.6, 4.4))
     for ax, ((dataset, model, workers), g) in zip(axes.flat, panels):
@@ -447,7 +427,7 @@ def accuracy_cost_vs_bytes_ratio(t: pd.DataFrame, out_dir) -> list[Path]:
     standard deviation over seeds), both against plain full_halo in fp32 (at 0 cost, 1x); one panel
     per dataset, model and worker count. Lower left is better. Drawn: the accuracy goal (<= 0.5
     point), int8's bytes goal (<= 0.3x) and AdaQP's box (<= 0.35x at <= 0.5 point)."""
-    sty = style(t["variant"])
+    sty = style(t["variant"], t.attrs.get("groups"))
     panels = list(t.groupby(["dataset", "model", "workers"], sort=True))
     fig, axes = _grid(len(panels), size=(5.6, 4.4))
     for ax, ((dataset, model, workers), g) in zip(axes.flat, panels):

@@ -113,7 +113,32 @@ def load(folder, check_also=None) -> list[dict]:
 
 
 def runs(records: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame([_run_row(r) for r in records])
+    """One row per record. `attrs["groups"]` maps each method to its group (`group`), for figures."""
+    df = pd.DataFrame([_run_row(r) for r in records])
+    df.attrs["groups"] = {m: group(a) for m, a in abouts(records).items()}
+    return df
+
+
+def abouts(records: list[dict]) -> dict[str, dict]:
+    """What the records state of each method (`about`: family, kind, what it approximates, its
+    paper's claim), from the first record of it that states it (records from before it: none)."""
+    out: dict[str, dict] = {}
+    for r in records:
+        if r.get("about") and r["method"] not in out:
+            out[r["method"]] = r["about"]
+    return out
+
+
+#: Figure hue groups: a method's kind and the runtime family it stands on, as its records state them.
+GROUPS = ("exact full-graph", "approximate full-graph", "partition-parallel", "mini-batch", "subgraph", "other")
+
+
+def group(about: dict | None) -> str:
+    family, kind = (about or {}).get("family"), (about or {}).get("kind")
+    if family in ("FullGraphMethod", "Method"):
+        return "exact full-graph" if kind == "exact" else "approximate full-graph"
+    return {"PartitionParallelMethod": "partition-parallel", "LocalRounds": "partition-parallel",
+            "MiniBatchMethod": "mini-batch", "SubgraphMethod": "subgraph"}.get(family, "other")
 
 
 def _run_row(r: dict) -> dict:

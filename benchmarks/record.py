@@ -24,6 +24,7 @@ import torch
 from benchmarks.comm import NOT_TRAINING
 from benchmarks.config import SAVER_AXES, RunConfig, moved_savers
 from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.methods_table import about
 from benchmarks.options import RESERVED
 from benchmarks.outputs import write_or_keep
 from benchmarks.probes import MemoryProbe, cores
@@ -179,6 +180,7 @@ class RecordBuilder:
             "status": "running", "error": None,
             "method": run.method_name, "variant": run_variant(cfg, method_defaults),
             "control": control,  # the variant of its exact control (config.control_config); None: exact
+            "about": about(run.method_name),  # family, kind, what it approximates, its paper's claim
             "dataset": run.dataset_name, "model": run.model_name,
             "workers": ranks_of(run), "workers_requested": run.workers, "seed": run.seed,
             "setting": _digest(setting, 6), "setting_config": setting,

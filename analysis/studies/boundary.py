@@ -60,6 +60,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
                      "inputs_bytes_per_epoch": g["inputs_bytes_per_epoch"].mean(),
                      "halo_wait_s_per_rank": per_rank})
     t = pd.DataFrame(rows)
+    t.attrs["groups"] = runs_df.attrs["groups"]  # the figures' colours
     if t.empty:
         return t
     by_variant = {tuple(r[k] for k in KEYS): r for r in rows}

@@ -2,7 +2,8 @@
 method, run at the preset's worker count beside its exact control and `single` on the same seeds:
 
 - what it is: its family (the runtime base class it stands on), exact or what it approximates
-  (`Method.approximates`), and where its paper says it wins (`Method.claim`), from the plugin;
+  (`Method.approximates`), and where its paper says it wins (`Method.claim`), as its records state
+  them (`about`, written by the runtime: the report imports no plugin);
 - what was measured: its largest rank's training working set against `single`'s, its training
   bytes per epoch against its reference (its exact control, else `full_halo`: the exact exchange at
   the same workers), and its accuracy effect, a paired mean over seeds with a 95 % interval
@@ -25,25 +26,19 @@ from analysis.markdown import fmt, image, md_table
 WITH_SINGLE = ["dataset", "model", "setting", "seed"]
 
 
-def _plugin(method: str):
-    from benchmarks.method import method_class
-    from benchmarks.methods_table import SAMPLING, family
-    cls = method_class(method)
-    kind = "approximate" if cls.exact_control is not None else "sampled" if family(cls) in SAMPLING else "exact"
-    return cls, family(cls), kind
-
-
 def table(recs: list[dict]) -> pd.DataFrame:
-    """One row per (dataset, model, method) of the registered methods present at their defaults."""
-    from benchmarks.registry import method_names
+    """One row per (dataset, model, method) of the methods run at their defaults: a record whose
+    variant is its method's plain name (a control, `bns_gcn boundary_fraction=1.0`, is a reference,
+    not a row). What each method is comes from its records (`about`), not from importing it."""
     runs = records.runs(recs)
+    about = records.abouts(recs)
     ok = runs[runs["status"] == "ok"]
-    names = set(method_names())
     rows = []
     for (dataset, model, setting, variant), g in ok.groupby(["dataset", "model", "setting", "variant"], sort=True):
-        if variant not in names:
-            continue  # a control (`bns_gcn method.boundary_fraction=1.0`) is a reference, not a row
-        cls, family, kind = _plugin(variant)
+        if variant != g["method"].iloc[0]:  # a control, or a method at other options
+            continue
+        a = about.get(g["method"].iloc[0], {})
+        kind = a.get("kind", "exact" if g["control"].isna().all() else "approximate")
         workers = int(g["workers"].max())
         here = ok[(ok["dataset"] == dataset) & (ok["model"] == model) & (ok["setting"] == setting)]
         control = g["control"].dropna()
@@ -55,8 +50,9 @@ def table(recs: list[dict]) -> pd.DataFrame:
         bytes_ref = against if kind == "approximate" else "full_halo"  # the exact exchange at the same P
         ref_bytes = here[(here["variant"] == bytes_ref) & (here["workers"] == workers)]["comm_bytes_per_epoch"].mean()
         single_ws = here[here["variant"] == "single"]["train_mem_bytes"].mean()
-        rows.append({"method": variant, "family": family, "exactness": kind, "approximates": cls.approximates,
-                     "claim": cls.claim, "reference": "" if variant == against else against,
+        rows.append({"method": variant, "family": a.get("family", "?"), "exactness": kind,
+                     "approximates": a.get("approximates", ""), "claim": a.get("claim", ""),
+                     "reference": "" if variant == against else against,
                      "dataset": dataset, "model": model, "workers": workers, "seeds": len(g),
                      "test_acc": g["test_acc"].mean(), "test_acc_std": g["test_acc"].std(ddof=1),
                      "effect": effect if variant != against else None,
@@ -65,7 +61,9 @@ def table(recs: list[dict]) -> pd.DataFrame:
                      "bytes_vs_reference": (g["comm_bytes_per_epoch"].mean() / ref_bytes
                                             if variant != bytes_ref and ref_bytes and ref_bytes == ref_bytes
                                             else math.nan)})
-    return pd.DataFrame(rows)
+    t = pd.DataFrame(rows)
+    t.attrs["groups"] = runs.attrs["groups"]  # the figure's colours
+    return t
 
 
 def csv(recs: list[dict]) -> pd.DataFrame:

@@ -101,7 +101,9 @@ def _per_variant(runs_df: pd.DataFrame, expected: list[str], columns: list[str])
                 row[c] = ok[c].mean() if len(ok) else math.nan
                 row[f"{c}_std"] = ok[c].std(ddof=1) if len(ok) > 1 else math.nan
             rows.append(row)
-    return pd.DataFrame(rows)
+    t = pd.DataFrame(rows)
+    t.attrs["groups"] = runs_df.attrs.get("groups", {})  # the figures' colours
+    return t
 
 
 def _vs_exact(t: pd.DataFrame, column: str) -> list[float]:

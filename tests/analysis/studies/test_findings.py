@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.report import publish
+from benchmarks.methods_table import about
 from analysis.studies import findings
 from tests.analysis.handmade import record, write
 
@@ -28,6 +29,7 @@ def _records() -> list[dict]:
             r = record(method, workers=workers, seed=seed, train_mem=mem, comm=comm, options=options,
                        dataset="cora", extra=STUDY, val=(0.3, ACC[name][seed] + 0.01))
             r["control"] = control
+            r["about"] = about(method)
             r["finished_at"] = f"2026-12-0{1 + seed}T10:00:00+0000"
             out.append(r)
         run("single", workers=1, mem=200, comm=0)
