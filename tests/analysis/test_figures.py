@@ -4,7 +4,8 @@ from __future__ import annotations
 from analysis import figures
 from tests.analysis.handmade import record
 
-FIGURES = {"speedup_vs_workers", "memory_vs_workers", "accuracy_vs_time", "comm_vs_workers", "memory_time_scatter"}
+FIGURES = {"speedup_vs_workers", "memory_vs_workers", "accuracy_vs_time", "comm_vs_workers", "memory_time_scatter",
+           "accuracy_vs_comm"}
 
 
 def _named(records):
@@ -31,3 +32,22 @@ def test_every_figure_renders_with_failed_and_missing_runs(tmp_path):
 def test_figures_render_when_every_run_failed(tmp_path):
     records = _named([record("sar", 2, status="failed"), record("full_halo", 2, status="failed", val=())])
     assert set(figures.all_figures(records, tmp_path / "fig")) == FIGURES
+
+
+def test_no_two_variants_share_a_colour_and_marker_and_a_group_shares_a_hue():
+    """Every registered method and a few variants: each its own (colour, marker) pair; the methods of
+    one group (records.group of what its records state) drawn in shades of one colour map."""
+    from analysis.records import group
+    from benchmarks.methods_table import about
+    from benchmarks.registry import method_names
+    names = method_names()
+    groups = {m: group(about(m)) for m in names}
+    variants = [*names, "sar mode=sa", "full_halo method.layer0=cached", "bns_gcn boundary_fraction=1.0"]
+    sty = figures.style(variants, groups)
+    pairs = [(s["color"], s["marker"]) for s in sty.values()]
+    assert len(set(pairs)) == len(variants)
+    assert groups["sar"] == groups["single"] == "exact full-graph" and groups["bns_gcn"] == "approximate full-graph"
+    hue = {g: figures.plt.get_cmap(figures.GROUP_COLOURS[g]) for g in set(groups.values())}
+    for m in names:  # each colour is a shade of its group's map
+        shades = [hue[groups[m]](x / 100) for x in range(101)]
+        assert min(sum((a - b) ** 2 for a, b in zip(sty[m]["color"], c)) for c in shades) < 1e-3
