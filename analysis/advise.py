@@ -112,16 +112,19 @@ def number(x: float) -> str:
 
 def effect(finding: dict, short: bool = False) -> str:
     """A measured accuracy effect: `-0.4 pt [-1.6, +0.9] vs <reference>, <dataset> · <model>, 5 seeds`
-    (`short`: the effect and its interval alone)."""
+    (`short`: the effect and its interval alone). The findings leave it empty for the reference
+    itself and where too few seeds paired."""
     e, low, high = finding["effect_pt"], finding["effect_low_pt"], finding["effect_high_pt"]
     if e is None:
-        text = "no effect stated" + (f" (test acc {finding['test_acc']:.1%})" if finding["test_acc"] is not None else "")
+        acc = finding["test_acc"]
+        text = "no effect measured" + (f" (test acc {acc:.1%})" if acc is not None and not short else "")
     else:
         text = f"{e:+.1f} pt" + (f" [{low:+.1f}, {high:+.1f}]" if low is not None and high is not None else "")
     if short:
         return text
+    against = f" vs {finding['reference']}" if finding["reference"] else " (the reference)"
     seeds = f", {finding['seeds']:g} seeds" if finding["seeds"] is not None else ""
-    return f"{text} vs {finding['reference'] or 'nothing stated'}, {finding['dataset']} · {finding['model']}{seeds}"
+    return f"{text}{against}, {finding['dataset']} · {finding['model']}{seeds}"
 
 
 def validated(validation: list[dict], hardware: str) -> str:
