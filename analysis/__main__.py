@@ -157,7 +157,7 @@ def _check_advise(args) -> dict:
     from benchmarks.tools.hardware import load_profile
     if not (args.graph and args.hardware and args.workers):
         raise UserError("advise needs --graph, --hardware and --workers")
-    workers = [_whole("--workers", w) for w in args.workers.split(",")]
+    workers = sorted({_whole("--workers", w) for w in args.workers.split(",")})
     hidden, layers = _whole("--hidden", args.hidden), _whole("--layers", args.layers)
     choose("--model", args.model, advise.MODELS)
     profile = load_profile(args.hardware)
@@ -185,7 +185,7 @@ def _advise(args, workers, profile, stats, model, findings, validation, out, spe
     with writing("the advice", out):
         paths = advise.write(result, out)
     print(paths[0].read_text(), end="")
-    print(f"\nadvice: {paths[0]}, {paths[1].name}, figures/{paths[2].name}")
+    print(f"\nadvice: {', '.join(map(str, paths))}")
 
 
 def _project(args, workers=(), hidden=None, profile=None, stats=None) -> None:
