@@ -75,22 +75,23 @@ def model_of(name: str, features: int, hidden: int, classes: int, layers: int):
 def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings: list[dict],
            validation: list[dict]) -> dict:
     """Every registered method projected at each P of `workers` with the built `model` (`spec`: its
-    name, hidden width and layers): rows as `projection.row`'s, with the method's `kind` and its rows
-    of `findings` (`accuracy`); and the methods left out, with their reason."""
+    name, hidden width and layers): rows as `projection.row`'s, with what the method is (`about`:
+    family, kind, ...; as its records state it) and its rows of `findings` (`accuracy`); and the
+    methods left out, with their reason."""
     from benchmarks.method import method_class, method_defaults
-    from benchmarks.methods_table import kind
+    from benchmarks.methods_table import about
     from benchmarks.registry import method_names
     rows, left_out = [], []
     for name in method_names():
-        cls = method_class(name)
-        why = costmodel.why_not_modelled(name) or (ONE_PROCESS if cls.single_process else None)
+        what = about(name)
+        why = costmodel.why_not_modelled(name) or (ONE_PROCESS if method_class(name).single_process else None)
         if why:
-            left_out.append({"method": name, "kind": kind(cls), "why": why})
+            left_out.append({"method": name, "about": what, "why": why})
             continue
         projected, skipped = projection.project_setting({"method": name, "variant": name, "model": spec["name"]},
                                                         method_defaults(name), model, stats, workers, profile)
-        rows += [{**r, "kind": kind(cls), "accuracy": [f for f in findings if f["method"] == name]} for r in projected]
-        left_out += [{"method": name, "kind": kind(cls), "why": reason} for _, reason in skipped]
+        rows += [{**r, "about": what, "accuracy": [f for f in findings if f["method"] == name]} for r in projected]
+        left_out += [{"method": name, "about": what, "why": reason} for _, reason in skipped]
     g = stats["graph"]
     return {"graph": g["name"], "partition": stats.get("proxy") or f"{stats.get('source', 'measured')} partition "
             "statistics", "hardware": profile.name, "device": getattr(profile, "description", ""),
@@ -164,16 +165,16 @@ def markdown(result: dict) -> str:
             text += ["", f"Do not fit in {has} GB:", "",
                      md_table(["method", "peak GB/rank", "a rank has, GB", "epoch s", "kind"],
                               [[r["method"], number(r["projected_peak_mem_bytes"] / GB), has,
-                                number(r["projected_epoch_s"]), r["kind"]] for r in out], aligned=True)]
+                                number(r["projected_epoch_s"]), r["about"]["kind"]] for r in out], aligned=True)]
     methods = {r["method"]: r for r in result["rows"]}.values()
     text += ["", "## Accuracy effect, measured at small scale (the same at every P)", "",
              md_table(["method", "kind", "accuracy effect"],
-                      [[r["method"], r["kind"], "; ".join(map(effect, r["accuracy"])) or "not measured"]
+                      [[r["method"], r["about"]["kind"], "; ".join(map(effect, r["accuracy"])) or "not measured"]
                        for r in methods], aligned=True)]
     if result["left_out"]:
         text += ["", "## Not projected", "",
-                 md_table(["method", "kind", "why"], [[r["method"], r["kind"], r["why"]] for r in result["left_out"]],
-                          aligned=True)]
+                 md_table(["method", "kind", "why"],
+                          [[r["method"], r["about"]["kind"], r["why"]] for r in result["left_out"]], aligned=True)]
     return "\n".join(text) + "\n"
 
 
@@ -181,7 +182,7 @@ def _ranked(rows: list[dict]) -> str:
     """The methods that fit, in the order given; the accuracy effect of the first dataset measured."""
     return md_table(["#", "method", "epoch s", "peak GB/rank", "GB/epoch", "kind", "accuracy effect"],
                     [[i, r["method"], number(r["projected_epoch_s"]), number(r["projected_peak_mem_bytes"] / GB),
-                      number(r["projected_bytes_per_epoch"] / GB), r["kind"],
+                      number(r["projected_bytes_per_epoch"] / GB), r["about"]["kind"],
                       effect(r["accuracy"][0], short=True) if r["accuracy"] else "not measured"]
                      for i, r in enumerate(rows, 1)], aligned=True)
 

@@ -530,7 +530,7 @@ def advise_vs_workers(rows: list[dict], memory_per_rank: dict, out_dir, title: s
     df = pd.DataFrame(rows)
     if df.empty:
         return []
-    sty = style(df["method"])
+    sty = style(df["method"], {r["method"]: rec.group(r.get("about")) for r in rows})
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), squeeze=False, layout="constrained")
     ax_t, ax_m = axes[0]
     for method, v in df.sort_values("workers").groupby("method"):
