@@ -1,7 +1,10 @@
 """`python -m analysis report <results_dir> [--out DIR] [--target-acc X]`: write `report.md` and its
 figures (PNG and PDF) from a folder of run records; `--publish docs/results/<study>.md` writes a
 results page instead (the study's sections, the command, commit, machine and dates of its records). `python -m analysis table <results_dir>`: print
-the runs table only (one line per configuration, mean over seeds, failed runs marked)."""
+the runs table only (one line per configuration, mean over seeds, failed runs marked).
+`python -m analysis project ...`: the cost model's projection of a folder of records (docs/projection.md).
+`python -m analysis advise --graph G --hardware H --workers 16,32,64`: every method ranked for a
+cluster by projected epoch time, with no records (docs/projection.md, "advise")."""
 from __future__ import annotations
 
 import argparse
@@ -35,12 +38,28 @@ def main(argv=None) -> None:
                    "ogbn-products, ogbn-papers100M, reddit (a proxy from the measured graph of nearest degree)")
     j.add_argument("--hidden", default=None, help="project the records' models at this hidden width (needs --graph)")
     j.add_argument("--out", default=None, help="where projection.md/.json and figures/ go (default: results_dir)")
+    a = sub.add_parser("advise", help="rank every registered method for a cluster by projected epoch time, "
+                       "with its measured accuracy effect (no records needed)")
+    a.add_argument("--graph", help="the target graph, as for project: a partition-statistics file or "
+                   "ogbn-products, ogbn-papers100M, reddit")
+    a.add_argument("--hardware", help="a profile in conf/hardware/ (or a path to one)")
+    a.add_argument("--workers", default="", help="comma-separated worker counts, e.g. 16,32,64")
+    a.add_argument("--model", default="sage", help="sage, gcn or gat (default sage)")
+    a.add_argument("--hidden", default="256", help="hidden width (default 256)")
+    a.add_argument("--layers", default="3", help="layers (default 3)")
+    a.add_argument("--out", default=None, help="where advise.md/.json and figures/ go "
+                   "(default: results/advise/<graph>-<hardware>-<model>)")
+    # the measured accuracy effects and the projection's validation (tests point them elsewhere)
+    a.add_argument("--findings", default=None, help=argparse.SUPPRESS)
+    a.add_argument("--validation", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     from benchmarks.errors import UserError
     try:
         checked = _check(args)
         if args.command == "project":
             return _project(args, **checked)
+        if args.command == "advise":
+            return _advise(args, **checked)
         from analysis import records as rec  # pandas and matplotlib load only once the arguments are good
         from analysis.report import build, runs_table
         if args.command == "table":
@@ -71,16 +90,31 @@ def _whole(option: str, text: str, least: int = 1) -> int:
     return value
 
 
+def _graph(graph: str, workers: list[int]) -> dict:
+    """`--graph`'s partition statistics (`projection.load_stats`), refused when `workers` asks for
+    more ranks than the graph has nodes (the runtime refuses them too)."""
+    from analysis import projection
+    from benchmarks.errors import UserError
+    stats = projection.load_stats(graph, workers)
+    nodes = stats["graph"]["nodes"]
+    if max(workers, default=0) > nodes:
+        raise UserError(f"--workers {max(workers)} exceeds the {nodes} nodes of {stats['graph']['name']}; "
+                        f"use at most {nodes}")
+    return stats
+
+
 def _check(args) -> dict:
-    """Every argument of `report`, `table` and `project` checked before any work, in this one place
-    (UserError, one line, status 2): numbers in range, options that need each other, the hardware
-    profile and `--graph` readable, no more ranks than the graph has nodes (the runtime refuses them
-    too), and the output folder writable (`benchmarks.outputs.check_writable`). Returns what
-    `_project` needs, loaded."""
+    """Every argument of `report`, `table`, `project` and `advise` checked before any work, in this
+    one place (UserError, one line, status 2): numbers in range, options that need each other, the
+    hardware profile and `--graph` readable, no more ranks than the graph has nodes, and the output
+    folder writable (`benchmarks.outputs.check_writable`). Returns what `_project` or `_advise`
+    needs, loaded."""
     from pathlib import Path
 
     from benchmarks.errors import UserError
     from benchmarks.outputs import check_writable
+    if args.command == "advise":
+        return _check_advise(args)
     if args.command != "project":
         if args.command == "report" and args.publish:
             if args.out or args.target_acc is not None:
@@ -104,16 +138,54 @@ def _check(args) -> dict:
     hidden = _whole("--hidden", args.hidden) if args.hidden is not None else None
     if hidden is not None and not workers:
         raise UserError("--hidden sets the width of the projection to --workers on --graph; give those too")
-    from analysis import projection
     from benchmarks.tools.hardware import load_profile
     profile = load_profile(args.hardware)
-    stats = projection.load_stats(args.graph, workers) if args.graph else None
-    if stats and max(workers, default=0) > stats["graph"]["nodes"]:
-        nodes = stats["graph"]["nodes"]
-        raise UserError(f"--workers {max(workers)} exceeds the {nodes} nodes of {stats['graph']['name']}; "
-                        f"use at most {nodes}")
+    stats = _graph(args.graph, workers) if args.graph else None
     check_writable("--out", args.out or args.results_dir)
     return {"workers": workers, "hidden": hidden, "profile": profile, "stats": stats}
+
+
+def _check_advise(args) -> dict:
+    """`advise`'s arguments (for `_check`): the worker counts, width and depth whole numbers, a model
+    the advice covers (GAT's heads dividing the width), the profile, `--graph` with statistics at
+    every P asked for, the measured findings and validation readable, and `--out` writable."""
+    from pathlib import Path
+
+    from analysis import advise
+    from benchmarks.errors import UserError, choose
+    from benchmarks.outputs import check_writable
+    from benchmarks.tools.hardware import load_profile
+    if not (args.graph and args.hardware and args.workers):
+        raise UserError("advise needs --graph, --hardware and --workers")
+    workers = sorted({_whole("--workers", w) for w in args.workers.split(",")})
+    hidden, layers = _whole("--hidden", args.hidden), _whole("--layers", args.layers)
+    choose("--model", args.model, advise.MODELS)
+    profile = load_profile(args.hardware)
+    stats = _graph(args.graph, workers)
+    missing = [p for p in workers if str(p) not in stats["by_workers"]]
+    if missing:
+        raise UserError(f"--graph {args.graph} has no partition statistics for P={','.join(map(str, missing))} "
+                        f"(it has P={','.join(sorted(stats['by_workers'], key=int))}); measure them with "
+                        "`python -m benchmarks.tools.partition_stats`")
+    g = stats["graph"]
+    model = advise.model_of(args.model, g["features"], hidden, g["classes"], layers)
+    findings = advise.read_table(args.findings or advise.FINDINGS, advise.FINDINGS_COLUMNS, "--findings")
+    validation = advise.read_table(args.validation or advise.VALIDATION, advise.VALIDATION_COLUMNS, "--validation")
+    out = args.out or f"results/advise/{Path(args.graph).stem}-{Path(args.hardware).stem}-{args.model}"
+    check_writable("--out", out)
+    return {"workers": workers, "profile": profile, "stats": stats, "model": model, "findings": findings,
+            "validation": validation, "out": out,
+            "spec": {"name": args.model, "hidden": hidden, "layers": layers}}
+
+
+def _advise(args, workers, profile, stats, model, findings, validation, out, spec) -> None:
+    from analysis import advise
+    from benchmarks.outputs import writing
+    result = advise.advise(stats, profile, workers, model, spec, findings, validation)
+    with writing("the advice", out):
+        paths = advise.write(result, out)
+    print(paths[0].read_text(), end="")
+    print(f"\nadvice: {', '.join(map(str, paths))}")
 
 
 def _project(args, workers=(), hidden=None, profile=None, stats=None) -> None:

@@ -521,3 +521,35 @@ def projection_vs_workers(rows: list[dict], out_dir) -> list[Path]:
         ax_f.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=4, frameon=False)
     _legend(fig, axes[:, :1], extra_failed=False)
     return save(fig, out_dir, "projection_vs_workers")
+
+
+def advise_vs_workers(rows: list[dict], memory_per_rank: dict, out_dir, title: str) -> list[Path]:
+    """`python -m analysis advise`: each method's projected epoch time and peak memory per rank against
+    workers, one line per method; on the memory panel, the memory a rank has at each P
+    (`memory_per_rank`, bytes). Points that fit it are filled, those that do not an x."""
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return []
+    sty = style(df["method"], {r["method"]: rec.group(r.get("about")) for r in rows})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), squeeze=False, layout="constrained")
+    ax_t, ax_m = axes[0]
+    for method, v in df.sort_values("workers").groupby("method"):
+        s = sty[method]
+        fit = [i for i, f in enumerate(v["fits"]) if f]
+        for ax, y in ((ax_t, v["projected_epoch_s"]), (ax_m, v["projected_peak_mem_bytes"] / 1e9)):
+            ax.plot(v["workers"], y, color=s["color"], marker=s["marker"], markevery=fit, label=method)
+            ax.plot(v["workers"][~v["fits"]], y[~v["fits"]], linestyle="none", marker="x", color=s["color"],
+                    markersize=8)
+    ws = sorted(memory_per_rank)
+    ax_m.plot(ws, [memory_per_rank[w] / 1e9 for w in ws], color="black", linestyle="--", linewidth=1,
+              label="the memory a rank has")
+    ax_m.plot([], [], linestyle="none", marker="x", color="grey", label="x: does not fit in it")
+    for ax, what, values in ((ax_t, "epoch time (s)", df["projected_epoch_s"]),
+                             (ax_m, "peak memory per rank (GB)", [*df["projected_peak_mem_bytes"] / 1e9,
+                                                                  *(memory_per_rank[w] / 1e9 for w in ws)])):
+        _workers_axis(ax, df["workers"])
+        _log_if_wide(ax, list(values))
+        ax.set_ylabel(f"projected {what}")
+    fig.suptitle(title)
+    _legend(fig, axes, extra_failed=False)
+    return save(fig, out_dir, "advise")

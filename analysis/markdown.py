@@ -4,10 +4,18 @@ from __future__ import annotations
 import math
 
 
-def md_table(header: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+def md_table(header: list[str], rows: list[list], aligned: bool = False) -> str:
+    """A Markdown table; `aligned`: each column padded to its widest cell, so that it reads as plain
+    text too (in a terminal)."""
+    cells = [list(map(str, header))]
+    cells += [[str(c).replace("|", "\\|").replace("\n", " ") for c in row] for row in rows]
+    rule = ["-" for _ in header]
+    if aligned:
+        widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+        cells = [[c.ljust(w) for c, w in zip(row, widths)] for row in cells]
+        rule = ["-" * w for w in widths]
+    lines = ["| " + " | ".join(row) + " |" for row in cells]
+    return "\n".join([lines[0], "|" + "|".join(f"-{r}-" for r in rule) + "|", *lines[1:]])
 
 
 def fmt(x, digits: int = 3, std=None, scale: float = 1.0, suffix: str = "") -> str:

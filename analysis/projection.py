@@ -159,18 +159,46 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
                         measured_train_mem_bytes=s.get("train_mem_delta_bytes_max")))
     if graph_stats:
         g = graph_stats["graph"]
-        for (method, variant, model_name), r in sorted(targets.items()):
+        for _, r in sorted(targets.items()):
             model = _model_of({**r["config"], **({"hidden": hidden} if hidden is not None else {})},
                               g["features"], g["classes"])
-            for p in workers:
-                stats = graph_stats["by_workers"].get(str(p))
-                if stats is None:
-                    skipped.append((f"{method} at P={p}", f"no partition statistics for P={p} in the graph file"))
-                    continue
-                proj = costmodel.project(method, r["config"]["method"], model, ranks_of(stats, p), p, profile)
-                rows.append(row({**r, "dataset": g["name"]}, proj, p, profile,
-                                partition_source=graph_stats.get("source", "measured")))
+            projected, missing = project_setting(r, r["config"]["method"], model, graph_stats, workers, profile)
+            rows += projected
+            skipped += missing
     return rows, skipped
+
+
+def project_setting(setting: dict, options, model, graph_stats: dict, workers: list[int], profile) -> tuple[list, list]:
+    """One setting (its `method`, `variant` and model name, `model`: a record, or no record at all)
+    with `options` and a built `model`, projected at each P of `workers` on the partition statistics
+    `graph_stats`: what `project --workers` and `advise` share. Returns (rows, skipped)."""
+    rows, skipped = [], []
+    method = setting["method"]
+    for p in workers:
+        stats = graph_stats["by_workers"].get(str(p))
+        if stats is None:
+            skipped.append((f"{method} at P={p}", f"no partition statistics for P={p} in the graph file"))
+            continue
+        proj = costmodel.project(method, options, model, ranks_of(stats, p), p, profile)
+        rows.append(row({**setting, "dataset": graph_stats["graph"]["name"]}, proj, p, profile,
+                        partition_source=graph_stats.get("source", "measured"),
+                        projected_bytes_per_epoch=epoch_bytes(method, options, model, stats, p)))
+    return rows, skipped
+
+
+def epoch_bytes(method, options, model, partition: dict, workers: int) -> float:
+    """Training bytes per epoch summed over the ranks (what the records count): each rank's traffic
+    from per-rank lists, or, for an extrapolated entry (no lists), its mean rank's times P."""
+    def moved(rank: Rank) -> float:
+        return sum(t.bytes for t in costmodel.traffic(method, options, model, rank))
+
+    if workers < 2:  # one rank moves nothing (the model asks no plugin for one rank's traffic)
+        return 0.0
+    if "nodes_per_rank" in partition:
+        return float(sum(moved(r) for r in ranks_of(partition, workers)))
+    s = partition["summary"]  # a hand-made summary may state only the maxima
+    mean = Rank(*(round(s.get(f"{k}_mean", s[f"{k}_max"])) for k in ("nodes", "edges", "halo", "peers")))
+    return workers * moved(mean)
 
 
 #: Graphs too large to load here, by their totals: nodes, in-edges as the suite counts them (both

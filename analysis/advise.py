@@ -1,0 +1,205 @@
+"""`python -m analysis advise --graph G --hardware H --workers 16,32,64 [--model sage] [--hidden 256]
+[--layers 3]`: which method to run on a cluster one does not have yet, with no record needed.
+
+Every registered method (an alias at its own option values) is projected at its default options by
+the cost model, on the graph's partition statistics (`projection.load_stats`) and the hardware
+profile: the path of `project --workers` without the records (`projection.project_setting`). Per
+worker count, the methods that fit a rank's memory ranked by projected epoch time, then those that do
+not, each beside what the suite measured of it at small scale: its accuracy effect against its exact
+control (docs/results/findings.csv) and the projection's validated error (docs/results/projection.csv).
+
+Writes `advise.md` (what it prints), `advise.json` and `figures/advise.png` / `.pdf`.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from analysis import costmodel, projection
+from analysis.markdown import md_table
+
+RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+#: What the suite measured: each method's accuracy effect (the `findings` study), and the
+#: projection's validation (`experiment=projection_validate`). Tests point these elsewhere.
+FINDINGS, VALIDATION = RESULTS / "findings.csv", RESULTS / "projection.csv"
+#: Their columns; those named in NUMBERS are read as numbers (empty: not applicable).
+FINDINGS_COLUMNS = ("method", "family", "exactness", "reference", "dataset", "model", "workers", "seeds", "test_acc",
+                    "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single", "bytes_vs_control",
+                    "bytes_per_epoch")
+VALIDATION_COLUMNS = ("quantity", "median_error", "largest_error", "runs", "hardware", "source")
+NUMBERS = {"workers", "seeds", "test_acc", "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single",
+           "bytes_vs_control", "bytes_per_epoch", "median_error", "largest_error", "runs"}
+QUANTITIES = {"epoch_time": "epoch time", "working_set": "training working set"}
+MODELS = ("sage", "gcn", "gat")
+GB = 1e9  # decimal, as the profiles state a device's memory
+ONE_PROCESS = "runs the whole graph in one process whatever the worker count: nothing to project to P ranks"
+
+
+def read_table(path, columns: tuple, option: str) -> list[dict]:
+    """The rows of the CSV at `path`, NUMBERS among `columns` read as numbers (None where empty); []
+    where there is no file (nothing measured yet). UserError, one line naming `option`, for a file
+    that cannot be read, lacks a column or holds a number that is not one."""
+    from benchmarks.errors import UserError
+    path = Path(path)
+    if not path.exists():
+        return []
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            missing = [c for c in columns if c not in (reader.fieldnames or [])]
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise UserError(f"{option} {path}: not a readable CSV file ({e})") from None
+    if missing:
+        raise UserError(f"{option} {path}: no column {', '.join(missing)} (it needs {', '.join(columns)})")
+    for line, r in enumerate(rows, start=2):
+        for c in NUMBERS.intersection(columns):
+            text = (r[c] or "").strip()
+            try:
+                r[c] = float(text) if text else None
+            except ValueError:
+                raise UserError(f"{option} {path} line {line}: {c} is {text!r}, not a number") from None
+    return rows
+
+
+def model_of(name: str, features: int, hidden: int, classes: int, layers: int):
+    """The suite's model; what advise does not ask (dropout, GAT's heads) at the run config's defaults."""
+    from omegaconf import OmegaConf
+
+    from benchmarks.registry import CONF
+    heads = OmegaConf.load(CONF / "model" / "gat.yaml")["heads"]
+    return projection.build_model(name, features, hidden, classes, layers, heads,
+                                  dropout=OmegaConf.load(CONF / "config.yaml")["dropout"])
+
+
+def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings: list[dict],
+           validation: list[dict]) -> dict:
+    """Every registered method projected at each P of `workers` with the built `model` (`spec`: its
+    name, hidden width and layers): rows as `projection.row`'s, with what the method is (`about`:
+    family, kind, ...; as its records state it) and its rows of `findings` (`accuracy`); and the
+    methods left out, with their reason."""
+    from benchmarks.method import method_class, method_defaults
+    from benchmarks.methods_table import about
+    from benchmarks.registry import method_names
+    rows, left_out = [], []
+    for name in method_names():
+        what = about(name)
+        why = costmodel.why_not_modelled(name) or (ONE_PROCESS if method_class(name).single_process else None)
+        if why:
+            left_out.append({"method": name, "about": what, "why": why})
+            continue
+        projected, skipped = projection.project_setting({"method": name, "variant": name, "model": spec["name"]},
+                                                        method_defaults(name), model, stats, workers, profile)
+        rows += [{**r, "about": what, "accuracy": [f for f in findings if f["method"] == name]} for r in projected]
+        left_out += [{"method": name, "about": what, "why": reason} for _, reason in skipped]
+    g = stats["graph"]
+    return {"graph": g["name"], "partition": stats.get("proxy") or f"{stats.get('source', 'measured')} partition "
+            "statistics", "hardware": profile.name, "device": getattr(profile, "description", ""),
+            "model": {**spec, "features": g["features"], "classes": g["classes"]}, "workers": workers,
+            "memory_per_rank_bytes": {p: rank_memory(profile, p) for p in workers},
+            "validation": validation, "rows": rows, "left_out": left_out}
+
+
+def rank_memory(profile, workers: int) -> float:
+    """The memory one rank has (what `costmodel.fits` holds its peak to): a GPU's, or its share of a
+    CPU node's RAM."""
+    return profile.memory_bytes / costmodel.ranks_per_unit(profile, workers)
+
+
+def number(x: float) -> str:
+    """Three significant figures; whole numbers from 1000 on (no exponent)."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def effect(finding: dict, short: bool = False) -> str:
+    """A measured accuracy effect: `-0.4 pt [-1.6, +0.9] vs <reference>, <dataset> · <model>, 5 seeds`
+    (`short`: the effect and its interval alone). The findings leave it empty for the reference
+    itself and where too few seeds paired."""
+    e, low, high = finding["effect_pt"], finding["effect_low_pt"], finding["effect_high_pt"]
+    if e is None:
+        acc = finding["test_acc"]
+        text = "no effect measured" + (f" (test acc {acc:.1%})" if acc is not None and not short else "")
+    else:
+        text = f"{e:+.1f} pt" + (f" [{low:+.1f}, {high:+.1f}]" if low is not None and high is not None else "")
+    if short:
+        return text
+    against = f" vs {finding['reference']}" if finding["reference"] else " (the reference)"
+    seeds = f", {finding['seeds']:g} seeds" if finding["seeds"] is not None else ""
+    return f"{text}{against}, {finding['dataset']} · {finding['model']}{seeds}"
+
+
+def validated(validation: list[dict], hardware: str) -> str:
+    """The projection's validated error, and where it does not reach."""
+    if not validation:
+        return "The projection's error: not validated (no validation rows)."
+    where = sorted({r["hardware"] for r in validation})
+    runs = "/".join(sorted({f"{r['runs']:g}" for r in validation if r["runs"] is not None}))
+    errors = ", ".join(f"{QUANTITIES.get(r['quantity'], r['quantity'])} within {number(100 * r['median_error'])} % "
+                       f"median ({number(100 * r['largest_error'])} % largest)" for r in validation)
+    beyond = ("at projected scale (this graph, these worker counts)" if where == [hardware] else
+              f"on {hardware}, and at projected scale,")
+    return (f"Validated on {', '.join(where)} ({runs} runs): {errors}; {beyond} the error is not validated. "
+            f"Source: {'; '.join(sorted({r['source'] for r in validation}))}")
+
+
+def markdown(result: dict) -> str:
+    """What advise prints and writes to advise.md: one compact table per worker count (Markdown,
+    padded so that it reads in a terminal too), then each method's measured accuracy effect and the
+    methods left out."""
+    text = [f"# Which method: {title(result)} (projected, not measured)", "",
+            f"- Device: {result['device']}", f"- Partition: {result['partition']}",
+            f"- {validated(result['validation'], result['hardware'])}",
+            "- Each method at its default options (`python -m benchmarks --methods`). Projected: epoch time, peak "
+            "memory per rank (the largest rank: training working set + graph, features, parameters) and training "
+            "bytes per epoch over all ranks (the mean rank × P on extrapolated statistics). Measured at small "
+            "scale: the accuracy effect."]
+    for p in result["workers"]:
+        at = [r for r in result["rows"] if r["workers"] == p]
+        fit = sorted((r for r in at if r["fits"]), key=lambda r: r["projected_epoch_s"])
+        out = sorted((r for r in at if not r["fits"]), key=lambda r: r["projected_peak_mem_bytes"])
+        has = number(result["memory_per_rank_bytes"][p] / GB)
+        text += ["", f"## {p} workers", ""]
+        text += [f"Fit in the {has} GB a rank has, fastest first:", "", _ranked(fit)] if fit else \
+            [f"None fits in the {has} GB a rank has."]
+        if out:
+            text += ["", f"Do not fit in {has} GB:", "",
+                     md_table(["method", "peak GB/rank", "a rank has, GB", "epoch s", "kind"],
+                              [[r["method"], number(r["projected_peak_mem_bytes"] / GB), has,
+                                number(r["projected_epoch_s"]), r["about"]["kind"]] for r in out], aligned=True)]
+    methods = {r["method"]: r for r in result["rows"]}.values()
+    text += ["", "## Accuracy effect, measured at small scale (the same at every P)", "",
+             md_table(["method", "kind", "accuracy effect"],
+                      [[r["method"], r["about"]["kind"], "; ".join(map(effect, r["accuracy"])) or "not measured"]
+                       for r in methods], aligned=True)]
+    if result["left_out"]:
+        text += ["", "## Not projected", "",
+                 md_table(["method", "kind", "why"],
+                          [[r["method"], r["about"]["kind"], r["why"]] for r in result["left_out"]], aligned=True)]
+    return "\n".join(text) + "\n"
+
+
+def _ranked(rows: list[dict]) -> str:
+    """The methods that fit, in the order given; the accuracy effect of the first dataset measured."""
+    return md_table(["#", "method", "epoch s", "peak GB/rank", "GB/epoch", "kind", "accuracy effect"],
+                    [[i, r["method"], number(r["projected_epoch_s"]), number(r["projected_peak_mem_bytes"] / GB),
+                      number(r["projected_bytes_per_epoch"] / GB), r["about"]["kind"],
+                      effect(r["accuracy"][0], short=True) if r["accuracy"] else "not measured"]
+                     for i, r in enumerate(rows, 1)], aligned=True)
+
+
+def title(result: dict) -> str:
+    m = result["model"]
+    return f"{result['graph']} · {m['name']} {m['layers']} × {m['hidden']} on {result['hardware']}"
+
+
+def write(result: dict, out_dir) -> list[Path]:
+    """advise.md, advise.json and figures/advise.png / .pdf in `out_dir`."""
+    from analysis.figures import advise_vs_workers
+    from benchmarks.outputs import write_atomic
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "advise.md").write_text(markdown(result))
+    write_atomic(out / "advise.json", result)
+    return [out / "advise.md", out / "advise.json",
+            *advise_vs_workers(result["rows"], result["memory_per_rank_bytes"], out / "figures",
+                               f"{title(result)}: projected, each method at its default options")]

@@ -1,0 +1,153 @@
+"""`python -m analysis advise` (analysis/advise.py): every registered method projected for a cluster
+with no records, ranked by projected epoch time among those that fit, the rest listed against the
+memory a rank has, methods off the model named with their reason, measured accuracy effects read
+from a findings CSV, bad arguments refused in one line. In-process calls of the CLI's `main` on the
+measured CiteSeer statistics (per-rank lists: small and quick)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis import advise, costmodel
+from analysis.__main__ import main
+from benchmarks.method import method_class
+from benchmarks.registry import method_names
+from tests.analysis.test_hostile_input import one_line_error
+
+pytestmark = pytest.mark.fast
+
+ROOT = Path(__file__).resolve().parents[2]
+CITESEER = str(ROOT / "data" / "partition_stats" / "citeseer-metis.json")
+PROJECTED = [n for n in method_names() if not costmodel.why_not_modelled(n) and not method_class(n).single_process]
+
+
+def csv_file(path: Path, columns: tuple, rows: list[dict]) -> Path:
+    path.write_text("\n".join([",".join(columns), *(",".join(str(r.get(c, "")) for c in columns) for r in rows)]) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("advise")
+    measured = {"method": PROJECTED[0], "family": "f", "exactness": "approximate", "reference": "its control x=1",
+                "dataset": "cora", "model": "sage", "workers": 2, "seeds": 5, "test_acc": 0.8, "effect_pt": -0.4,
+                "effect_low_pt": -1.6, "effect_high_pt": 0.9}
+    return {"findings": csv_file(folder / "findings.csv", advise.FINDINGS_COLUMNS, [measured]),
+            "validation": csv_file(folder / "projection.csv", advise.VALIDATION_COLUMNS,
+                                   [{"quantity": "epoch_time", "median_error": 0.2, "largest_error": 0.6, "runs": 10,
+                                     "hardware": "this-machine", "source": "a test"}]),
+            "folder": folder}
+
+
+def run(capsys, files, out: Path, *args: str) -> str:
+    main(["advise", "--graph", CITESEER, "--workers", "2,4", "--hidden", "16", "--out", str(out),
+          "--findings", str(files["findings"]), "--validation", str(files["validation"]), *args])
+    return capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def advised(files) -> tuple[str, dict, Path]:
+    """One run on a100-dgx: its advise.md (what it printed), advise.json and its folder."""
+    out = files["folder"] / "a100"
+    main(["advise", "--graph", CITESEER, "--hardware", "a100-dgx", "--workers", "2,4", "--hidden", "16",
+          "--out", str(out), "--findings", str(files["findings"]), "--validation", str(files["validation"])])
+    return (out / "advise.md").read_text(), json.loads((out / "advise.json").read_text()), out
+
+
+def table_order(text: str, heading: str, until: str) -> list[str]:
+    """The methods of the first table after `heading`, in printed order, up to the line `until`."""
+    section = text.split(heading, 1)[1].split(until, 1)[0]
+    return [line.split("|")[2].strip() for line in section.splitlines()
+            if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
+
+
+def test_the_methods_that_fit_are_ranked_by_projected_epoch_time(advised):
+    text, result, _ = advised
+    for p in (2, 4):
+        fit = sorted((r for r in result["rows"] if r["workers"] == p and r["fits"]), key=lambda r: r["projected_epoch_s"])
+        assert fit and table_order(text, f"## {p} workers", "##") == [r["method"] for r in fit]
+    assert {r["method"] for r in result["rows"]} == set(PROJECTED)  # every modelled method, no records needed
+
+
+def test_a_method_that_does_not_fit_is_listed_against_the_memory_a_rank_has(advised, capsys, files, tmp_path):
+    """A device between the methods' peaks at P=2: those above it are listed as not fitting (with
+    their memory and the device's), the rest ranked."""
+    peaks = sorted({r["projected_peak_mem_bytes"] for r in advised[1]["rows"] if r["workers"] == 2})
+    assert len(peaks) > 1, "every method has the same peak: nothing to split"
+    device = (peaks[0] + peaks[-1]) / 2
+    path = tmp_path / "half.yaml"
+    path.write_text((ROOT / "conf" / "hardware" / "a100-dgx.yaml").read_text()
+                    .replace("name: a100-dgx", "name: half").replace("memory_bytes: 80.0e+9", f"memory_bytes: {device}"))
+    text = run(capsys, files, tmp_path / "out", "--hardware", str(path))
+    result = json.loads((tmp_path / "out" / "advise.json").read_text())
+    rows = [r for r in result["rows"] if r["workers"] == 2]
+    over = {r["method"] for r in rows if r["projected_peak_mem_bytes"] > device}
+    assert over and {r["method"] for r in rows if not r["fits"]} == over
+    section = text.split("## 2 workers", 1)[1].split("##", 1)[0]
+    fit, out = section.split("Do not fit in")
+    assert sorted(table_order(fit, "fastest first", "Do not fit")) == sorted({r["method"] for r in rows} - over)
+    has = f"| {advise.number(device / advise.GB)} "
+    for name in over:
+        assert any(line.startswith(f"| {name} ") and has in line for line in out.splitlines()), name
+
+
+def test_a_method_off_the_model_says_why(advised):
+    text, result, _ = advised
+    off = [n for n in method_names() if costmodel.why_not_modelled(n)]
+    assert off, "every method is modelled: nothing to check"
+    section = text.split("## Not projected", 1)[1]
+    for name in off:
+        assert any(line.startswith(f"| {name} ") and "not modelled" in line for line in section.splitlines()), name
+    assert {r["method"] for r in result["left_out"]} >= set(off)
+
+
+def test_the_accuracy_effect_is_read_from_the_findings_and_not_measured_elsewhere(advised):
+    text, result, _ = advised
+    section = text.split("## Accuracy effect", 1)[1].split("##", 1)[0]
+    lines = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| ")}
+    assert "-0.4 pt [-1.6, +0.9] vs its control x=1, cora · sage, 5 seeds" in lines[PROJECTED[0]]
+    assert all("not measured" in lines[name] for name in PROJECTED[1:])
+    assert "Validated on this-machine (10 runs): epoch time within 20 % median (60 % largest); on a100-dgx" in text
+
+
+def test_the_figure_and_files_are_written(advised):
+    _, _, out = advised
+    for name in ("advise.md", "advise.json", "figures/advise.png", "figures/advise.pdf"):
+        assert (out / name).stat().st_size > 0, name
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--workers", "0"], "--workers takes whole numbers of at least 1 (got '0')"),
+    (["--workers", "2,x"], "--workers takes whole numbers of at least 1 (got 'x')"),
+    (["--workers", "3"], "has no partition statistics for P=3"),
+    (["--workers", "4000"], "--workers 4000 exceeds the 3327 nodes of citeseer"),
+    (["--hidden", "1.5"], "--hidden takes whole numbers"),
+    (["--layers", "0"], "--layers takes whole numbers"),
+    (["--model", "mlp"], "unknown --model 'mlp'"),
+    (["--model", "gat", "--hidden", "10"], "must be divisible by model.heads"),
+    (["--hardware", "no-such-profile"], "no-such-profile"),
+    (["--graph", "no-such-graph"], "--graph no-such-graph: not a partition-statistics file"),
+])
+def test_bad_arguments_are_refused_in_one_line_before_any_work(capsys, tmp_path, monkeypatch, args, says):
+    def no_work(*a, **k):
+        raise AssertionError("projected before the arguments were checked")
+    monkeypatch.setattr(advise, "advise", no_work)
+    argv = ["advise", "--graph", CITESEER, "--hardware", "a100-dgx", "--workers", "2", "--out", str(tmp_path / "o")]
+    assert says in one_line_error(capsys, argv + args)
+    assert not (tmp_path / "o" / "advise.md").exists()
+
+
+def test_bad_files_and_folders_are_refused_in_one_line(capsys, tmp_path):
+    argv = ["advise", "--graph", CITESEER, "--hardware", "a100-dgx", "--workers", "2"]
+    assert "advise needs --graph, --hardware and --workers" in one_line_error(capsys, ["advise", "--graph", CITESEER])
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert f"--out={afile} is a file, not a folder" in one_line_error(capsys, [*argv, "--out", str(afile)])
+    bad = tmp_path / "findings.csv"
+    bad.write_text("method,effect_pt\nx,1\n")
+    assert "no column family" in one_line_error(capsys, [*argv, "--out", str(tmp_path), "--findings", str(bad)])
+    csv_file(bad, advise.FINDINGS_COLUMNS, [{"method": "x", "effect_pt": "big"}])
+    assert "line 2: effect_pt is 'big', not a number" in one_line_error(
+        capsys, [*argv, "--out", str(tmp_path), "--findings", str(bad)])
