@@ -68,3 +68,13 @@ def test_a_page_regenerated_from_its_records_equals_the_committed_one(tmp_path):
     assert (page.parent / "findings" / "figures" / "findings" / "effect_vs_bytes.png").is_file()
     again = publish(folder, page)  # the same records give the same page, and its old figures are replaced
     assert again.read_text().replace(str(folder), "<records>").replace(str(page), "<page>") == text
+
+
+def test_the_readme_findings_table_is_the_published_pages():
+    """README's findings table is copied from docs/results/findings.md (regenerated from records);
+    a row edited by hand, or a page republished without the README, fails here."""
+    root = Path(__file__).resolve().parents[3]
+    block = (root / "README.md").read_text().split("<!-- findings:start -->")[1].split("<!-- findings:end -->")[0]
+    rows = [line for line in block.splitlines() if line.startswith("|")]
+    page = (root / "docs" / "results" / "findings.md").read_text().splitlines()
+    assert len(rows) > 2 and all(row in page for row in rows)
