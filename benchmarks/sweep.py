@@ -61,12 +61,13 @@ from benchmarks.record import SUMMARY_FIELDS
 
 @dataclass(frozen=True)
 class Bisect(Options):
-    """A preset's `sweep.bisect` (the module docstring says what each key does)."""
+    """A preset's `sweep.bisect`: the largest value of `key` whose record meets a bound (benchmarks/sweep.py's
+    docstring says how the probes proceed)."""
 
     reserved = ()
     key: str = option(MISSING, "the numeric key bisected, e.g. dataset.nodes")
     start: int = option(MISSING, "the first value probed", ge=1)
-    field: str = option(MISSING, "summary.<name>: the record's number held to the bound")
+    field: str = option(MISSING, "`summary.<name>`: the record's number held to the bound")
     at_most: Optional[float] = option(None, "the bound the field must not exceed")
     at_least: Optional[float] = option(None, "the bound the field must reach")
     factor: float = option(2.0, "the step between probes until the bound is bracketed", gt=1)
