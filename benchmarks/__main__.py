@@ -1,5 +1,6 @@
 """`python -m benchmarks key=value ...` (benchmarks/cli.py). A misspelt group choice (`method=sra`)
-is refused here, before the CLI imports torch and any plugin. `--methods` lists every method and option.""" 
+is refused here, before the CLI imports torch and any plugin. `--methods` lists every method and option,
+`--options` every key of a run's configuration.""" 
 import sys
 
 from benchmarks.errors import UserError
@@ -9,6 +10,11 @@ from benchmarks.registry import check_overrides
 def main() -> None:
     if sys.argv[1:] == ["--methods"]:  # every method and option, from the registry (docs/methods.md)
         from benchmarks.methods_table import describe
+
+        print(describe(), end="")
+        return
+    if sys.argv[1:] == ["--options"]:  # every key of the run config, from the schema (docs/options.md)
+        from benchmarks.options_table import describe
 
         print(describe(), end="")
         return

@@ -38,41 +38,61 @@ class RunOptions(Options):
     reserved: ClassVar[tuple[str, ...]] = (*SECTIONS, *SAVERS)
 
     # Messages of the form `<key> must be ... (got <value>)` are older than this schema; kept word for word.
-    workers: int = option(2, ge=1, message="workers must be a positive integer (got {value!r})")
-    epochs: int = option(50, ge=1, message="epochs must be a positive integer (got {value!r})")
+    # Each doc is the option reference's (docs/options.md); a key's error line says it too, in parentheses.
+    workers: int = option(2, "ranks (processes); `single` always uses 1", ge=1,
+                          message="workers must be a positive integer (got {value!r})")
+    epochs: int = option(50, "training epochs", ge=1, message="epochs must be a positive integer (got {value!r})")
     lr: float = option(0.01, "learning rate", ge=0)
-    weight_decay: float = option(0.0, ge=0)
-    hidden: int = option(128, ge=1, message="hidden must be a positive integer (got {value!r})")
-    layers: int = option(3, ge=1, message="layers must be a positive integer (got {value!r})")
-    dropout: float = option(0.5, ge=0, lt=1, message="dropout must be in [0, 1) (got {value!r})")
-    batch_norm: bool = option(False)
-    seed: int = seed_option()
-    partitioner: Literal[PARTITIONERS] = option("metis")
+    weight_decay: float = option(0.0, "Adam's weight decay", ge=0)
+    hidden: int = option(128, "channels of every hidden layer", ge=1,
+                         message="hidden must be a positive integer (got {value!r})")
+    layers: int = option(3, "GNN layers", ge=1, message="layers must be a positive integer (got {value!r})")
+    dropout: float = option(0.5, "dropout probability before every layer", ge=0, lt=1,
+                            message="dropout must be in [0, 1) (got {value!r})")
+    batch_norm: bool = option(False, "batch norm between layers, statistics over all nodes of all ranks (exact "
+                                     "methods stay exact)")
+    seed: int = seed_option(doc="model initialisation, dropout and partitioning")
+    partitioner: Literal[PARTITIONERS] = option(
+        "metis", "metis: balanced on nodes and training nodes; metis_edges: also on in-edges, as SAR's partitions "
+                 "(its own cache); random; contiguous")
     kernel: Literal[KERNELS] = option(
-        "spmm", "aggregation kernel: spmm (fused CSR, as DGL's builtins) | messages (per-edge messages, as PyG)")
+        "spmm", "aggregation kernel of every method: spmm (CSR products, no per-edge tensors, as DGL's fused "
+                "builtins, which SAR's papers' vanilla ran: docs/sar.md) or messages (gather, scale, index_add per "
+                "edge, as PyG does). Compared like a method option: a record's variant names a kernel other than "
+                "spmm and its setting leaves the kernel out")
     precision: Literal[tuple(PRECISIONS)] = option(
-        "fp32", "autocast dtype of the dense parts: fp32 | bf16 | fp16 (with loss scaling)")
-    device: Literal["cpu", "cuda"] = option("cpu")
-    backend: Literal["auto", "gloo", "nccl"] = option("auto")
-    eval_every: int = option(1, "evaluate every k epochs", ge=1)
+        "fp32", "autocast dtype of the dense parts; aggregation kernels stay fp32, and rows exchanged after a "
+                "projection travel in the low precision (half the bytes). fp16 scales the loss (dynamic, GradScaler) "
+                "where the method applies precision=fp16; other methods refuse it (docs/savers.md)")
+    device: Literal["cpu", "cuda"] = option("cpu", "cuda uses NCCL unless backend=gloo")
+    backend: Literal["auto", "gloo", "nccl"] = option("auto", "the process group's: auto is gloo on cpu, nccl on cuda")
+    eval_every: int = option(1, "exact full-graph evaluation every k epochs (and after the last)", ge=1)
     straggler_delay_s: Optional[list[float]] = option(
-        [], ge=0, empty=True, message="straggler_delay_s must be a list of seconds >= 0, one per rank (got {value!r})")
-    warmup_epochs: int = option(5, "epochs dropped from the epoch-time median", ge=0)
-    threads_per_rank: Optional[int] = option(None, "null: cores / workers", ge=1)
+        [], "injected heterogeneity: seconds each rank sleeps per training step, a list with one per rank (cycled)",
+        ge=0, empty=True, message="straggler_delay_s must be a list of seconds >= 0, one per rank (got {value!r})")
+    warmup_epochs: int = option(5, "epochs dropped from the epoch-time median (at least 1 when there are 2+ "
+                                   "epochs), in which the memory probe measures the training working set", ge=0)
+    threads_per_rank: Optional[int] = option(None, "CPU threads per rank; null: cores / workers", ge=1)
     malloc_mmap_threshold: Optional[int] = option(  # mallopt takes a C int
-        65536, ge=1, lt=2 ** 31,
+        65536, "bytes: a fixed glibc mmap threshold, so RSS follows live tensors (docs/measurement.md); null: "
+               "glibc's default", ge=1, lt=2 ** 31,
         message="malloc_mmap_threshold must be null or a number of bytes in [1, 2^31) (got {value!r})")
-    dist_timeout_s: float = option(300, "seconds a collective may wait", gt=0)
-    probe_grads: bool = option(False)
-    allow_nonfinite: bool = option(False, "true: a NaN or infinite loss or accuracy does not end the run")
-    log_every: int = option(10, "0: quiet", ge=0)
-    data_root: Optional[str] = option(None)
-    cache_dir: str = option(".cache")
-    results_dir: str = option("results/runs")
-    resume: bool = option(True)
-    reproduces: Optional[str] = option(None, "the reference table a paper preset reproduces")
-    study: Optional[str] = option(None, "the study section that reads the run")
-    sweep: Optional[dict] = option(None, "a preset's sweep, read by benchmarks.sweep")
+    dist_timeout_s: float = option(300, "seconds a collective may wait (the process group's timeout)", gt=0)
+    probe_grads: bool = option(False, "tests: also save epoch 0's synchronised gradients beside the record")
+    allow_nonfinite: bool = option(False, "true: a NaN or infinite loss or accuracy does not end the run (false: "
+                                          "it ends as failed)")
+    log_every: int = option(10, "print progress, with the time left, every k epochs; 0: quiet", ge=0)
+    data_root: Optional[str] = option(None, "real datasets' folder; null: the project's data/ (Cora and CiteSeer "
+                                            "ship there; other datasets are downloaded there)")
+    cache_dir: str = option(".cache", "partition cache and scratch")
+    results_dir: str = option("results/runs", "where records are written")
+    resume: bool = option(True, "skip a run whose ok record exists (a failed one runs again); false: rerun it")
+    reproduces: Optional[str] = option(None, "set by paper presets: the table of results/reference/papers.csv "
+                                             "the report compares the run with")
+    study: Optional[str] = option(None, "set by study presets: the section of `python -m analysis report` that "
+                                        "reads the run")
+    sweep: Optional[dict] = option(None, "set by presets: how `python -m benchmarks.sweep` expands them "
+                                         "(variants, extra overrides, skips, controls, bisection: docs/analysis.md)")
 
     def check(self, run) -> None:
         if (self.backend_name == "nccl") != (self.device == "cuda"):

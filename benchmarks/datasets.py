@@ -36,17 +36,19 @@ class DatasetOptions(Options):
 class SyntheticOptions(DatasetOptions):
     """`dataset=synthetic`: the generator's parameters (`synthetic`); defaults as in its YAML."""
 
-    nodes: int = option(20000, ge=2)
+    nodes: int = option(20000, "nodes of the graph", ge=2)
     avg_degree: float = option(16, "edges per node", gt=0)
-    classes: int = option(8, ge=2)
-    features: int = option(64, ge=1)
+    classes: int = option(8, "classes, the blocks of the block model", ge=2)
+    features: int = option(64, "feature dimension", ge=1)
     homophily: float = option(0.8, "probability that an edge stays within its class", ge=0, le=1)
-    feature_noise: float = option(6.0, "std of the noise around each class centroid", ge=0)
+    feature_noise: float = option(6.0, "std of the noise around each class centroid (features alone classify "
+                                       "poorly)", ge=0)
     degree_skew: float = option(1.0, "std of the log-normal degree propensity", ge=0)
-    train_frac: float = option(0.3, "share of the nodes", ge=0, le=1)
-    val_frac: float = option(0.2, "share of the nodes", ge=0, le=1)
-    test_frac: float = option(0.5, "share of the nodes", ge=0, le=1)
-    seed: int = seed_option()
+    train_frac: float = option(0.3, "share of the nodes in the training set", ge=0, le=1)
+    val_frac: float = option(0.2, "share of the nodes in the validation set", ge=0, le=1)
+    test_frac: float = option(0.5, "share of the nodes in the test set (the three shares add up to at most 1)",
+                              ge=0, le=1)
+    seed: int = seed_option(doc="the graph's: the generator is deterministic from it")
 
     def check(self, cfg: dict) -> None:
         if self.nodes < self.classes:

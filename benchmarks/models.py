@@ -242,12 +242,15 @@ def recomputed(fn, agg, *args):
 class MemoryOptions(Options):
     """The `memory` section: activation checkpointing and offloading (models.GNN)."""
 
-    checkpoint: Literal[CHECKPOINTS] = option("none", "none | layer (recompute each GNN layer) | all (each block)")
-    # In the recompute, halo rows are fetched again and counted as `<category>_recompute` (`refetch`)
-    # or the rows the forward received are kept until then (`keep`: no second exchange, their memory
-    # held). Stale tables and posted exchanges (DIGEST) are always replayed, never fetched twice.
-    checkpoint_halo: Literal["refetch", "keep"] = option("refetch", "refetch | keep")
-    offload: Literal[OFFLOADS] = option("none", "none | activations (saved activations in pinned host memory; CUDA)")
+    checkpoint: Literal[CHECKPOINTS] = option(
+        "none", "layer: recompute what each GNN layer saves for backward; all: recompute each whole block (dropout, "
+                "layer, norm, activation). Exact: the same losses and gradients (tests/savers/test_checkpoint.py)")
+    checkpoint_halo: Literal["refetch", "keep"] = option(
+        "refetch", "in the recompute, exchange halo rows again (counted as `<category>_recompute`, e.g. "
+                   "halo_fwd_recompute) or keep the forward's (no second exchange; their memory held). Stale tables, "
+                   "posted exchanges, skip decisions and quantised rows are always replayed, never fetched twice")
+    offload: Literal[OFFLOADS] = option(
+        "none", "activations: what backward keeps goes to pinned host memory (save_on_cpu); device=cuda only")
 
     def check(self, run) -> None:
         if self.checkpoint_halo == "keep" and self.checkpoint == "none":

@@ -46,9 +46,9 @@ def seed_option(default: int = 0, doc: str = ""):
 
 def option(default, doc: str = "", *, ge=None, gt=None, le=None, lt=None, also=(), empty: bool = False,
            message: str | None = None):
-    """A declared option: its default; `doc`, what it is (said in the error, in parentheses);
-    numeric bounds `ge`/`gt`/`le`/`lt` (of each element, for a list); `also`, values allowed outside
-    the bounds (-1: every neighbour); `empty`, whether a list may be empty; `message`, a whole error
+    """A declared option: its default; `doc`, what it is (said in the error, in parentheses, and in the
+    option references, docs/options.md and docs/methods.md); numeric bounds `ge`/`gt`/`le`/`lt` (of each
+    element, for a list); `also`, values allowed outside the bounds (-1: every neighbour); `empty`, whether a list may be empty; `message`, a whole error
     line with `{key}` and `{value}` where an older message must be kept word for word."""
     meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "also": tuple(also), "empty": empty,
             "message": message}
@@ -156,6 +156,38 @@ def _fits(value, tp, meta) -> bool:
     raise TypeError(f"option type {tp} is not supported")
 
 
+def type_name(tp) -> str:
+    """The option's type as the option reference prints it: `int`, `choice`, `list of float`, `int or null`."""
+    tp, optional = _optional(tp)
+    if typing.get_origin(tp) is Literal:
+        name = "choice"
+    elif typing.get_origin(tp) is list:
+        name = f"list of {typing.get_args(tp)[0].__name__}"
+    else:
+        name = "mapping" if tp is dict else tp.__name__
+    return name + (" or null" if optional else "")
+
+
+def allowed(tp, meta) -> str:
+    """What a value may be, as the option reference prints it: the choices, or the error's words with
+    what an error leaves out (the values allowed outside the bounds, whether a list may be empty)."""
+    tp, optional = _optional(tp)
+    if typing.get_origin(tp) is Literal:
+        words = ", ".join(f"`{c}`" for c in typing.get_args(tp))
+    else:
+        words = _words(tp, meta) + "".join(f", or {v}" for v in meta["also"])
+        words += " (may be empty)" if typing.get_origin(tp) is list and meta["empty"] else ""
+    return words + (", or null" if optional else "")
+
+
+def _words(tp, meta) -> str:
+    """What a value of a type that is not a choice must be, as its error says it: 'a positive integer',
+    'a list of numbers >= 0' (null aside)."""
+    if typing.get_origin(tp) is list:
+        return "a list of " + _requirement(typing.get_args(tp)[0], meta, plural=True)
+    return _requirement(tp, meta)
+
+
 def _requirement(tp, meta, plural: bool = False) -> str:
     """What a value must be, in words: 'a positive integer', 'a number >= 0', 'true or false'."""
     if tp is bool:
@@ -166,20 +198,27 @@ def _requirement(tp, meta, plural: bool = False) -> str:
         return "mappings" if plural else "a mapping"
     noun = ("integer" if tp is int else "number") + ("s" if plural else "")
     ge, gt, le, lt = meta["ge"], meta["gt"], meta["le"], meta["lt"]
+    low, high = _spelt(ge if ge is not None else gt), _spelt(le if le is not None else lt)
     if (le is not None or lt is not None) and (ge is not None or gt is not None):
-        words = (f"{noun} in {'[' if ge is not None else '('}{ge if ge is not None else gt}, "
-                 f"{le if le is not None else lt}{']' if le is not None else ')'}")
+        words = f"{noun} in {'[' if ge is not None else '('}{low}, {high}{']' if le is not None else ')'}"
     elif le is not None or lt is not None:
-        words = f"{noun} {'<=' if le is not None else '<'} {le if le is not None else lt}"
+        words = f"{noun} {'<=' if le is not None else '<'} {high}"
     elif (tp is int and ge == 1) or gt == 0:
         words = f"positive {noun}"
     elif tp is int and ge == 0:
         words = f"non-negative {noun}"
     elif ge is not None or gt is not None:
-        words = f"{noun} {'>=' if ge is not None else '>'} {ge if ge is not None else gt}"
+        words = f"{noun} {'>=' if ge is not None else '>'} {low}"
     else:
         words = noun
     return words if plural else ("an " if words[0] in "aeiou" else "a ") + words
+
+
+def _spelt(bound) -> str:
+    """A bound as people write it: a C type's limit as `2^31`, not `2147483648`."""
+    if isinstance(bound, int) and bound >= 2 ** 20 and bound & (bound - 1) == 0:
+        return f"2^{bound.bit_length() - 1}"
+    return str(bound)
 
 
 def _check(key: str, value, tp, meta) -> None:
@@ -194,13 +233,11 @@ def _check(key: str, value, tp, meta) -> None:
         (item,) = typing.get_args(tp)
         ok = (isinstance(value, list) and (bool(value) or meta["empty"])
               and all(_fits(v, item, meta) for v in value))
-        requirement = "a list of " + _requirement(item, meta, plural=True)
     else:
         ok = _fits(value, tp, meta)
-        requirement = _requirement(tp, meta)
     if ok:
         return
     if meta["message"]:
         raise UserError(meta["message"].format(key=key, value=value))
-    raise UserError(f"{key}={value!r} must be {requirement}{', or null' if optional else ''}"
+    raise UserError(f"{key}={value!r} must be {_words(tp, meta)}{', or null' if optional else ''}"
                     + (f" ({meta['doc']})" if meta["doc"] else ""))

@@ -31,8 +31,11 @@ class CommOptions(Options):
     """The `comm` section: how rows travel (benchmarks.comm)."""
 
     quantize: Literal[QUANTIZE] = option(
-        "none", "halo rows, stale pushes and feature fetches in training: none | fp16 | bf16 | int8 | int4 | int2")
-    quantize_grads: bool = option(False, "true: the gradient all-reduce sends quantised gradients too")
+        "none", "fp16, bf16 (casts) or int8, int4, int2 (per-row offset and scale, stochastic rounding: unbiased) "
+                "for every row a method exchanges in training: halo rows and their gradients, DIGEST's syncs and "
+                "pushes, sampled feature fetches; counted at the size sent; evaluation stays exact")
+    quantize_grads: bool = option(False, "true: the gradient all-reduce sends quantised gradients too (an "
+                                         "all-gather of codes: P - 1 payloads a rank)")
 
     def check(self, cfg: dict) -> None:
         if self.quantize_grads and self.quantize == "none":

@@ -28,6 +28,7 @@ from benchmarks.methods_table import about
 from benchmarks.options import RESERVED
 from benchmarks.outputs import write_or_keep
 from benchmarks.probes import MemoryProbe, cores
+from benchmarks.progress import progress_line
 
 # Keys that say where things are or how chatty a run is, not what is measured.
 NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "reproduces",
@@ -187,15 +188,16 @@ class RecordBuilder:
             "config_hash": config_hash(cfg), "started_at": now(), "config": cfg, **prepared, "env": env,
         }
 
-    def on_epoch(self, entry: dict) -> None:
-        """Rank 0's per-epoch hook: keep the history on disk (a failed run keeps it) and print progress."""
+    def on_epoch(self, entry: dict, left: str | None = None) -> None:
+        """Rank 0's per-epoch hook: keep the history on disk (a failed run keeps it) and print progress
+        (`left`: the time left, `benchmarks.progress.time_left`)."""
         with open(self.progress, "a") as f:
             f.write(json.dumps(entry) + "\n")
         e = entry["epoch"] + 1
         if self.log_every and (e % self.log_every == 0 or e == self.epochs):
             acc = f" val {entry['val_acc']:.4f} test {entry['test_acc']:.4f}" if entry["val_acc"] is not None else ""
-            print(f"  epoch {e:>4}/{self.epochs}  loss {entry['train_loss']:.4f}{acc}  {entry['epoch_time_s']:.3f} s",
-                  flush=True)
+            epoch = f"  epoch {e:>4}/{self.epochs}  loss {entry['train_loss']:.4f}{acc}  {entry['epoch_time_s']:.3f} s"
+            print(progress_line(epoch, left), flush=True)
 
     def finish(self, history: list[dict], per_rank: list[dict], grads: dict | None = None) -> dict:
         """The `ok` record from the history and every rank's probes (rank 0, after training)."""

@@ -16,8 +16,20 @@ from omegaconf import OmegaConf
 from benchmarks.errors import choose
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
-#: Config groups a command line chooses from (`method=...`).
-GROUPS = ("method", "dataset", "model", "experiment")
+#: Config groups a command line chooses from (`method=...`), and what each chooses (the option
+#: reference, `python -m benchmarks --options`, prints it beside the choices).
+GROUPS = {
+    "method": "the training method: every plugin in methods/ or GNNBENCH_METHODS_PATH and every alias in "
+              "conf/method/; its options are `method.<option>=<value>` (`python -m benchmarks --methods` lists "
+              "each method's family, exact control and options)",
+    "dataset": "`synthetic`: a degree-corrected stochastic block model whose blocks are the classes, no download "
+               "(its options below); the others are read from `data_root` (Cora and CiteSeer ship in data/; "
+               "PubMed, Reddit, Flickr and the OGB datasets are downloaded there when online)",
+    "model": "`gcn`, `sage` (mean), `gat` (`model.heads`; `model.heads_concat=false`: every layer has `heads` "
+             "full-width heads, averaged, as DGL's GATConv in SAR's examples), `mlp` (features only)",
+    "experiment": "a preset from conf/experiment/ (e.g. `experiment=sar_memory`): a study's or a paper table's "
+                  "configuration and sweep",
+}
 
 
 def plugin_path() -> tuple[str, ...]:

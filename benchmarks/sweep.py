@@ -29,8 +29,10 @@ stops the sweep in one line naming the run. A run whose `ok` record exists is sk
 (`resume=false` reruns it); a failed run is recorded and the sweep goes on; a method the preset
 names but this checkout does not have (a paper table's method not written yet) is skipped with a
 message. Each run's record is found at `record.record_path` of its configuration, never by reading
-the run's output. `--dry-run` prints the command of each run still missing (a bisection
-prints its first probe), for `torchrun` or a cluster scheduler.
+the run's output. Each run's line says how many runs failed so far and, once one has run, the time
+left (`[7/40] method=sar workers=2 · 1 failed so far · ~3 min left`: benchmarks/progress.py).
+`--dry-run` prints the command of each run still missing (a bisection prints its first probe), for
+`torchrun` or a cluster scheduler.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ import itertools
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Optional
@@ -52,17 +55,19 @@ from benchmarks.cli import check_composes, composition_error, config_of
 from benchmarks.registry import CONF, check_overrides, method_names
 from benchmarks.errors import Stopped, UserError, stop_on_signals
 from benchmarks.options import Options, option, validate
+from benchmarks.progress import progress_line, time_left
 from benchmarks.record import SUMMARY_FIELDS
 
 
 @dataclass(frozen=True)
 class Bisect(Options):
-    """A preset's `sweep.bisect` (the module docstring says what each key does)."""
+    """A preset's `sweep.bisect`: the largest value of `key` whose record meets a bound (benchmarks/sweep.py's
+    docstring says how the probes proceed)."""
 
     reserved = ()
     key: str = option(MISSING, "the numeric key bisected, e.g. dataset.nodes")
     start: int = option(MISSING, "the first value probed", ge=1)
-    field: str = option(MISSING, "summary.<name>: the record's number held to the bound")
+    field: str = option(MISSING, "`summary.<name>`: the record's number held to the bound")
     at_most: Optional[float] = option(None, "the bound the field must not exceed")
     at_least: Optional[float] = option(None, "the bound the field must reach")
     factor: float = option(2.0, "the step between probes until the bound is bracketed", gt=1)
@@ -377,15 +382,25 @@ def sweep(argv: list[str]) -> None:
               f"{', '.join(method_names())})", flush=True)
     # A probe that does not fit (even one that fails: out of memory) is an answer, not a failure.
     counts = {"ok": 0, "kept": 0, "failed": 0, "failed_probes": 0}
+    # The time left is the mean wall time of the runs this sweep ran times the runs still to run: a
+    # run kept from an earlier sweep takes none, so it counts in neither (a bisection's kept probes
+    # are found as it goes: each bisection counts as still to run).
+    waiting = [] if dry_run else [spec is not None or kept(cfg) is None for cfg in configs]
+    ran, ran_s = 0, 0.0
     for i, (overrides, cfg) in enumerate(zip(runs, configs), 1):
         head = f"[{i}/{len(runs)}] {' '.join(overrides)}"
+        so_far = (f"{counts['failed']} failed so far" if counts["failed"] else None,
+                  time_left(ran, sum(waiting[i - 1:]), ran_s))
+        started, probes = time.monotonic(), counts["ok"] + counts["failed_probes"]
         if spec is not None:
             if dry_run:
                 first = _merge(overrides, [f"{spec.key}={spec.start}"])
                 print(f"python -m benchmarks {shlex.join(first)}")
                 continue
-            print(f"{head}: bisect {spec.key}", flush=True)
+            print(progress_line(f"{head}: bisect {spec.key}", *so_far), flush=True)
             _bisect_run(overrides, spec, counts)
+            if counts["ok"] + counts["failed_probes"] > probes:  # not every probe was kept
+                ran, ran_s = ran + 1, ran_s + time.monotonic() - started
             continue
         if kept(cfg) is not None:
             counts["kept"] += 1
@@ -394,9 +409,10 @@ def sweep(argv: list[str]) -> None:
         if dry_run:
             print(f"python -m benchmarks {shlex.join(overrides)}")
             continue
-        print(head, flush=True)
+        print(progress_line(head, *so_far), flush=True)
         record = run_one(overrides, cfg)
         counts["ok" if record and record["status"] == "ok" else "failed"] += 1
+        ran, ran_s = ran + 1, ran_s + time.monotonic() - started
     if not dry_run:
         print(f"sweep: {len(runs)} runs: {counts['ok']} ran, {counts['kept']} kept, {counts['failed']} failed"
               + (f", {counts['failed_probes']} probes too big or failed" if spec is not None else "")

@@ -4,11 +4,13 @@ Epoch time is measured per rank around `train_epoch` only (evaluation, logging a
 own reductions excluded) and reduced with MAX over ranks; the first `warmup_epochs` are dropped
 from the median and are the epochs the memory probe measures. Evaluation is the same exact
 full-graph inference for every method. The record is built from what `run_rank` returns
-(`benchmarks.record.RecordBuilder`).
+(`benchmarks.record.RecordBuilder`). The time left that progress lines print is another clock: rank
+0's wall time since training began, evaluation included, since the user waits for it too.
 """
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import torch
@@ -20,6 +22,7 @@ from benchmarks.method import RankContext
 from benchmarks.models import build_model
 from benchmarks.partition import Part
 from benchmarks.probes import MemoryProbe, Timer
+from benchmarks.progress import time_left
 from benchmarks.recompute import Recompute
 from benchmarks.record import warmup_dropped
 
@@ -82,6 +85,7 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
     history, window, grads = [], [], None
 
     memory.start_training()
+    started = time.perf_counter()
     for epoch in range(epochs):
         before = ctx.comm.training_bytes()
         method.between_epochs(epoch)  # untimed; its traffic counts toward the epoch
@@ -100,10 +104,12 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
             window = []
             if evaluate_now:
                 entries[-1].update(evaluate(ctx, eval_agg, method.evaluation_model()))
+            # left as of now: an asynchronous method's entries of several epochs arrive together
+            left = time_left(epoch + 1, epochs - epoch - 1, time.perf_counter() - started)
             for entry in entries:
                 history.append(entry)
                 if on_epoch is not None:
-                    on_epoch(entry)
+                    on_epoch(entry, left)
             if not cfg.allow_nonfinite:
                 check_finite(entries)
             memory.resume()

@@ -56,4 +56,7 @@ def test_a_multirun_goes_on_past_a_failed_job(tmp_path):
                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 1, out.stderr
     assert "error: workers=40 exceeds the 30 nodes" in out.stdout and "1 failed" in out.stdout
+    # the next run's line counts the failure, and estimates the time left from the run that failed
+    (second,) = [line for line in out.stdout.splitlines() if line.startswith("[2/2] ")]
+    assert " · 1 failed so far · ~" in second and second.endswith(" left"), second
     assert [json.loads(p.read_text())["method"] for p in (tmp_path / "r").glob("*.json")] == ["single"]

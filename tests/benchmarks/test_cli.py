@@ -23,7 +23,9 @@ def test_cli_runs_one_configuration_and_says_where_the_record_went(tmp_path):
     out = cli(tmp_path, "method=full_halo", "model=gcn", "workers=2", "epochs=3", "log_every=1", *SMALL_SYNTHETIC)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    assert sum(line.strip().startswith("epoch") for line in lines) == 3  # progress
+    epochs = [line for line in lines if line.strip().startswith("epoch")]
+    assert len(epochs) == 3  # progress, with the time left until the last epoch
+    assert all(" · ~" in e and e.endswith(" left") for e in epochs[:2]) and " · " not in epochs[2], epochs
     assert lines[-2].startswith("record: ") and (PROJECT_ROOT / lines[-2].split(" ", 1)[1]).exists()
     assert lines[-1].startswith("full_halo synthetic gcn workers=2: epoch ")
 
