@@ -282,6 +282,12 @@ def memory_time_scatter(agg: pd.DataFrame, out_dir) -> list[Path]:
     return save(fig, out_dir, "memory_time_scatter")
 
 
+def _zero_bytes_at(values: pd.Series) -> float:
+    """Where a point that sent 0 bytes is drawn on a log axis of bytes: a quarter of the least sent."""
+    sent = values[values > 0]
+    return sent.min() / 4 if len(sent) else 1.0
+
+
 def accuracy_vs_comm(agg: pd.DataFrame, out_dir) -> list[Path]:
     """Each configuration as one point: its test accuracy (at the best validation epoch, mean over
     seeds) against its training bytes per epoch (all ranks; log axis, a run that sends nothing at
@@ -292,8 +298,7 @@ def accuracy_vs_comm(agg: pd.DataFrame, out_dir) -> list[Path]:
     fig, axes = _grid(len(groups))
     for ax, (title, g) in zip(axes.flat, groups):
         ok = g[(g["status"] == "ok") & g["test_acc"].notna()]
-        sent = ok["comm_bytes_per_epoch"][ok["comm_bytes_per_epoch"] > 0]
-        floor = sent.min() / 4 if len(sent) else 1.0  # where a run that sends nothing is drawn
+        floor = _zero_bytes_at(ok["comm_bytes_per_epoch"])
         exact = ok[[(agg.attrs.get("groups") or {}).get(v.split()[0]) == "exact full-graph" for v in ok["variant"]]]
         if len(exact):
             ax.axhline(100 * exact["test_acc"].mean(), color="grey", linestyle="--", linewidth=1,
@@ -326,8 +331,7 @@ def accuracy_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
     panels = list(t.groupby(["dataset", "workers"], sort=True))
     fig, axes = _grid(len(panels))
     for ax, ((dataset, workers), g) in zip(axes.flat, panels):
-        sent = g["halo_bytes_per_epoch"][g["halo_bytes_per_epoch"] > 0]
-        floor = sent.min() / 4 if len(sent) else 1.0  # where a method with no halo bytes is drawn
+        floor = _zero_bytes_at(g["halo_bytes_per_epoch"])
         for _, r in g.iterrows():
             x = (r["halo_bytes_per_epoch"] or floor) / 1e6
             ax.errorbar(x, 100 * r["test_acc"], yerr=100 * r["test_acc_std"] if r["test_acc_std"] == r["test_acc_std"]
@@ -353,8 +357,7 @@ def effect_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
     panels = list(t.groupby(["dataset", "model"], sort=True))
     fig, axes = _grid(len(panels), size=(6.4, 4.6))
     for ax, ((dataset, model), g) in zip(axes.flat, panels):
-        sent = g["bytes_per_epoch"][g["bytes_per_epoch"] > 0]
-        floor = sent.min() / 4 if len(sent) else 1.0
+        floor = _zero_bytes_at(g["bytes_per_epoch"])
         ax.axhline(0, color="grey", linestyle="--", linewidth=1)
         for _, r in g.iterrows():
             e = r["effect"]
