@@ -359,12 +359,20 @@ def effect_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
     for ax, ((dataset, model), g) in zip(axes.flat, panels):
         floor = _zero_bytes_at(g["bytes_per_epoch"])
         ax.axhline(0, color="grey", linestyle="--", linewidth=1)
+        unpaired = []
         for _, r in g.iterrows():
             e = r["effect"]
-            mean, bar = (0.0, None) if e is None or e.n == 0 else (
+            if e is not None and e.n == 0:  # its reference has no run on these seeds: no point to draw
+                unpaired.append(r["method"])
+                continue
+            mean, bar = (0.0, None) if e is None else (  # None: the reference itself, at 0
                 100 * e.mean, None if e.n < 2 else [[100 * (e.mean - e.low)], [100 * (e.high - e.mean)]])
             x = (r["bytes_per_epoch"] or floor) / 1e6
             ax.errorbar(x, mean, yerr=bar, linestyle="none", capsize=3, label=r["method"], **sty[r["method"]])
+            ax.annotate(r["method"], (x, mean), xytext=(4, 2), textcoords="offset points", fontsize=6)
+        if unpaired:
+            ax.text(0, -0.2, textwrap.fill("no paired runs of the reference: " + ", ".join(unpaired), 80),
+                    transform=ax.transAxes, va="top", fontsize=7, color="red")
         ax.set_xscale("log")
         ax.set_xlabel("training MB per epoch, all ranks (log; 0 B at the left edge)")
         ax.set_ylabel("accuracy effect vs its reference (points)\nbar: 95 % interval over paired seeds")
