@@ -86,12 +86,13 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
         what = about(name)
         why = costmodel.why_not_modelled(name) or (ONE_PROCESS if method_class(name).single_process else None)
         if why:
-            left_out.append({"method": name, "about": what, "why": why})
+            left_out.append({"method": name, "about": what, "why": why,
+                             "accuracy": [f for f in findings if f["method"] == name]})
             continue
         projected, skipped = projection.project_setting({"method": name, "variant": name, "model": spec["name"]},
                                                         method_defaults(name), model, stats, workers, profile)
         rows += [{**r, "about": what, "accuracy": [f for f in findings if f["method"] == name]} for r in projected]
-        left_out += [{"method": name, "about": what, "why": reason} for _, reason in skipped]
+        left_out += [{"method": name, "about": what, "why": reason, "accuracy": []} for _, reason in skipped]
     g = stats["graph"]
     return {"graph": g["name"], "partition": stats.get("proxy") or f"{stats.get('source', 'measured')} partition "
             "statistics", "hardware": profile.name, "device": getattr(profile, "description", ""),
@@ -173,8 +174,10 @@ def markdown(result: dict) -> str:
                        for r in methods], aligned=True)]
     if result["left_out"]:
         text += ["", "## Not projected", "",
-                 md_table(["method", "kind", "why"],
-                          [[r["method"], r["about"]["kind"], r["why"]] for r in result["left_out"]], aligned=True)]
+                 md_table(["method", "kind", "why", "accuracy effect (measured)"],
+                          [[r["method"], r["about"]["kind"], r["why"],
+                            "; ".join(effect(f, short=True) for f in r.get("accuracy", [])) or "not measured"]
+                           for r in result["left_out"]], aligned=True)]
     return "\n".join(text) + "\n"
 
 
