@@ -7,29 +7,34 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+TEST_STAMP := $(VENV)/.installed-test-stamp
 TORCH_SPEC ?= torch==2.13.0
 RESULTS ?= results/quickstart
 
 .PHONY: run test test-fast gpu-check install clean
 
-install: $(STAMP)
+install: $(TEST_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e .
 	touch $(STAMP)
+
+# the test extras (pytest, a Jupyter kernel for the notebook tests) only where tests run: `make run` needs none
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(TEST_STAMP)
 
 run: $(STAMP)
 	@# every registered method (conf/experiment/quickstart.yaml); the report is written even if a run failed
 	$(BIN)/python -m benchmarks.sweep experiment=quickstart results_dir=$(RESULTS); status=$$?; \
 	$(BIN)/python -m analysis report $(RESULTS) && exit $$status
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/python -m pytest
 
-test-fast: $(STAMP)
+test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest -m fast
 
 gpu-check: $(STAMP)
