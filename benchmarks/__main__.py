@@ -23,6 +23,8 @@ def main() -> None:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    from benchmarks import rank_server
+    rank_server.start()  # its imports overlap this process's own (benchmarks/rank_server.py)
     from benchmarks.cli import main as cli_main
 
     cli_main()

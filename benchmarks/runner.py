@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from benchmarks.config import RunConfig, check as check_config, control_config
-from benchmarks import registry
+from benchmarks import rank_server, registry
 from benchmarks.datasets import load_dataset
 from benchmarks.errors import Stopped, UserError, stop_on_signals
 from benchmarks.leftovers import die_with_launcher, on_this_host, owner_tag, remove_leftovers
@@ -270,12 +270,7 @@ NOT_WRITTEN_EXIT = 3
 
 
 def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -> None:
-    # Ranks are forked from a fork server that imported torch and the runtime once, so a rank starts
-    # in a fraction of a second instead of re-importing everything (and never inherits this
-    # process's threads, as a plain fork would). torch._dynamo too: every torch optimizer imports it
-    # when it is built, which otherwise costs every rank of every run 2 s of CPU.
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["benchmarks.runner", "torch._dynamo"])
+    ctx = rank_server.context()  # started already by `python -m benchmarks` (rank_server.start)
     init_method = f"file://{(scratch / 'store').resolve()}"
     plugin_path = os.environ.get("GNNBENCH_METHODS_PATH", "")
     procs = [ctx.Process(target=_rank_process, name=f"gnnbench-rank{r}",

@@ -1,0 +1,31 @@
+"""The fork server a run's ranks are forked from (multiprocessing's `forkserver`), in one place.
+
+It imports torch and the runtime once, so a rank starts in a fraction of a second instead of
+re-importing everything, and never inherits the launcher's threads, as a plain fork would.
+torch._dynamo too: every torch optimizer imports it when it is built, which otherwise costs every
+rank of every run 2 s of CPU. Its environment is the one it started with: the ranks are handed what
+a run needs (benchmarks.runner._rank_process). Imports nothing heavy: `python -m benchmarks` starts
+it before it imports torch itself (`start`), so the two imports, about 2.5 s each, overlap."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+
+PRELOAD = ["benchmarks.runner", "torch._dynamo"]
+
+
+def context():
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def start() -> None:
+    """Start the fork server now, in the background, unless this process is a torchrun rank (which
+    forks no ranks). A launch that turns out to need none (one process, a refused config) leaves it
+    idle; it exits with this process."""
+    if "RANK" in os.environ:
+        return
+    from multiprocessing import forkserver
+    context()
+    forkserver.ensure_running()
