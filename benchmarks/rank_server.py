@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 
 PRELOAD = ["benchmarks.runner", "torch._dynamo"]
 
@@ -21,10 +22,10 @@ def context():
 
 
 def start() -> None:
-    """Start the fork server now, in the background, unless this process is a torchrun rank (which
-    forks no ranks). A launch that turns out to need none (one process, a refused config) leaves it
+    """Start the fork server now, in the background, unless this process is a torchrun rank or was
+    told `workers=1` (neither forks ranks). A launch that turns out to need none (one process, a refused config) leaves it
     idle; it exits with this process."""
-    if "RANK" in os.environ:
+    if "RANK" in os.environ or "workers=1" in sys.argv[1:]:  # a torchrun rank; one in-process rank
         return
     from multiprocessing import forkserver
     context()
