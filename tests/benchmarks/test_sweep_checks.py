@@ -24,12 +24,13 @@ def no_runs(monkeypatch):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["epochs=abc"], rf"error: run 1/{len(method_names())} \(method={method_names()[0]} "  # every method
+    # every method at 1 and 2 workers (the one-process methods once)
+    (["epochs=abc"], rf"error: run 1/\d+ \(method={method_names()[0]} workers=1 "
                      r"experiment=quickstart epochs=abc results_dir=\S+\): epochs must be a positive integer "
                      r"\(got 'abc'\)$"),
     (["epoch=5"], r"error: unknown key epoch; valid keys are: allow_nonfinite, backend, "),
     (["method=sra"], r"error: unknown method 'sra'; choose one of: "),
-    (["method=sar", "method.mode=fast"], r"error: run 1/1 \(experiment=quickstart method=sar method.mode=fast "
+    (["method=sar", "method.mode=fast"], r"error: run 1/2 \(workers=1 experiment=quickstart method=sar method.mode=fast "
                                          r"results_dir=\S+\): unknown method.mode 'fast'"),
 ])
 def test_a_bad_configuration_stops_the_sweep_before_any_run(no_runs, capsys, tmp_path, args, message):
