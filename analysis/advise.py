@@ -97,14 +97,8 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
     return {"graph": g["name"], "partition": stats.get("proxy") or f"{stats.get('source', 'measured')} partition "
             "statistics", "hardware": profile.name, "device": getattr(profile, "description", ""),
             "model": {**spec, "features": g["features"], "classes": g["classes"]}, "workers": workers,
-            "memory_per_rank_bytes": {p: rank_memory(profile, p) for p in workers},
+            "memory_per_rank_bytes": {p: costmodel.rank_memory(profile, p) for p in workers},
             "validation": validation, "rows": rows, "left_out": left_out}
-
-
-def rank_memory(profile, workers: int) -> float:
-    """The memory one rank has (what `costmodel.fits` holds its peak to): a GPU's, or its share of a
-    CPU node's RAM."""
-    return profile.memory_bytes / costmodel.ranks_per_unit(profile, workers)
 
 
 def number(x: float) -> str:

@@ -322,10 +322,14 @@ def _static_bytes(model, rank: Rank, params: int) -> float:
             + rank.nodes * (INDEX + 3) + params * FLOAT)
 
 
+def rank_memory(profile, workers: int) -> float:
+    """The memory one rank has: a GPU's, or its share of a CPU node's RAM (the ranks on it share it)."""
+    return profile.memory_bytes / ranks_per_unit(profile, workers)
+
+
 def fits(profile, workers: int, peak_bytes: float) -> bool:
-    """Whether a rank's projected peak fits its share of a unit's memory (a GPU's, or a CPU node's
-    RAM shared by the ranks on it)."""
-    return peak_bytes * ranks_per_unit(profile, workers) <= profile.memory_bytes
+    """Whether a rank's projected peak fits the memory it has (`rank_memory`)."""
+    return peak_bytes <= rank_memory(profile, workers)
 
 
 def project(method, options, model, ranks: list[Rank], workers: int, profile) -> Projection:

@@ -389,7 +389,8 @@ def sweep(argv: list[str]) -> None:
     # The time left is the mean wall time of the runs this sweep ran times the runs still to run: a
     # run kept from an earlier sweep takes none, so it counts in neither (a bisection's kept probes
     # are found as it goes: each bisection counts as still to run).
-    waiting = [] if dry_run else [spec is not None or kept(cfg) is None for cfg in configs]
+    found = [None if spec is not None else kept(cfg) for cfg in configs]  # each record read once
+    waiting = [spec is not None or record is None for record in found]
     ran, ran_s = 0, 0.0
     for i, (overrides, cfg) in enumerate(zip(runs, configs), 1):
         head = f"[{i}/{len(runs)}] {' '.join(overrides)}"
@@ -406,7 +407,7 @@ def sweep(argv: list[str]) -> None:
             if counts["ok"] + counts["failed_probes"] > probes:  # not every probe was kept
                 ran, ran_s = ran + 1, ran_s + time.monotonic() - started
             continue
-        if kept(cfg) is not None:
+        if found[i - 1] is not None:
             counts["kept"] += 1
             print(f"{head}: kept (ok record exists)", flush=True)
             continue
