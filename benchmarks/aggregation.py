@@ -15,7 +15,13 @@ and the shared evaluation) fetches all halo rows in one all-to-all per layer.
 Kernels (`kernel`, a top-level config key, passed to every `LocalAdjacency` a rank builds: the
 rank's context builds its adjacency with the run's kernel, and adjacencies derived from it take
 `adj.kernel`):
-  - `spmm` (default): sum/mean aggregation is a CSR sparse matmul (int32 indices) inside a custom
+  - `native` (default where it builds): the same products as `spmm`, by the CPU kernels of
+    `benchmarks/native.c` (row-parallel CSR products with register tiles and prefetched source rows,
+    all heads of an attention product in one pass, SDDMM), and dropout whose mask is a hash of (key,
+    element), re-derived in backward rather than kept. fp32 CPU tensors only: anything else (fp64 in
+    gradcheck, CUDA) takes `spmm`'s path. A run whose machine cannot build it runs `spmm`, one line
+    saying so (`benchmarks.config`).
+  - `spmm`: sum/mean aggregation is a CSR sparse matmul (int32 indices) inside a custom
     autograd function whose backward multiplies by a precomputed transposed CSR; attention weights
     the CSR per head (`EdgeSpMM`). This keeps only the adjacency for backward (no E x d message
     tensor) and is several times faster than gather + scatter on CPU (docs/measurement.md, "Aggregation kernel").
@@ -36,6 +42,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from benchmarks import native
 from benchmarks.comm import Channel, Comm
 from benchmarks.errors import choose
 from benchmarks.graph import edge_rows
@@ -43,7 +50,7 @@ from benchmarks.graph import edge_rows
 warnings.filterwarnings("ignore", message=".*[Ss]parse (CSR tensor support|invariant checks).*")
 
 
-KERNELS = ("spmm", "messages")
+KERNELS = ("native", "spmm", "messages")
 
 
 def csr(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, shape) -> torch.Tensor:
@@ -51,16 +58,18 @@ def csr(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, shape
 
 
 class _SpMM(torch.autograd.Function):
-    """out = A @ X with backward dX = A^T @ dOut, A^T precomputed (A is constant)."""
+    """out = A @ X with backward dX = A^T @ dOut, A^T precomputed (A is constant). `A` and `At` are
+    torch CSR tensors (`spmm`) or (indptr, indices, values) triples for `native.spmm`."""
 
     @staticmethod
     def forward(ctx, A, At, X):
         ctx.At = At
-        return A @ X
+        return native.spmm(*A, X) if isinstance(A, tuple) else A @ X
 
     @staticmethod
     def backward(ctx, grad):
-        return None, None, ctx.At @ grad.contiguous()
+        At = ctx.At
+        return None, None, native.spmm(*At, grad) if isinstance(At, tuple) else At @ grad.contiguous()
 
 
 class EdgeSpMM(torch.autograd.Function):
@@ -92,18 +101,24 @@ class EdgeSpMM(torch.autograd.Function):
 # loop over H costs microseconds.
 def head_spmm(adj: "LocalAdjacency", alpha: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """out[v, h] = sum over in-edges e = (u, v) of alpha[e, h] z[u, h]; [num_rows, H, C]."""
+    if adj.native(alpha, z):
+        return native.head_spmm(adj.indptr32, adj.indices32, alpha, z)
     return torch.stack([adj.with_values(alpha[:, h].contiguous()) @ z[:, h].contiguous()
                         for h in range(z.shape[1])], 1)
 
 
 def head_spmm_t(adj: "LocalAdjacency", alpha: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """The transpose: out[u, h] = sum over out-edges e = (u, v) of alpha[e, h] g[v, h]; [num_cols, H, C]."""
+    if adj.native(alpha, g):
+        return native.head_spmm(adj.t_indptr32, adj.t_indices32, alpha, g, adj.t_perm32)
     return torch.stack([adj.with_values(alpha[adj.t_perm, h].contiguous(), transposed=True) @ g[:, h].contiguous()
                         for h in range(g.shape[1])], 1)
 
 
 def head_sddmm(adj: "LocalAdjacency", g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     """Sampled dense-dense product: out[e, h] = g[v, h] . z[u, h] for every edge e = (u, v); [nnz, H]."""
+    if adj.native(g, z):
+        return native.head_sddmm(adj.indptr32, adj.indices32, g, z)
     pattern = adj.with_values(torch.zeros(adj.nnz, dtype=g.dtype, device=g.device))
     return torch.stack([torch.sparse.sampled_addmm(pattern, g[:, h].contiguous(), z[:, h].t().contiguous(),
                                                    beta=0.0).values() for h in range(g.shape[1])], 1)
@@ -156,7 +171,12 @@ class LocalAdjacency:
         counts = torch.bincount(self.src, minlength=self.num_cols)
         self.t_indptr32 = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]).int()
         self.t_indices32 = self.dst[self.t_perm].int()
+        self.t_perm32 = self.t_perm.int() if self.kernel == "native" else None
         self._matrices = {}
+
+    def native(self, *tensors: torch.Tensor) -> bool:
+        """Whether this call goes through the native kernels (`native.usable`: fp32 on the CPU)."""
+        return self.kernel == "native" and native.usable(*tensors)
 
     def with_values(self, values: torch.Tensor, transposed: bool = False) -> torch.Tensor:
         if transposed:
@@ -174,11 +194,20 @@ class LocalAdjacency:
         return w if self.edge_scale is None else w * self.edge_scale
 
     def matrix(self, norm: str):
-        """(A, A^T) with the given edge normalisation, built once."""
+        """(A, A^T) with the given edge normalisation as torch CSR tensors, built once."""
         if norm not in self._matrices:
             w = self.edge_weights(norm)
             self._matrices[norm] = (self.with_values(w), self.with_values(w[self.t_perm].contiguous(), transposed=True))
         return self._matrices[norm]
+
+    def native_matrix(self, norm: str):
+        """(A, A^T) as (indptr, indices, values) triples for `native.spmm`, built once."""
+        key = ("native", norm)
+        if key not in self._matrices:
+            w = self.edge_weights(norm).float().contiguous()
+            self._matrices[key] = ((self.indptr32, self.indices32, w),
+                                   (self.t_indptr32, self.t_indices32, w[self.t_perm].contiguous()))
+        return self._matrices[key]
 
     def weights(self, norm: str) -> torch.Tensor:
         """The normalised edge weights in CSR order, built once (the `messages` kernel's)."""
@@ -193,7 +222,7 @@ class LocalAdjacency:
         if self.kernel == "messages":
             w = self.weights(norm).view(-1, *([1] * (x.dim() - 1)))
             return self.messages(x, w, self.src, self.dst, self.num_rows)  # w is constant: E x F freed after
-        A, At = self.matrix(norm)
+        A, At = self.native_matrix(norm) if self.native(x) else self.matrix(norm)
         return _SpMM.apply(A, At, x)
 
     @in_fp32
@@ -202,6 +231,8 @@ class LocalAdjacency:
         if self.kernel == "messages":
             w = self.weights(norm).view(-1, *([1] * (g.dim() - 1)))
             return self.messages(g, w, self.dst, self.src, self.num_cols)
+        if self.native(g):
+            return native.spmm(*self.native_matrix(norm)[1], g)
         return self.matrix(norm)[1] @ g.contiguous()
 
     @in_fp32
@@ -427,12 +458,29 @@ class _AllReduceSum(torch.autograd.Function):
         return ctx.comm.all_reduce(grad.clone(), ctx.category), None, None
 
 
+#: The run's kernel as dropout sees it (`use_kernel`). Process-wide, unlike an adjacency's kernel: dropout
+#: is drawn in a dozen places (models, halo tables, precomputed aggregates) that hold no adjacency,
+#: and a rank process runs one configuration.
+_dropout_kernel = "spmm"
+
+
+def use_kernel(kernel: str) -> None:
+    """Set the kernel this process's `dropout` uses (the rank's run sets it before building its model)."""
+    global _dropout_kernel
+    _dropout_kernel = choose("kernel", kernel, KERNELS)
+
+
 def dropout(h: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout, as F.dropout, with the mask drawn by uniform sampling: ~20 % faster than
-    F.dropout's bernoulli_ on CPU, and dropout on N x d activations is a visible share of an epoch.
-    Here, beside the aggregators, because some of them draw it on halo rows (`Aggregator.dropout`)."""
+    """Inverted dropout, as F.dropout. Under `kernel=native` the mask is a hash of a key drawn from
+    torch's generator and the element index (`native.Dropout`: 4-7x faster, nothing kept for
+    backward); otherwise it is drawn by uniform sampling: ~20 % faster than F.dropout's bernoulli_ on
+    CPU, and dropout on N x d activations is a visible share of an epoch. Either way a seed gives the
+    same masks. Here, beside the aggregators, because some of them draw it on halo rows
+    (`Aggregator.dropout`)."""
     if not training or p == 0:
         return h
+    if _dropout_kernel == "native" and native.usable(h):
+        return native.Dropout.apply(h, p)
     return h * (torch.rand_like(h) >= p) * (1.0 / (1.0 - p))
 
 

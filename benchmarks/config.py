@@ -56,10 +56,12 @@ class RunOptions(Options):
         "metis", "metis: balanced on nodes and training nodes; metis_edges: also on in-edges, as SAR's partitions "
                  "(its own cache); random; contiguous")
     kernel: Literal[KERNELS] = option(
-        "spmm", "aggregation kernel of every method: spmm (CSR products, no per-edge tensors, as DGL's fused "
-                "builtins, which SAR's papers' vanilla ran: docs/sar.md) or messages (gather, scale, index_add per "
-                "edge, as PyG does). Compared like a method option: a record's variant names a kernel other than "
-                "spmm and its setting leaves the kernel out")
+        "native", "aggregation and dropout kernel of every method: native (the suite's CPU kernels, "
+                  "benchmarks/native.c, built on first use; where they cannot be built the run falls back to spmm "
+                  "and says so in one line), spmm (torch's CSR products, no per-edge tensors, as DGL's fused "
+                  "builtins, which SAR's papers' vanilla ran: docs/sar.md) or messages (gather, scale, index_add per "
+                  "edge, as PyG does). Compared like a method option: a record's variant names a kernel other than "
+                  "native and its setting leaves the kernel out")
     precision: Literal[tuple(PRECISIONS)] = option(
         "fp32", "autocast dtype of the dense parts; aggregation kernels stay fp32, and rows exchanged after a "
                 "projection travel in the low precision (half the bytes). fp16 scales the loss (dynamic, GradScaler) "

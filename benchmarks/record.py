@@ -105,7 +105,8 @@ def git_commit() -> str | None:
         return None
 
 
-AGG_KERNELS = {"spmm": "csr_spmm_int32+transposed_csr_backward",
+AGG_KERNELS = {"native": "native_c_csr_row_parallel+transposed_csr_backward+hashed_dropout",
+               "spmm": "csr_spmm_int32+transposed_csr_backward",
                "messages": "per_edge_messages_gather_scale_index_add"}
 
 

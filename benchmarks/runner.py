@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psutil
@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from benchmarks.config import RunConfig, check as check_config, control_config
-from benchmarks import rank_server, registry
+from benchmarks import native, rank_server, registry
 from benchmarks.datasets import load_dataset
 from benchmarks.errors import Stopped, UserError, stop_on_signals
 from benchmarks.leftovers import die_with_launcher, on_this_host, owner_tag, remove_leftovers
@@ -82,8 +82,10 @@ class Plan:
 def plan(cfg: dict) -> Plan:
     """Validate the composed run config and resolve its method; raises UserError (nothing has run
     yet). Every key is held to the schema (`config.check`: types, ranges, names, unknown keys); then
-    what this machine must offer (CUDA, enough GPUs)."""
+    what this machine must offer (CUDA, enough GPUs) and can run (`kernel=native` falls back to `spmm`
+    where it cannot be built, and the record says `spmm`)."""
     run = check_config(cfg)
+    run = replace(run, kernel=native.resolve(run.kernel, run.device))  # what this machine can run
     if run.device == "cuda" and not torch.cuda.is_available():
         raise UserError("device=cuda but this torch build sees no CUDA device; use device=cpu")
     world = ranks_of(run)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency
+from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency, use_kernel
 from benchmarks.comm import Comm
 from benchmarks.config import RunConfig
 from benchmarks.method import RankContext
@@ -39,6 +39,7 @@ def make_context(cfg: RunConfig, rank: int, world: int, part: Part, device: torc
     recompute = Recompute(None if memory.checkpoint == "none" else memory.checkpoint_halo)
     comm = Comm(rank, world, cfg.comm.quantize, cfg.comm.quantize_grads, cfg.seed, device, recompute)
     adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg, kernel=cfg.kernel)
+    use_kernel(cfg.kernel)  # dropout's
     plan = HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist())
     model = optimizer = None
     if cfg.method_cls.builds_model:

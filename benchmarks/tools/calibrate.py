@@ -36,6 +36,7 @@ import torch.distributed as dist
 import yaml
 
 from benchmarks.tools import hardware
+from benchmarks import native
 from benchmarks.aggregation import LocalAdjacency
 from benchmarks.comm import Comm
 from benchmarks.datasets import synthetic
@@ -97,14 +98,19 @@ def half_rows(dtype: torch.dtype, sizes: Sizes, width: int = 256) -> int:
     return max(probe, min(max(sizes.gemm_rows), rows // probe * probe))
 
 
+def graph_of(nodes: int, degree: int):
+    """The suite's synthetic graph (degree-corrected block model, skewed degrees) at this size."""
+    return synthetic(nodes=nodes, avg_degree=degree, classes=8, features=1, homophily=0.8, feature_noise=6.0,
+                     degree_skew=1.0, train_frac=0.1, val_frac=0.1, test_frac=0.1, seed=0)
+
+
 def aggregation_graph(sizes: Sizes) -> LocalAdjacency:
-    """The suite's synthetic graph (degree-corrected block model, skewed degrees) as the adjacency
-    every method aggregates with."""
-    g = synthetic(nodes=sizes.graph_nodes, avg_degree=sizes.graph_degree, classes=8, features=1, homophily=0.8,
-                  feature_noise=6.0, degree_skew=1.0, train_frac=0.1, val_frac=0.1, test_frac=0.1, seed=0)
+    """The synthetic graph as the adjacency every method aggregates with, by the suite's default kernel
+    on this machine (`native`, else `spmm`: `native.resolve`)."""
+    g = graph_of(sizes.graph_nodes, sizes.graph_degree)
     deg = g.in_degree()
-    adj = LocalAdjacency(g.indptr, g.indices, deg, deg, kernel="spmm")
-    adj.matrix("gcn")  # A and A^T, built once as in training
+    adj = LocalAdjacency(g.indptr, g.indices, deg, deg, kernel=native.resolve("native", "cpu"))
+    adj.native_matrix("gcn") if adj.kernel == "native" else adj.matrix("gcn")  # built once as in training
     return adj
 
 
@@ -128,9 +134,13 @@ def dropout_rate(sizes: Sizes) -> float:
     comparison, a multiply by the boolean mask, the scale). A CPU's generator and the mixed-type
     multiply run far below the streaming bandwidth, and dropout of wide input features is a large
     share of a small graph's epoch."""
-    from benchmarks.aggregation import dropout
+    from benchmarks.aggregation import dropout, use_kernel
     x = torch.ones(sizes.stream // 4)
-    return x.numel() / median_seconds(lambda: dropout(x, 0.5, True), sizes)
+    use_kernel(native.resolve("native", "cpu"))
+    try:
+        return x.numel() / median_seconds(lambda: dropout(x, 0.5, True), sizes)
+    finally:
+        use_kernel("spmm")
 
 
 #: Channels per head at which GAT's attention is measured (4 heads); the model interpolates between them.
@@ -340,11 +350,13 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
             "memory_bytes": "MemTotal of /proc/meminfo",
             "memory_bandwidth": f"torch.add(a, b, out=c), {sizes.stream} fp32 elements each, 12 bytes an element; "
                                 f"median of up to {sizes.repeats} runs after a warm-up, {n} threads",
+            "kernels": f"kernel={adj.kernel}: the aggregation and dropout kernels runs on this machine take by "
+                       "default (benchmarks.native.resolve); the rates below are that kernel's",
             "attention_rate": f"LocalAdjacency.attention forward and backward, 4 heads of 16 and 64 channels, on "
                               f"{graph}: edges x heads per second; median of up to {sizes.repeats} runs, {n} threads",
             "dropout_rate": f"benchmarks.aggregation.dropout(x, 0.5, training) forward on {sizes.stream // 4} fp32 "
                             f"elements; median of up to {sizes.repeats} runs after a warm-up, {n} threads",
-            "gather_bandwidth": "LocalAdjacency.spmm (CSR SpMM, int32) forward and spmm_t (its backward, A^T @ G) "
+            "gather_bandwidth": f"LocalAdjacency.spmm (kernel={adj.kernel}) forward and spmm_t (its backward, A^T @ G) "
                                 f"on {graph}, counted as 2 x edges x width x 4 bytes over both; mean of widths "
                                 + ", ".join(f"{w} ({r / 1e9:.2f} GB/s)" for w, r in node["gather"].items())
                                 + f"; {n} threads",

@@ -1,6 +1,6 @@
-"""The `kernel` option (spmm | messages) and the `metis_edges` partitioner on their own, in process:
-the per-edge message kernel (PyG's default path) gives the CSR
-kernel's results and gradients; a bad value is one line before anything runs; balancing edges too
+"""The `kernel` option (native | spmm | messages) and the `metis_edges` partitioner on their own, in
+process: the per-edge message kernel (PyG's default path) and the native kernels give torch's CSR
+kernel's results and gradients (tests/benchmarks/test_native.py holds the native kernels closer); a bad value is one line before anything runs; balancing edges too
 lowers the edge imbalance of a METIS partition of a skewed graph."""
 from __future__ import annotations
 
@@ -28,21 +28,22 @@ def random_adjacency(kernel: str, rows=30, cols=45, edges=200, seed=0) -> LocalA
 
 
 @pytest.mark.parametrize("norm", ["gcn", "mean"])
-def test_messages_propagate_equals_spmm_with_gradients(norm):
-    got, want = random_adjacency("messages"), random_adjacency("spmm")
+@pytest.mark.parametrize("kernel", ["messages", "native"])
+def test_propagate_equals_spmm_with_gradients(norm, kernel):
+    got, want = random_adjacency(kernel), random_adjacency("spmm")
     x = torch.randn(45, 7, dtype=torch.float32, requires_grad=True)
     up = torch.randn(30, 7, dtype=torch.float32)
     out = {}
-    for name, adj in (("messages", got), ("spmm", want)):
+    for name, adj in ((kernel, got), ("spmm", want)):
         y = adj.spmm(norm, x)
         (gx,) = torch.autograd.grad((y * up).sum(), x)
         out[name] = (y.detach(), gx, adj.spmm_t(norm, up))
-    for a, b in zip(out["messages"], out["spmm"]):
+    for a, b in zip(out[kernel], out["spmm"]):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(out["spmm"][1], out["spmm"][2])  # spmm_t is spmm's gradient
 
 
-def test_messages_attention_equals_spmm_with_gradients():
+def test_attention_equals_spmm_with_gradients():
     heads, ch = 3, 5
     results = {}
     for kernel in KERNELS:
@@ -54,8 +55,9 @@ def test_messages_attention_equals_spmm_with_gradients():
         up = torch.randn(30, heads, ch, dtype=torch.float32)
         y = adj.attention(z_src, z_src[:30], att_src, att_dst, 0.2)
         results[kernel] = (y.detach(), *torch.autograd.grad((y * up).sum(), (z_src, att_src, att_dst)))
-    for a, b in zip(results["messages"], results["spmm"]):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    for kernel in ("messages", "native"):
+        for a, b in zip(results[kernel], results["spmm"]):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_messages_attention_keeps_its_per_edge_messages_for_backward():
@@ -77,12 +79,12 @@ def test_the_kernel_is_an_argument_of_the_adjacency_and_bad_names():
     assert random_adjacency("messages").kernel == "messages"
     indptr, src = torch.tensor([0, 1, 2]), torch.tensor([0, 1])
     assert LocalAdjacency(indptr, src, torch.ones(2), torch.ones(2)).kernel == "spmm"  # no process-wide default
-    with pytest.raises(UserError, match=r"^unknown kernel 'csr'; choose one of: messages, spmm$"):
+    with pytest.raises(UserError, match=r"^unknown kernel 'csr'; choose one of: messages, native, spmm$"):
         random_adjacency("csr")
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["kernel=csr"], "unknown kernel 'csr'; choose one of: messages, spmm"),
+    (["kernel=csr"], "unknown kernel 'csr'; choose one of: messages, native, spmm"),
     (["partitioner=metis_edge"], "unknown partitioner 'metis_edge'; choose one of: contiguous, metis, metis_edges,"),
 ])
 def test_bad_values_are_one_line(make_cfg, overrides, message):

@@ -1,0 +1,282 @@
+/* The `native` kernels (benchmarks/native.py builds this file with the machine's C compiler and
+ * loads it through ctypes; no Python headers, no torch headers, so it builds in about a second).
+ *
+ * Every product is row-parallel over a CSR: a thread owns a contiguous range of output rows, chosen so
+ * that each thread gets about the same number of edges plus rows, and writes only those rows (no
+ * atomics, results do not depend on the thread count). Within a row, edges are summed in CSR order,
+ * as torch's CSR kernel does, so results agree with `kernel=spmm` to fp32 rounding. Threads are plain
+ * pthreads started per call, not OpenMP: torch brings its own OpenMP runtime, and a second one in the
+ * same process would spin against it.
+ *
+ * Dropout's mask is a counter-based hash of (key, element index): any element's keep bit can be
+ * recomputed from the key alone, so backward re-derives the mask instead of keeping it, and the
+ * mask does not depend on how the work is split between threads.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_THREADS 256
+
+typedef void (*chunk_fn)(void *args, int64_t lo, int64_t hi);
+
+typedef struct {
+    chunk_fn fn;
+    void *args;
+    int64_t lo, hi;
+} chunk_t;
+
+static void *run_chunk(void *p) {
+    chunk_t *c = (chunk_t *)p;
+    c->fn(c->args, c->lo, c->hi);
+    return NULL;
+}
+
+/* Split rows [0, rows) into `threads` ranges of about equal cost (edges + rows, read off indptr, or
+ * rows alone when indptr is NULL) and run fn on each, the last in the calling thread. */
+static void parallel_rows(chunk_fn fn, void *args, const int32_t *indptr, int64_t rows, int threads) {
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (rows < 2 * threads) threads = 1;
+    chunk_t chunks[MAX_THREADS];
+    pthread_t ids[MAX_THREADS];
+    int64_t total = indptr ? (int64_t)indptr[rows] + rows : rows, lo = 0;
+    for (int t = 0; t < threads; t++) {
+        int64_t hi = rows;
+        if (t < threads - 1) {
+            int64_t target = total * (t + 1) / threads, a = lo, b = rows;  /* first row whose cost reaches it */
+            while (a < b) {
+                int64_t m = (a + b) / 2;
+                int64_t cost = indptr ? (int64_t)indptr[m] + m : m;
+                if (cost < target) a = m + 1; else b = m;
+            }
+            hi = a;
+        }
+        chunks[t] = (chunk_t){fn, args, lo, hi};
+        lo = hi;
+    }
+    int started[MAX_THREADS];
+    for (int t = 0; t < threads - 1; t++) {
+        started[t] = pthread_create(&ids[t], NULL, run_chunk, &chunks[t]) == 0;
+        if (!started[t]) run_chunk(&chunks[t]);  /* no thread to be had: run that range here */
+    }
+    run_chunk(&chunks[threads - 1]);
+    for (int t = 0; t < threads - 1; t++)
+        if (started[t]) pthread_join(ids[t], NULL);
+}
+
+/* ------------------------------------------------------------------ out = A @ X */
+typedef struct {
+    const int32_t *indptr, *indices;
+    const float *values, *x;
+    float *out;
+    int64_t width;
+} spmm_args;
+
+/* Rows of a tile: TILE floats of one output row summed in registers over the row's edges (GCC's vector
+ * extension: AVX-512, AVX2 or NEON, whatever -march=native gives), then stored once; the next tile runs
+ * over the same edges again, whose indices are in cache by then. While the first tile runs, the whole
+ * source row of the edge PREFETCH ahead is requested, so the random row reads overlap. Measured on the
+ * 200k-node graph at width 256, 2 threads: 0.96-1.07 of the no-reuse bound against 0.76 for a plain
+ * loop accumulating in memory (python -m benchmarks.tools.kernels). */
+#define TILE 64
+#define PREFETCH 4
+typedef float vec16 __attribute__((vector_size(64), aligned(4)));
+
+static inline void prefetch_row(const float *row, int64_t width) {
+    for (int64_t b = 0; b < width; b += 16) __builtin_prefetch(row + b);
+}
+
+static void spmm_chunk(void *p, int64_t lo, int64_t hi) {
+    const spmm_args *a = (const spmm_args *)p;
+    const int64_t F = a->width, full = F - F % TILE;
+    const int32_t stop = a->indptr[hi];  /* prefetch across rows, up to this chunk's last edge */
+    for (int64_t r = lo; r < hi; r++) {
+        const int32_t begin = a->indptr[r], end = a->indptr[r + 1];
+        float *restrict o = a->out + r * F;
+        for (int64_t f0 = 0; f0 < full; f0 += TILE) {
+            vec16 c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+            for (int32_t e = begin; e < end; e++) {
+                if (f0 == 0 && e + PREFETCH < stop) prefetch_row(a->x + (int64_t)a->indices[e + PREFETCH] * F, F);
+                const float *xr = a->x + (int64_t)a->indices[e] * F + f0;
+                const float w = a->values[e];
+                c0 += w * *(const vec16 *)xr;
+                c1 += w * *(const vec16 *)(xr + 16);
+                c2 += w * *(const vec16 *)(xr + 32);
+                c3 += w * *(const vec16 *)(xr + 48);
+            }
+            *(vec16 *)(o + f0) = c0;
+            *(vec16 *)(o + f0 + 16) = c1;
+            *(vec16 *)(o + f0 + 32) = c2;
+            *(vec16 *)(o + f0 + 48) = c3;
+        }
+        if (full < F) {  /* the last F % TILE columns */
+            memset(o + full, 0, (F - full) * sizeof(float));
+            for (int32_t e = begin; e < end; e++) {
+                if (full == 0 && e + PREFETCH < stop) prefetch_row(a->x + (int64_t)a->indices[e + PREFETCH] * F, F);
+                const float w = a->values[e];
+                const float *restrict xr = a->x + (int64_t)a->indices[e] * F;
+                for (int64_t f = full; f < F; f++) o[f] += w * xr[f];
+            }
+        }
+    }
+}
+
+void gnn_spmm(const int32_t *indptr, const int32_t *indices, const float *values, const float *x, float *out,
+              int64_t rows, int64_t width, int threads) {
+    spmm_args a = {indptr, indices, values, x, out, width};
+    parallel_rows(spmm_chunk, &a, indptr, rows, threads);
+}
+
+/* ------------------------------------------------------------------ attention: out[v,h,:] = sum_e alpha[e,h] z[u,h,:] */
+typedef struct {
+    const int32_t *indptr, *indices, *perm;  /* perm: alpha's row of CSR position e (NULL: e itself) */
+    const float *alpha, *z;
+    float *out;
+    int64_t heads, channels;
+} head_spmm_args;
+
+static void head_spmm_chunk(void *p, int64_t lo, int64_t hi) {
+    const head_spmm_args *a = (const head_spmm_args *)p;
+    const int64_t H = a->heads, C = a->channels, F = H * C;
+    const int32_t stop = a->indptr[hi];
+    const int tiled = C % 16 == 0 && F % TILE == 0;  /* every 16 lanes of a tile lie within one head */
+    for (int64_t r = lo; r < hi; r++) {
+        const int32_t begin = a->indptr[r], end = a->indptr[r + 1];
+        float *restrict o = a->out + r * F;
+        if (tiled) {
+            for (int64_t f0 = 0; f0 < F; f0 += TILE) {
+                vec16 c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+                const int64_t h0 = f0 / C, h1 = (f0 + 16) / C, h2 = (f0 + 32) / C, h3 = (f0 + 48) / C;
+                for (int32_t e = begin; e < end; e++) {
+                    if (f0 == 0 && e + PREFETCH < stop) prefetch_row(a->z + (int64_t)a->indices[e + PREFETCH] * F, F);
+                    const float *al = a->alpha + (int64_t)(a->perm ? a->perm[e] : e) * H;
+                    const float *zr = a->z + (int64_t)a->indices[e] * F + f0;
+                    c0 += al[h0] * *(const vec16 *)zr;
+                    c1 += al[h1] * *(const vec16 *)(zr + 16);
+                    c2 += al[h2] * *(const vec16 *)(zr + 32);
+                    c3 += al[h3] * *(const vec16 *)(zr + 48);
+                }
+                *(vec16 *)(o + f0) = c0;
+                *(vec16 *)(o + f0 + 16) = c1;
+                *(vec16 *)(o + f0 + 32) = c2;
+                *(vec16 *)(o + f0 + 48) = c3;
+            }
+            continue;
+        }
+        memset(o, 0, F * sizeof(float));
+        for (int32_t e = begin; e < end; e++) {
+            if (e + PREFETCH < stop) prefetch_row(a->z + (int64_t)a->indices[e + PREFETCH] * F, F);
+            const float *restrict al = a->alpha + (int64_t)(a->perm ? a->perm[e] : e) * H;
+            const float *restrict zr = a->z + (int64_t)a->indices[e] * F;
+            for (int64_t h = 0; h < H; h++) {
+                const float w = al[h];
+                for (int64_t c = 0; c < C; c++) o[h * C + c] += w * zr[h * C + c];
+            }
+        }
+    }
+}
+
+void gnn_head_spmm(const int32_t *indptr, const int32_t *indices, const int32_t *perm, const float *alpha,
+                   const float *z, float *out, int64_t rows, int64_t heads, int64_t channels, int threads) {
+    head_spmm_args a = {indptr, indices, perm, alpha, z, out, heads, channels};
+    parallel_rows(head_spmm_chunk, &a, indptr, rows, threads);
+}
+
+/* ------------------------------------------------------------------ SDDMM: out[e,h] = g[v,h,:] . z[u,h,:] */
+typedef struct {
+    const int32_t *indptr, *indices;
+    const float *g, *z;
+    float *out;
+    int64_t heads, channels;
+} sddmm_args;
+
+static void sddmm_chunk(void *p, int64_t lo, int64_t hi) {
+    const sddmm_args *a = (const sddmm_args *)p;
+    const int64_t H = a->heads, C = a->channels, F = H * C;
+    const int32_t stop = a->indptr[hi];
+    for (int64_t r = lo; r < hi; r++) {
+        const float *restrict gr = a->g + r * F;
+        const int32_t end = a->indptr[r + 1];
+        for (int32_t e = a->indptr[r]; e < end; e++) {
+            if (e + PREFETCH < stop) prefetch_row(a->z + (int64_t)a->indices[e + PREFETCH] * F, F);
+            const float *restrict zr = a->z + (int64_t)a->indices[e] * F;
+            for (int64_t h = 0; h < H; h++) {
+                const float *gh = gr + h * C, *zh = zr + h * C;
+                float s = 0.f;
+                int64_t c = 0;
+                if (C >= 16) {  /* 16 partial sums, added at the end: a dependent chain of C adds is latency-bound */
+                    vec16 acc = {0};
+                    for (; c + 16 <= C; c += 16) acc += *(const vec16 *)(gh + c) * *(const vec16 *)(zh + c);
+                    for (int k = 0; k < 16; k++) s += acc[k];
+                }
+                for (; c < C; c++) s += gh[c] * zh[c];
+                a->out[(int64_t)e * H + h] = s;
+            }
+        }
+    }
+}
+
+void gnn_head_sddmm(const int32_t *indptr, const int32_t *indices, const float *g, const float *z, float *out,
+                    int64_t rows, int64_t heads, int64_t channels, int threads) {
+    sddmm_args a = {indptr, indices, g, z, out, heads, channels};
+    parallel_rows(sddmm_chunk, &a, indptr, rows, threads);
+}
+
+/* ------------------------------------------------------------------ dropout */
+static inline uint32_t fmix32(uint32_t h) {  /* MurmurHash3's finaliser: a bijection of 32-bit words */
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
+/* The keep bit of element i under key (k1, k2): two rounds, the keys entering each, so masks of two
+ * keys are not shifted copies of one sequence. */
+static inline uint32_t dropout_hash(uint64_t i, uint32_t k1, uint32_t k2) {
+    return fmix32(fmix32((uint32_t)i ^ k1) ^ (k2 + (uint32_t)(i >> 32) * 0x9e3779b9u));
+}
+
+typedef struct {
+    const float *x;
+    float *out;
+    uint32_t k1, k2, threshold;
+    float scale;
+} dropout_args;
+
+#define DROPOUT_BLOCK 4096  /* elements per unit of the row split: threads take whole blocks */
+
+static void dropout_chunk(void *p, int64_t lo, int64_t hi) {
+    const dropout_args *a = (const dropout_args *)p;
+    const float *restrict x = a->x;
+    float *restrict out = a->out;
+    const uint32_t k1 = a->k1, k2 = a->k2, t = a->threshold;
+    const float s = a->scale;
+    for (int64_t i = lo; i < hi; i++) out[i] = dropout_hash((uint64_t)i, k1, k2) >= t ? x[i] * s : 0.f;
+}
+
+typedef struct {
+    dropout_args inner;
+    int64_t n;
+} dropout_blocks;
+
+static void dropout_block_chunk(void *p, int64_t lo, int64_t hi) {
+    dropout_blocks *b = (dropout_blocks *)p;
+    int64_t end = hi * DROPOUT_BLOCK < b->n ? hi * DROPOUT_BLOCK : b->n;
+    dropout_chunk(&b->inner, lo * DROPOUT_BLOCK, end);
+}
+
+/* out[i] = x[i] / (1 - p) where element i is kept, else 0; threshold = p * 2^32 (the hash is uniform on
+ * 32-bit words). out may be x. */
+void gnn_dropout(const float *x, float *out, int64_t n, uint32_t k1, uint32_t k2, uint32_t threshold, float scale,
+                 int threads) {
+    dropout_blocks b = {{x, out, k1, k2, threshold, scale}, n};
+    parallel_rows(dropout_block_chunk, &b, NULL, (n + DROPOUT_BLOCK - 1) / DROPOUT_BLOCK, threads);
+}
+
+/* The keep mask alone (1 kept, 0 dropped), for tests and for callers that need it. */
+void gnn_dropout_mask(uint8_t *mask, int64_t n, uint32_t k1, uint32_t k2, uint32_t threshold) {
+    for (int64_t i = 0; i < n; i++) mask[i] = dropout_hash((uint64_t)i, k1, k2) >= threshold;
+}

@@ -1,0 +1,127 @@
+"""The native kernels (benchmarks/native.c) against torch's: CSR products and their transposes at
+widths around the register tile, rows without edges, attention with gradients, independence of the
+thread count; dropout's hashed mask (its rate, its reproducibility, backward re-deriving it and keeping
+nothing); and a machine that cannot build them: one line, then torch's kernels."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks import native
+from benchmarks.aggregation import LocalAdjacency, dropout, use_kernel
+
+pytestmark = [pytest.mark.fast,
+              pytest.mark.skipif(native.unavailable() is not None, reason=f"native kernels: {native.unavailable()}")]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def adjacency(kernel: str, rows=300, cols=420, edges=4000, seed=0) -> LocalAdjacency:
+    g = torch.Generator().manual_seed(seed)
+    dst = torch.sort(torch.randint(0, rows - rows // 15, (edges,), generator=g)).values  # the last rows: no edges
+    src = torch.randint(0, cols, (edges,), generator=g)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(torch.bincount(dst, minlength=rows), 0)])
+    deg = torch.randint(1, 9, (cols,), generator=g).float()
+    return LocalAdjacency(indptr, src, deg[:rows], deg, kernel=kernel)
+
+
+@pytest.mark.parametrize("width", [1, 7, 64, 100, 256])
+def test_products_and_gradients_equal_torch_csr(width):
+    x = torch.randn(420, width, requires_grad=True)
+    up = torch.randn(300, width)
+    out = {}
+    for kernel in ("native", "spmm"):
+        adj = adjacency(kernel)
+        y = adj.spmm("gcn", x)
+        (gx,) = torch.autograd.grad((y * up).sum(), x)
+        out[kernel] = (y.detach(), gx, adj.spmm_t("mean", up))
+    for a, b in zip(out["native"], out["spmm"]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    assert out["native"][0][-20:].abs().sum() == 0  # rows without edges are zero, not left uninitialised
+
+
+def test_threads_do_not_change_results():
+    adj, x = adjacency("native"), torch.randn(420, 96)
+    before = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            results.append(adj.spmm("mean", x))
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(results[0], r) for r in results[1:])
+
+
+@pytest.mark.parametrize("heads, channels", [(1, 8), (4, 16), (3, 5)])
+def test_attention_equals_torch_csr_with_gradients(heads, channels):
+    results = {}
+    for kernel in ("native", "spmm"):
+        adj = adjacency(kernel)
+        torch.manual_seed(1)
+        z = torch.randn(420, heads, channels, requires_grad=True)
+        att_src, att_dst = (torch.randn(1, heads, channels, requires_grad=True) for _ in range(2))
+        up = torch.randn(300, heads, channels)
+        y = adj.attention(z, z[:300], att_src, att_dst, 0.2)
+        results[kernel] = (y.detach(), *torch.autograd.grad((y * up).sum(), (z, att_src, att_dst)))
+    for a, b in zip(results["native"], results["spmm"]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_only_fp32_cpu_tensors_take_the_native_path():
+    adj = adjacency("native", rows=30, cols=45, edges=200)
+    assert adj.native(torch.randn(45, 3)) and not adj.native(torch.randn(45, 3, dtype=torch.float64))
+    assert not adjacency("spmm").native(torch.randn(45, 3))
+
+
+def test_dropout_mask_rate_reproducibility_and_independence():
+    n, p = 1_000_000, 0.3
+    keep = native.dropout_mask(n, p, key=12345)
+    assert abs(keep.float().mean().item() - (1 - p)) < 0.002  # binomial sd is 0.0005
+    assert torch.equal(keep, native.dropout_mask(n, p, key=12345))
+    other = native.dropout_mask(n, p, key=12346)
+    both = (keep & other).float().mean().item()
+    assert abs(both - (1 - p) ** 2) < 0.002  # two keys: independent masks, not shifted copies
+    shifted = (keep[1:] & keep[:-1]).float().mean().item()
+    assert abs(shifted - (1 - p) ** 2) < 0.002  # neighbouring elements independent
+
+
+def test_dropout_scales_kept_elements_and_backward_reuses_the_mask():
+    use_kernel("native")
+    try:
+        x = torch.randn(500, 64, requires_grad=True)
+        torch.manual_seed(3)
+        y = dropout(x, 0.5, True)
+        kept = y != 0
+        torch.testing.assert_close(y[kept], 2 * x.detach()[kept])
+        (g,) = torch.autograd.grad(y.sum(), x)
+        assert torch.equal(g != 0, kept) and torch.all(g[kept] == 2)
+        torch.manual_seed(3)
+        assert torch.equal(dropout(x, 0.5, True), y)  # a seed gives the same mask
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+            dropout(x, 0.5, True)
+        assert not saved  # nothing is kept for backward: the mask is re-derived from its key
+        assert dropout(x, 0.5, False) is x
+    finally:
+        use_kernel("spmm")
+
+
+def test_a_machine_without_a_compiler_runs_torchs_kernels_and_says_so_once(tmp_path):
+    env = {**os.environ, "CC": str(tmp_path / "no-such-cc"), "GNNBENCH_NATIVE_CACHE": str(tmp_path / "cache"),
+           "PYTHONPATH": str(ROOT)}
+    code = ("from benchmarks import native; "
+            "print(native.resolve('native', 'cpu'), native.resolve('native', 'cpu'), native.resolve('spmm', 'cpu'))")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["spmm", "spmm", "spmm"]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernel=native is unavailable (no C compiler found"), done.stderr
+
+
+def test_cuda_runs_torchs_kernels():
+    assert native.resolve("native", "cuda", log=lambda line: None) == "spmm"
