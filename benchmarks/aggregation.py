@@ -95,6 +95,27 @@ class EdgeSpMM(torch.autograd.Function):
         return grad_alpha, grad_z, None
 
 
+class EdgeSoftmax(torch.autograd.Function):
+    """`native`'s GAT softmax, fused: alpha = softmax over each destination's in-edges of
+    LeakyReLU(el[src] + er[dst]). It keeps el, er and alpha (one float per edge and head, which the
+    weighted sum keeps anyway) where torch's path keeps four; backward recomputes the LeakyReLU's side
+    from el and er, sums the logits' gradient by destination (er's) and, through A^T, by source (el's)."""
+
+    @staticmethod
+    def forward(ctx, el, er, adj, slope: float):
+        alpha = native.edge_softmax(adj.indptr32, adj.indices32, el, er, slope)
+        ctx.save_for_backward(el, er, alpha)
+        ctx.adj, ctx.slope = adj, slope
+        return alpha
+
+    @staticmethod
+    def backward(ctx, dalpha):
+        el, er, alpha = ctx.saved_tensors
+        adj = ctx.adj
+        dx, der = native.edge_softmax_backward(adj.indptr32, adj.indices32, el, er, alpha, dalpha, ctx.slope)
+        return native.gather_sum(adj.t_indptr32, adj.t_perm32, dx), der, None, None
+
+
 # Multi-head CSR kernels, no autograd: one native CSR call per head. Measured against one call on a
 # block-diagonal (n H x m H) CSR (heads as interleaved rows, indices built once): the per-head calls
 # were as fast or faster on CPU (E = 1M, H = 4, C = 64) and need no E x H index copies; the Python
@@ -265,6 +286,9 @@ class LocalAdjacency:
         if self.edge_scale is not None and not self.attention_ignores_scale:
             raise ValueError("this adjacency has an edge_scale, which attention cannot apply; build it with "
                              "attention_ignores_scale=True to softmax over its edges unscaled")
+        if self.native(z_src, z_dst):
+            el, er = (z_src * att_src).sum(-1), (z_dst * att_dst).sum(-1)
+            return self.weighted_sum(EdgeSoftmax.apply(el, er, self, negative_slope), z_src)
         e = self.logits(z_src, (z_dst * att_dst).sum(-1), att_src, negative_slope)
         # Softmax per destination; the max shift is a constant for the gradient, so it is detached.
         ex = torch.exp(e - self.segment(e.detach(), "max").index_select(0, self.dst))

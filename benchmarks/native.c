@@ -280,3 +280,114 @@ void gnn_dropout(const float *x, float *out, int64_t n, uint32_t k1, uint32_t k2
 void gnn_dropout_mask(uint8_t *mask, int64_t n, uint32_t k1, uint32_t k2, uint32_t threshold) {
     for (int64_t i = 0; i < n; i++) mask[i] = dropout_hash((uint64_t)i, k1, k2) >= threshold;
 }
+
+/* ------------------------------------------------------------------ GAT's edge softmax */
+/* alpha[e,h] = softmax over row v's edges of LeakyReLU(el[u,h] + er[v,h]) (u = indices[e]); rows without
+ * edges have none. One pass per row for the maximum, one for exp and the sum, one to normalise. */
+typedef struct {
+    const int32_t *indptr, *indices;
+    const float *el, *er, *alpha, *dalpha;
+    float *out, *der;
+    int64_t heads;
+    float slope;
+} softmax_args;
+
+static inline float leaky(float x, float slope) { return x > 0.f ? x : x * slope; }
+
+static void softmax_chunk(void *p, int64_t lo, int64_t hi) {
+    const softmax_args *a = (const softmax_args *)p;
+    const int64_t H = a->heads;
+    float top[64], sum[64];
+    for (int64_t r = lo; r < hi; r++) {
+        const int32_t begin = a->indptr[r], end = a->indptr[r + 1];
+        const float *er = a->er + r * H;
+        for (int64_t h0 = 0; h0 < H; h0 += 64) {  /* heads in groups of 64: no row has more in practice */
+            const int64_t h1 = H - h0 < 64 ? H : h0 + 64;
+            for (int64_t h = h0; h < h1; h++) top[h - h0] = -__builtin_inff(), sum[h - h0] = 0.f;
+            for (int32_t e = begin; e < end; e++) {
+                const float *el = a->el + (int64_t)a->indices[e] * H;
+                for (int64_t h = h0; h < h1; h++) {
+                    const float x = leaky(el[h] + er[h], a->slope);
+                    if (x > top[h - h0]) top[h - h0] = x;
+                }
+            }
+            for (int32_t e = begin; e < end; e++) {
+                const float *el = a->el + (int64_t)a->indices[e] * H;
+                for (int64_t h = h0; h < h1; h++) {
+                    const float x = __builtin_expf(leaky(el[h] + er[h], a->slope) - top[h - h0]);
+                    a->out[(int64_t)e * H + h] = x;
+                    sum[h - h0] += x;
+                }
+            }
+            for (int32_t e = begin; e < end; e++)
+                for (int64_t h = h0; h < h1; h++) a->out[(int64_t)e * H + h] /= sum[h - h0];
+        }
+    }
+}
+
+void gnn_edge_softmax(const int32_t *indptr, const int32_t *indices, const float *el, const float *er, float *alpha,
+                      int64_t rows, int64_t heads, float slope, int threads) {
+    softmax_args a = {indptr, indices, el, er, NULL, NULL, alpha, NULL, heads, slope};
+    parallel_rows(softmax_chunk, &a, indptr, rows, threads);
+}
+
+/* Backward, given dalpha: the gradient of the edge logits before LeakyReLU, dx[e,h] =
+ * alpha (dalpha - sum over the row of alpha dalpha) LeakyReLU'(x), into out; and er's gradient, the
+ * row sums of dx, into der. el's gradient is the column sums of dx (`gnn_gather_sum` on A^T). */
+static void softmax_backward_chunk(void *p, int64_t lo, int64_t hi) {
+    const softmax_args *a = (const softmax_args *)p;
+    const int64_t H = a->heads;
+    for (int64_t r = lo; r < hi; r++) {
+        const int32_t begin = a->indptr[r], end = a->indptr[r + 1];
+        const float *er = a->er + r * H;
+        float *der = a->der + r * H;
+        for (int64_t h = 0; h < H; h++) {
+            float dot = 0.f;
+            for (int32_t e = begin; e < end; e++) dot += a->alpha[(int64_t)e * H + h] * a->dalpha[(int64_t)e * H + h];
+            float total = 0.f;
+            for (int32_t e = begin; e < end; e++) {
+                const int64_t k = (int64_t)e * H + h;
+                const float x = a->el[(int64_t)a->indices[e] * H + h] + er[h];
+                const float dx = a->alpha[k] * (a->dalpha[k] - dot) * (x > 0.f ? 1.f : a->slope);
+                a->out[k] = dx;
+                total += dx;
+            }
+            der[h] = total;
+        }
+    }
+}
+
+void gnn_edge_softmax_backward(const int32_t *indptr, const int32_t *indices, const float *el, const float *er,
+                               const float *alpha, const float *dalpha, float *dx, float *der, int64_t rows,
+                               int64_t heads, float slope, int threads) {
+    softmax_args a = {indptr, indices, el, er, alpha, dalpha, dx, der, heads, slope};
+    parallel_rows(softmax_backward_chunk, &a, indptr, rows, threads);
+}
+
+/* out[r,h] = sum over the CSR entries e of row r of values[perm[e],h]: per-edge values summed by
+ * source when the CSR is A^T and perm its position in A. */
+typedef struct {
+    const int32_t *indptr, *perm;
+    const float *values;
+    float *out;
+    int64_t heads;
+} gather_args;
+
+static void gather_chunk(void *p, int64_t lo, int64_t hi) {
+    const gather_args *a = (const gather_args *)p;
+    const int64_t H = a->heads;
+    for (int64_t r = lo; r < hi; r++) {
+        float *o = a->out + r * H;
+        for (int64_t h = 0; h < H; h++) o[h] = 0.f;
+        for (int32_t e = a->indptr[r]; e < a->indptr[r + 1]; e++) {
+            const float *v = a->values + (int64_t)a->perm[e] * H;
+            for (int64_t h = 0; h < H; h++) o[h] += v[h];
+        }
+    }
+}
+
+void gnn_gather_sum(const int32_t *indptr, const int32_t *perm, const float *values, float *out, int64_t rows,
+                    int64_t heads, int threads) {
+    gather_args a = {indptr, perm, values, out, heads};
+    parallel_rows(gather_chunk, &a, indptr, rows, threads);
+}

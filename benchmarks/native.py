@@ -38,6 +38,9 @@ SIGNATURES = {
     "gnn_head_sddmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_i64, _c_int],
     "gnn_dropout": [_ptr, _ptr, _c_i64, _c_u32, _c_u32, _c_u32, _c_float, _c_int],
     "gnn_dropout_mask": [_ptr, _c_i64, _c_u32, _c_u32, _c_u32],
+    "gnn_edge_softmax": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
+    "gnn_edge_softmax_backward": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
+    "gnn_gather_sum": [_ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_int],
 }
 
 
@@ -151,6 +154,34 @@ def head_sddmm(indptr, indices, g: torch.Tensor, z: torch.Tensor) -> torch.Tenso
     rows, heads, channels = indptr.numel() - 1, z.shape[1], z.shape[2]
     out = z.new_empty((indices.numel(), heads))
     _library()[0].gnn_head_sddmm(_p(indptr), _p(indices), _p(g), _p(z), _p(out), rows, heads, channels, _threads())
+    return out
+
+
+def edge_softmax(indptr, indices, el: torch.Tensor, er: torch.Tensor, slope: float) -> torch.Tensor:
+    """GAT's edge softmax: alpha[e, h] = softmax over row v's entries of LeakyReLU(el[col_e, h] + er[v, h]);
+    el [num_cols, H], er [num_rows, H], alpha [nnz, H]."""
+    el, er = el.contiguous(), er.contiguous()
+    alpha = el.new_empty((indices.numel(), el.shape[1]))
+    _library()[0].gnn_edge_softmax(_p(indptr), _p(indices), _p(el), _p(er), _p(alpha), indptr.numel() - 1,
+                                   el.shape[1], slope, _threads())
+    return alpha
+
+
+def edge_softmax_backward(indptr, indices, el, er, alpha, dalpha, slope: float):
+    """(gradient of the logits before LeakyReLU [nnz, H], er's gradient [num_rows, H]) given alpha's."""
+    dalpha = dalpha.contiguous()
+    dx, der = torch.empty_like(alpha), er.new_empty(er.shape)
+    _library()[0].gnn_edge_softmax_backward(_p(indptr), _p(indices), _p(el), _p(er), _p(alpha), _p(dalpha), _p(dx),
+                                            _p(der), indptr.numel() - 1, el.shape[1], slope, _threads())
+    return dx, der
+
+
+def gather_sum(indptr, perm, values: torch.Tensor) -> torch.Tensor:
+    """out[r, h] = sum over the CSR's entries e of row r of values[perm[e], h]; [num_rows, H]."""
+    values = values.contiguous()
+    out = values.new_empty((indptr.numel() - 1, values.shape[1]))
+    _library()[0].gnn_gather_sum(_p(indptr), _p(perm), _p(values), _p(out), indptr.numel() - 1, values.shape[1],
+                                 _threads())
     return out
 
 

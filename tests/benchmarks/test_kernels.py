@@ -55,9 +55,9 @@ def test_attention_equals_spmm_with_gradients():
         up = torch.randn(30, heads, ch, dtype=torch.float32)
         y = adj.attention(z_src, z_src[:30], att_src, att_dst, 0.2)
         results[kernel] = (y.detach(), *torch.autograd.grad((y * up).sum(), (z_src, att_src, att_dst)))
-    for kernel in ("messages", "native"):
+    for kernel, tolerance in (("messages", 1e-6), ("native", 1e-5)):  # native sums the softmax in its own order
         for a, b in zip(results[kernel], results["spmm"]):
-            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(a, b, rtol=10 * tolerance, atol=tolerance)
 
 
 def test_messages_attention_keeps_its_per_edge_messages_for_backward():
