@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.studies import boundary, digest, findings, runtime, sampling, sar, savers
+from analysis.studies import boundary, digest, findings, kernels, runtime, sampling, sar, savers
 
 SECTIONS = {
     "findings": findings.section,
@@ -19,6 +19,7 @@ SECTIONS = {
     "sampling": sampling.section,
     "boundary": boundary.section,
     "savers": savers.section,
+    "kernels": kernels.section,
 }
 
 
