@@ -123,8 +123,13 @@ def _p(t: torch.Tensor | None):
     return None if t is None else ctypes.c_void_p(t.data_ptr())
 
 
-def _threads() -> int:
-    return torch.get_num_threads()
+#: Below this many multiply-adds a call runs on one thread: starting a thread costs tens of
+#: microseconds, more than a small graph's (Cora's) whole product.
+SMALL = 1 << 18
+
+
+def _threads(work: int) -> int:
+    return 1 if work < SMALL else torch.get_num_threads()
 
 
 def spmm(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -133,7 +138,8 @@ def spmm(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, x: t
     x = x.contiguous()
     rows, width = indptr.numel() - 1, math.prod(x.shape[1:])
     out = x.new_empty((rows, *x.shape[1:]))
-    _library()[0].gnn_spmm(_p(indptr), _p(indices), _p(values), _p(x), _p(out), rows, width, _threads())
+    _library()[0].gnn_spmm(_p(indptr), _p(indices), _p(values), _p(x), _p(out), rows, width,
+                           _threads(indices.numel() * width))
     return out
 
 
@@ -144,7 +150,7 @@ def head_spmm(indptr, indices, alpha: torch.Tensor, z: torch.Tensor, perm: torch
     rows, heads, channels = indptr.numel() - 1, z.shape[1], z.shape[2]
     out = z.new_empty((rows, heads, channels))
     _library()[0].gnn_head_spmm(_p(indptr), _p(indices), _p(perm), _p(alpha), _p(z), _p(out), rows, heads, channels,
-                                _threads())
+                                _threads(indices.numel() * heads * channels))
     return out
 
 
@@ -153,7 +159,8 @@ def head_sddmm(indptr, indices, g: torch.Tensor, z: torch.Tensor) -> torch.Tenso
     g, z = g.contiguous(), z.contiguous()
     rows, heads, channels = indptr.numel() - 1, z.shape[1], z.shape[2]
     out = z.new_empty((indices.numel(), heads))
-    _library()[0].gnn_head_sddmm(_p(indptr), _p(indices), _p(g), _p(z), _p(out), rows, heads, channels, _threads())
+    _library()[0].gnn_head_sddmm(_p(indptr), _p(indices), _p(g), _p(z), _p(out), rows, heads, channels,
+                                 _threads(indices.numel() * heads * channels))
     return out
 
 
@@ -163,7 +170,7 @@ def edge_softmax(indptr, indices, el: torch.Tensor, er: torch.Tensor, slope: flo
     el, er = el.contiguous(), er.contiguous()
     alpha = el.new_empty((indices.numel(), el.shape[1]))
     _library()[0].gnn_edge_softmax(_p(indptr), _p(indices), _p(el), _p(er), _p(alpha), indptr.numel() - 1,
-                                   el.shape[1], slope, _threads())
+                                   el.shape[1], slope, _threads(alpha.numel()))
     return alpha
 
 
@@ -172,7 +179,7 @@ def edge_softmax_backward(indptr, indices, el, er, alpha, dalpha, slope: float):
     dalpha = dalpha.contiguous()
     dx, der = torch.empty_like(alpha), er.new_empty(er.shape)
     _library()[0].gnn_edge_softmax_backward(_p(indptr), _p(indices), _p(el), _p(er), _p(alpha), _p(dalpha), _p(dx),
-                                            _p(der), indptr.numel() - 1, el.shape[1], slope, _threads())
+                                            _p(der), indptr.numel() - 1, el.shape[1], slope, _threads(alpha.numel()))
     return dx, der
 
 
@@ -181,7 +188,7 @@ def gather_sum(indptr, perm, values: torch.Tensor) -> torch.Tensor:
     values = values.contiguous()
     out = values.new_empty((indptr.numel() - 1, values.shape[1]))
     _library()[0].gnn_gather_sum(_p(indptr), _p(perm), _p(values), _p(out), indptr.numel() - 1, values.shape[1],
-                                 _threads())
+                                 _threads(perm.numel() * values.shape[1]))
     return out
 
 
@@ -194,7 +201,7 @@ def dropout_apply(x: torch.Tensor, p: float, key: int) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)
     _library()[0].gnn_dropout(_p(x), _p(out), x.numel(), key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF, _threshold(p),
-                              1.0 / (1.0 - p), _threads())
+                              1.0 / (1.0 - p), _threads(x.numel()))
     return out
 
 
