@@ -161,7 +161,7 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
         s = r["summary"]
         rows.append(row(r, proj, r["workers"], profile, seed=r["seed"],
                         measured_epoch_s=s["epoch_time_s_median"],
-                        measured_train_mem_bytes=s.get("train_mem_delta_bytes_max"), **process_peaks(r, proj)))
+                        measured_train_mem_bytes=s.get("train_mem_delta_bytes_max"), **process_peaks(r, model, ranks)))
     if graph_stats:
         g = graph_stats["graph"]
         for _, r in sorted(targets.items()):
@@ -173,14 +173,15 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
     return rows, skipped
 
 
-def process_peaks(record: dict, proj: costmodel.Projection) -> dict:
-    """The pre-flight memory check's quantity for a record: its largest rank process's projected peak
-    (`costmodel.process_peak`, in the launching process unless its ranks were spawned) beside the
-    measured one (`summary.process_peak_pss_bytes_max`; its RSS where PSS is unknown; None in
-    records from before the probe had it)."""
+def process_peaks(record: dict, model, ranks: list[Rank]) -> dict:
+    """The pre-flight memory check's quantity for a record (`record_inputs`' `model` and `ranks`): its
+    largest rank process's projected peak (`costmodel.process_peak`, in the launching process unless
+    its ranks were spawned) beside the measured one (`summary.process_peak_pss_bytes_max`; its RSS
+    where PSS is unknown; None in records from before the probe had it)."""
     s = record["summary"]
     in_process = (record.get("env") or {}).get("launcher") != "spawn"
-    return {"projected_process_peak_bytes": costmodel.process_peak(proj.memory_terms, in_process),
+    return {"projected_process_peak_bytes": costmodel.process_peak(record["method"], record["config"]["method"], model,
+                                                                   ranks, record["workers"], in_process),
             "measured_process_peak_bytes": s.get("process_peak_pss_bytes_max") or s.get("process_peak_rss_bytes_max")}
 
 
