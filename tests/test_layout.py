@@ -3,10 +3,10 @@ outside its plugin. The runtime (`benchmarks/*.py`, its families, `methods/`) im
 plugin by name, and names no method (the oracle `single` aside); it imports nothing from `analysis/`,
 which stands on it, except in the entry point `benchmarks/__main__.py`, the one module above both:
 it hands the launcher the cost model's pre-flight memory check (`analysis.preflight`, called by
-`runner.run` through its `preflight` argument); `benchmarks/traffic.py`, which
-plugins state their traffic with, imports nothing from `analysis/` or `methods/` (nor torch);
-`python -m analysis` loads no runtime module before a subcommand needs it; the report imports
-nothing from the runtime or the plugins; the cost model, the projection and the advice name no registered
+`runner.run` through its `preflight` argument). `benchmarks/traffic.py`, which plugins state their
+traffic with, imports nothing from `analysis/` or `methods/` (nor torch); `python -m analysis` loads
+no runtime module before a subcommand needs it; the report imports nothing from the runtime or the
+plugins; the cost model, the projection, the advice and the pre-flight check name no registered
 method or alias and reach plugins only through the registry; plugins and families read the typed
 run config, never the raw dict."""
 from __future__ import annotations
@@ -53,7 +53,8 @@ def test_the_report_imports_nothing_from_the_runtime_or_the_plugins():
 
 
 def test_the_cost_model_reaches_plugins_only_through_the_registry():
-    for path in files("analysis/costmodel.py", "analysis/projection.py", "analysis/advise.py"):
+    for path in files("analysis/costmodel.py", "analysis/projection.py", "analysis/advise.py",
+                      "analysis/preflight.py"):
         assert not [m for m in imports(path) if m.split(".")[0] == "methods"], path
 
 
@@ -92,7 +93,7 @@ def test_the_analysis_command_loads_no_runtime_module_at_import():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
-@pytest.mark.parametrize("module", ["costmodel.py", "projection.py", "advise.py"])
+@pytest.mark.parametrize("module", ["costmodel.py", "projection.py", "advise.py", "preflight.py"])
 def test_the_cost_model_names_no_method(module):
     text = (ROOT / "analysis" / module).read_text()
     named = [name for name in method_names() if re.search(rf"[\"'`]{name}[\"'`]", text)]
