@@ -28,8 +28,8 @@ GiB, MiB = 2 ** 30, 2 ** 20
 
 def machine_memory() -> int:
     """The memory this machine has: `GNNBENCH_MEMORY_BYTES` where set, else the smaller of MemTotal and
-    the memory limit of this process's cgroup (a container's), whichever is smaller. Total, not
-    available: the same run gets the same answer whatever else happens to run beside it."""
+    the memory limit of this process's cgroup (a container's). Total, not available: the same run
+    gets the same answer whatever else happens to run beside it."""
     if os.environ.get(MEMORY_ENV):
         return int(os.environ[MEMORY_ENV])
     import psutil
@@ -120,10 +120,11 @@ def projected_peak(run, info: dict, launcher: str) -> float | str:
     from analysis import costmodel, projection
     from benchmarks.record import ranks_of
     cfg = run.as_dict()
-    why = "device=cuda: the check covers the host memory of CPU runs" if run.device == "cuda" else \
-        projection.outside_model(run.method_name, cfg)
+    if run.device == "cuda":
+        return "device=cuda (the check covers the host memory of CPU runs)"
+    why = projection.outside_model(run.method_name, cfg)
     if why:
-        return why
+        return f"the cost model leaves it out ({why})"
     world = ranks_of(run)
     model, ranks = projection.record_inputs({"config": cfg, "graph": info["graph"], "partition": info["partition"],
                                              "workers": world})
@@ -140,7 +141,7 @@ def check(run, info: dict, launcher: str, local_ranks: int, log) -> None:
     from benchmarks.record import ranks_of
     peak = projected_peak(run, info, launcher)
     if isinstance(peak, str):
-        log(f"memory not checked: the cost model leaves this run out ({peak}); running it")
+        log(f"memory not checked: {peak}; running it")
         return
     line = verdict(run.method_name, ranks_of(run), local_ranks, peak, machine_memory(),
                    held_by_launcher(in_process=launcher != "spawn"), run.force)
