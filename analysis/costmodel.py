@@ -215,16 +215,7 @@ def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Pro
     (its `work`, `exchanges` and parameters are the model's counts)."""
     cls = plugin(method)
     options = typed_options(cls, options)
-    work = model.work(rank.nodes, rank.edges)
-    rows = [rank.nodes] * len(work)  # rows each layer drops out and transforms
-    mode = cls.layer0_mode(options)
-    attention_at_0 = hasattr(model.layers[0], "heads")
-    precomputed = mode == "precomputed" and not attention_at_0  # GAT's `precomputed` is `cached`
-    if mode != "exchanged" and not precomputed and workers > 1:  # the halo's inputs transformed here too
-        rows[0] = rank.nodes + rank.halo
-        work[0] = model.layers[0].work(rows[0], rank.edges)
-    if precomputed:  # A x computed once: no aggregation in layer 0 (its dropout is drawn on A x too)
-        work[0] = {**work[0], "edges": 0}
+    work, rows, precomputed = _layers(cls, options, model, rank, workers)
     exchanges = model.exchanges()
 
     dense = aggregate = elementwise = dropped = attention = 0.0
@@ -275,6 +266,38 @@ def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Pro
     time_terms["hidden_exchange"] = hidden
     time_terms["overlap"] = -min(hidden, compute)
 
+    return Projection(time_terms, memory_terms(cls, options, model, rank, workers), moved)
+
+
+def _layers(cls, options, model, rank: Rank, workers: int) -> tuple[list[dict], list[int], bool]:
+    """Per layer, its work (`GNN.work`) and the rows it drops out and transforms, after layer 0's
+    treatment (`layer0_mode`): the halo's inputs transformed here too where they are fetched once, no
+    aggregation where A x is precomputed (GAT's `precomputed` is `cached`). And whether it is."""
+    work = model.work(rank.nodes, rank.edges)
+    rows = [rank.nodes] * len(work)
+    mode = cls.layer0_mode(options)
+    precomputed = mode == "precomputed" and not hasattr(model.layers[0], "heads")
+    if mode != "exchanged" and not precomputed and workers > 1:
+        rows[0] = rank.nodes + rank.halo
+        work[0] = model.layers[0].work(rows[0], rank.edges)
+    if precomputed:  # A x computed once (its dropout is drawn on A x too)
+        work[0] = {**work[0], "edges": 0}
+    return work, rows, precomputed
+
+
+def memory_terms(method, options, model, rank: Rank, workers: int) -> dict:
+    """One rank's memory, in bytes per term: its training working set (what the records call
+    `train_mem_delta_bytes`) and `static`, what the loaded rank holds before training. Needs no
+    profile (`method` and `options` as `rank_terms` takes them)."""
+    return _memory(method, options, model, rank, workers)[0]
+
+
+def _memory(method, options, model, rank: Rank, workers: int) -> tuple[dict, list[float], list[int]]:
+    """`memory_terms`, with what autograd keeps of each layer and the rows each layer holds."""
+    cls = plugin(method)
+    options = typed_options(cls, options)
+    _, rows, _ = _layers(cls, options, model, rank, workers)
+    exchanges = model.exchanges()
     kept = cls.kept_halo_rows(options, rank)
     layers = len(exchanges)
     retained = [_kept_for_backward(model, layer, rows[layer], kept, rank.edges) for layer in range(layers)]
@@ -289,10 +312,11 @@ def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Pro
     activations = sum(retained)
     transient = max(forward - activations, backward)
     stale = cls.stale_table_bytes(options, model, rank)  # earlier epochs' rows (and gradients) kept
-    memory_terms = {"activations": activations, "backward_transient": transient, "stale_tables": stale,
-                    "optimizer": 3 * params * FLOAT,  # gradients and Adam's two moments
-                    "static": _static_bytes(model, rank, params)}
-    return Projection(time_terms, memory_terms, moved)
+    params = parameters(model)
+    terms = {"activations": activations, "backward_transient": transient, "stale_tables": stale,
+             "optimizer": 3 * params * FLOAT,  # gradients and Adam's two moments
+             "static": _static_bytes(model, rank, params)}
+    return terms, retained, rows
 
 
 def _kept_for_backward(model, layer: int, rows: int, halo: float, edges: int) -> float:
@@ -320,6 +344,48 @@ def _static_bytes(model, rank: Rank, params: int) -> float:
     features = in_width(model, 0)
     return ((rank.nodes + 1) * INDEX + rank.edges * INDEX + (rank.nodes + rank.halo) * (features * FLOAT + INDEX)
             + rank.nodes * (INDEX + 3) + params * FLOAT)
+
+
+#: A CPU rank process's own memory beyond the data the model counts, in PSS bytes: the interpreter with
+#: torch and the runtime imported, the process group, autograd's and Adam's fixed allocations.
+#: `spawned`: a rank forked from the fork server, which shares those imports with its siblings;
+#: `in_process`: one rank in the launching process (or a torchrun worker), which imported them itself,
+#: with the dataset's reader. Measured, not fitted: a run on a graph of next to no data, less its
+#: projected data (`summary.process_peak_pss_bytes_max` less `process_peak_terms`' other terms), this
+#: machine, torch 2.13 (CPU), 2026-12: `python -m benchmarks method=full_halo workers=2
+#: dataset=synthetic dataset.nodes=1000 hidden=16 epochs=4 warmup_epochs=2 eval_every=2` (93 MiB);
+#: `method=single workers=1 dataset=cora` and the same options (390 MiB: the Planetoid reader imports
+#: PyG; 320 MiB on the synthetic graph, which imports no reader).
+PROCESS_BYTES = {"spawned": 95 * 2 ** 20, "in_process": 400 * 2 ** 20}
+
+
+def process_peak_terms(method, options, model, rank: Rank, workers: int, in_process: bool) -> dict:
+    """A CPU rank process's projected peak over a whole run (PSS), by term: its `memory_terms`
+    (working set and `static`), `allocator` and the process's own (`process`, `PROCESS_BYTES`).
+    Their sum is what the pre-flight memory check compares with the memory a rank has
+    (analysis/preflight.py); validated against the records' `process_peak_pss_bytes_max`
+    (docs/measurement.md, "Pre-flight memory check").
+
+    `allocator`: in the timed epochs glibc runs as the runtime sets it (`probes.timed_allocator`:
+    blocks below its 32 MiB mmap threshold come from the heap, which keeps them when they are freed),
+    and the heap then holds up to about one more copy of what an epoch frees in such blocks: a layer's
+    activations where its widest rows are below the threshold, and the transient and stale tables
+    where any layer's are. Measured: a 50k-node graph's process peaks at 1.4-2.1 times its live
+    working set and static data with 128-wide layers (blocks of 13 MB), 0.86-0.93 times with 512-wide
+    ones (51 MB, returned to the system when freed)."""
+    from benchmarks.probes import TIMED_MMAP_THRESHOLD
+    terms, retained, rows = _memory(method, options, model, rank, workers)
+    small = [rows[layer] * max(in_width(model, layer), out_width(model, layer)) * FLOAT < TIMED_MMAP_THRESHOLD
+             for layer in range(len(retained))]
+    kept = sum(r for r, s in zip(retained, small) if s)
+    if any(small):
+        kept += terms["backward_transient"] + terms["stale_tables"]
+    return {**terms, "allocator": kept, "process": PROCESS_BYTES["in_process" if in_process else "spawned"]}
+
+
+def process_peak(method, options, model, ranks: list[Rank], workers: int, in_process: bool) -> float:
+    """The projected peak of the largest of `ranks`' processes (`process_peak_terms`, summed)."""
+    return max(sum(process_peak_terms(method, options, model, r, workers, in_process).values()) for r in ranks)
 
 
 def rank_memory(profile, workers: int) -> float:

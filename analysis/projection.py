@@ -43,10 +43,15 @@ def _model_of(cfg: dict, features: int, classes: int):
 
 def skip_reason(record: dict) -> str | None:
     """Why a record is outside the model, or None."""
-    cfg = record["config"]
     if record["status"] != "ok":
         return "failed run"
-    why = costmodel.why_not_modelled(record["method"])
+    return outside_model(record["method"], record["config"])
+
+
+def outside_model(method: str, cfg: dict) -> str | None:
+    """Why a run of `method` with the configuration `cfg` (a record's `config`) is outside the model,
+    or None: what `project` leaves out and the pre-flight memory check does not check."""
+    why = costmodel.why_not_modelled(method)
     if why:
         return why
     if cfg.get("precision", "fp32") != "fp32" or (cfg.get("comm") or {}).get("quantize", "none") != "none":
@@ -55,7 +60,7 @@ def skip_reason(record: dict) -> str | None:
         return "the model has no activation checkpointing"
     from benchmarks.errors import UserError
     try:
-        costmodel.typed_options(costmodel.plugin(record["method"]), cfg["method"])
+        costmodel.typed_options(costmodel.plugin(method), cfg["method"])
     except UserError as e:
         return f"options its plugin refuses ({e})"
     return None
@@ -156,7 +161,7 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
         s = r["summary"]
         rows.append(row(r, proj, r["workers"], profile, seed=r["seed"],
                         measured_epoch_s=s["epoch_time_s_median"],
-                        measured_train_mem_bytes=s.get("train_mem_delta_bytes_max")))
+                        measured_train_mem_bytes=s.get("train_mem_delta_bytes_max"), **process_peaks(r, model, ranks)))
     if graph_stats:
         g = graph_stats["graph"]
         for _, r in sorted(targets.items()):
@@ -166,6 +171,18 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
             rows += projected
             skipped += missing
     return rows, skipped
+
+
+def process_peaks(record: dict, model, ranks: list[Rank]) -> dict:
+    """The pre-flight memory check's quantity for a record (`record_inputs`' `model` and `ranks`): its
+    largest rank process's projected peak (`costmodel.process_peak`, in the launching process unless
+    its ranks were spawned) beside the measured one (`summary.process_peak_pss_bytes_max`; its RSS
+    where PSS is unknown; None in records from before the probe had it)."""
+    s = record["summary"]
+    in_process = (record.get("env") or {}).get("launcher") != "spawn"
+    return {"projected_process_peak_bytes": costmodel.process_peak(record["method"], record["config"]["method"], model,
+                                                                   ranks, record["workers"], in_process),
+            "measured_process_peak_bytes": s.get("process_peak_pss_bytes_max") or s.get("process_peak_rss_bytes_max")}
 
 
 def project_setting(setting: dict, options, model, graph_stats: dict, workers: list[int], profile) -> tuple[list, list]:
@@ -271,19 +288,26 @@ def _median_max(xs: list[float]) -> dict:
 
 
 def errors(rows: list[dict]) -> dict:
-    """Relative errors of projected against measured, over the rows that have both."""
+    """Relative errors of projected against measured, over the rows that have both. For the process
+    peak also `under`: the largest measured peak over its projection, less 1 (the margin the
+    pre-flight check needs to cover every run)."""
     def rel(p, m):
         return abs(p - m) / m if m else math.nan
     time = [rel(r["projected_epoch_s"], r["measured_epoch_s"]) for r in rows if r["measured_epoch_s"]]
     mem = [rel(r["projected_train_mem_bytes"], r["measured_train_mem_bytes"]) for r in rows
            if r["measured_train_mem_bytes"]]
-    return {"epoch_time": _median_max(time), "train_mem": _median_max(mem)}
+    peaks = [(r["projected_process_peak_bytes"], r["measured_process_peak_bytes"]) for r in rows
+             if r.get("measured_process_peak_bytes")]
+    return {"epoch_time": _median_max(time), "train_mem": _median_max(mem),
+            "process_peak": {**_median_max([rel(p, m) for p, m in peaks]),
+                             "under": max((m / p - 1 for p, m in peaks), default=math.nan)}}
 
 
 def markdown(rows: list[dict], skipped: list, hardware: str) -> str:
     terms = [*costmodel.COMPUTE, "exchange", "allreduce", "hidden_exchange", "overlap"]
     head = ["dataset", "model", "method", "P", "projected epoch s", "measured s", "error", "projected train GiB",
-            "measured GiB", "error", "peak GiB", "fits", *[f"{t} s" for t in terms]]
+            "measured GiB", "error", "peak GiB", "fits", "process peak GiB", "measured GiB", "error",
+            *[f"{t} s" for t in terms]]
     body = []
     for r in sorted(rows, key=lambda r: (r["dataset"], r["model"], r["method"], r["workers"])):
         me, mm = r["measured_epoch_s"], r["measured_train_mem_bytes"]
@@ -292,16 +316,33 @@ def markdown(rows: list[dict], skipped: list, hardware: str) -> str:
                      fmt(r["projected_train_mem_bytes"] / GiB, 3), fmt(mm / GiB, 3) if mm else "",
                      f"{(r['projected_train_mem_bytes'] - mm) / mm:+.0%}" if mm else "",
                      fmt(r["projected_peak_mem_bytes"] / GiB, 3), "yes" if r["fits"] else "NO",
-                     *[fmt(r["time_terms"].get(t, 0.0), 3) for t in terms]])
+                     *_peak_cells(r), *[fmt(r["time_terms"].get(t, 0.0), 3) for t in terms]])
     e = errors(rows)
     text = [f"# Projection on `{hardware}` (projected, not measured, unless a measured column says so)", "",
             f"Epoch time: median |error| {e['epoch_time']['median']:.0%}, largest {e['epoch_time']['max']:.0%} "
             f"over {e['epoch_time']['n']} measured configurations; training working set: median "
             f"{e['train_mem']['median']:.0%}, largest {e['train_mem']['max']:.0%}." if e["epoch_time"]["n"] else
-            "No measured configuration to compare with.", "", md_table(head, body)]
+            "No measured configuration to compare with.", *_peak_line(e["process_peak"]), "", md_table(head, body)]
     if skipped:
         text += ["", "Left out:", *sorted({f"- {why}" for _, why in skipped})]
     return "\n".join(text) + "\n"
+
+
+def _peak_cells(r: dict) -> list[str]:
+    projected, measured = r.get("projected_process_peak_bytes"), r.get("measured_process_peak_bytes")
+    if projected is None:
+        return ["", "", ""]
+    return [fmt(projected / GiB, 3), fmt(measured / GiB, 3) if measured else "",
+            f"{(projected - measured) / measured:+.0%}" if measured else ""]
+
+
+def _peak_line(e: dict) -> list[str]:
+    """The process peak's validation (the pre-flight memory check's quantity), where records have it."""
+    if not e["n"]:
+        return []
+    return ["", f"Process peak (what the pre-flight memory check compares, before its margin): median |error| "
+                f"{e['median']:.0%}, largest {e['max']:.0%} over {e['n']} runs; the largest measured peak is "
+                f"{e['under']:+.0%} over its projection (the margin that covers every run)."]
 
 
 def write(rows: list[dict], skipped: list, hardware: str, out_dir) -> list[Path]:

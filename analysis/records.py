@@ -22,7 +22,9 @@ import math
 import sys
 from pathlib import Path
 
-import pandas as pd
+# pandas is imported by the functions that build tables: the checks and `load` are read without it
+# (the projection's record checks run in the launching process of a run, the pre-flight memory
+# check, and that process's memory may be a rank's).
 
 # One configuration = these columns; seeds are averaged within one.
 KEYS = ["dataset", "model", "variant", "workers", "setting"]
@@ -114,6 +116,8 @@ def load(folder, check_also=None) -> list[dict]:
 
 def runs(records: list[dict]) -> pd.DataFrame:
     """One row per record. `attrs["groups"]` maps each method to its group (`group`), for figures."""
+    import pandas as pd
+
     df = pd.DataFrame([_run_row(r) for r in records])
     df.attrs["groups"] = {m: group(a) for m, a in abouts(records).items()}
     return df
@@ -178,6 +182,8 @@ def _num(x) -> float:
 def history(records: list[dict]) -> pd.DataFrame:
     """One row per run and epoch; `wall_time_s` is the training time up to the end of that epoch
     (evaluation excluded, as in every time the suite reports). Failed runs keep the epochs reached."""
+    import pandas as pd
+
     rows = [row for r in records for row in _history_rows(r)]
     columns = ["run", "status", "method", "variant", "dataset", "model", "workers", "seed", "setting", "epoch",
                "train_loss", "train_acc", "val_acc", "test_acc", "epoch_time_s", "wall_time_s", "comm_bytes"]
@@ -202,6 +208,8 @@ def aggregate(runs_df: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: each metric's mean and `<metric>_std` over its ok seeds (std is
     NaN with one seed), `n_ok`, `n_failed`, `status` (`failed` when no seed succeeded), the
     first failure's error and `peak_mem_kind` (what its seeds' `peak_mem_bytes` are)."""
+    import pandas as pd
+
     rows = []
     for key, g in runs_df.groupby(KEYS, sort=True):
         ok = g[g["status"] == "ok"]
@@ -273,6 +281,8 @@ def time_to_accuracy(hist: pd.DataFrame, runs_df: pd.DataFrame, target: float | 
                      metric: str = "val_acc") -> pd.DataFrame:
     """Per run: the training time (s) and epoch at which `metric` first reached the target (NaN if
     it never did), with the target used."""
+    import pandas as pd
+
     goal = targets(runs_df, target)
     rows = []
     for _, run in runs_df.iterrows():
@@ -288,6 +298,8 @@ def time_to_accuracy(hist: pd.DataFrame, runs_df: pd.DataFrame, target: float | 
 def comm_by_category(runs_df: pd.DataFrame) -> pd.DataFrame:
     """Training bytes per epoch (all ranks) by category, mean over a configuration's ok seeds: one
     row per configuration and category."""
+    import pandas as pd
+
     rows = [{**{k: r[k] for k in KEYS}, "method": r["method"], "seed": r["seed"], "category": c, "bytes_per_epoch": b}
             for _, r in runs_df[runs_df["status"] == "ok"].iterrows() for c, b in r["comm_by_category"].items()]
     if not rows:
@@ -299,6 +311,8 @@ def comm_by_category(runs_df: pd.DataFrame) -> pd.DataFrame:
 def settings_described(runs_df: pd.DataFrame) -> dict[str, str]:
     """A short name for each setting: the configuration keys whose values differ between the
     settings of the folder (empty when there is one setting)."""
+    import pandas as pd
+
     flat = {}
     for _, r in runs_df.drop_duplicates("setting").iterrows():
         flat[r["setting"]] = pd.json_normalize(r["setting_config"], sep=".").iloc[0].to_dict()

@@ -1,6 +1,10 @@
 """`python -m benchmarks key=value ...` (benchmarks/cli.py). A misspelt group choice (`method=sra`)
 is refused here, before the CLI imports torch and any plugin. `--methods` lists every method and option,
-`--options` every key of a run's configuration.""" 
+`--options` every key of a run's configuration.
+
+The entry point is the one module above both the runtime and analysis (tests/test_layout.py): it
+hands the launcher the cost model's pre-flight memory check (analysis/preflight.py), which
+`runner.run` calls once the partition is prepared, before any rank starts."""
 import sys
 
 from benchmarks.errors import UserError
@@ -25,9 +29,10 @@ def main() -> None:
         sys.exit(2)
     from benchmarks import rank_server
     rank_server.start()  # its imports overlap this process's own (benchmarks/rank_server.py)
+    from analysis.preflight import check as preflight
     from benchmarks.cli import main as cli_main
 
-    cli_main()
+    cli_main(preflight=preflight)
 
 
 if __name__ == "__main__":

@@ -96,12 +96,13 @@ def check_composes(argv: list[str]) -> None:
             raise composition_error(e, list(point)) from None
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")
-def _hydra_main(cfg: DictConfig) -> None:
+def _task(cfg: DictConfig, preflight=None) -> None:
+    """Hydra's task: run the composed configuration (`preflight`: as `runner.run` takes it)."""
     from benchmarks.runner import run
 
     try:
-        path, record = run(OmegaConf.to_container(cfg, resolve=True), log=lambda m: print(m, file=sys.stderr))
+        path, record = run(OmegaConf.to_container(cfg, resolve=True), log=lambda m: print(m, file=sys.stderr),
+                           preflight=preflight)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -121,7 +122,9 @@ MULTIRUN = ("-m", "--multirun")
 COMPOSED = "GNNBENCH_SWEEP_COMPOSED"
 
 
-def main() -> None:
+def main(preflight=None) -> None:
+    """The command line. `preflight`: the check `python -m benchmarks` hands the launcher (the cost
+    model's pre-flight memory check, from analysis/, which the runtime does not import)."""
     if any(a in MULTIRUN for a in sys.argv[1:]):
         # One sweep engine: a sweep's points run through benchmarks.sweep, one process per run
         from benchmarks.sweep import main as sweep_main
@@ -135,7 +138,8 @@ def main() -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     try:
-        _hydra_main()
+        hydra.main(version_base="1.3", config_path=str(CONF), config_name="config")(
+            lambda cfg: _task(cfg, preflight))()
     except KeyboardInterrupt:  # Ctrl-C outside a run (composing, importing): nothing to record
         print("interrupted", file=sys.stderr)
         sys.exit(128 + signal.SIGINT)

@@ -89,6 +89,9 @@ class RunOptions(Options):
     cache_dir: str = option(".cache", "partition cache and scratch")
     results_dir: str = option("results/runs", "where records are written")
     resume: bool = option(True, "skip a run whose ok record exists (a failed one runs again); false: rerun it")
+    force: bool = option(False, "run even where the pre-flight memory check projects that a rank's peak exceeds the "
+                                "memory this machine gives it (docs/measurement.md); false: such a run is refused in "
+                                "one line, before any rank starts")
     reproduces: Optional[str] = option(None, "set by paper presets: the table of results/reference/papers.csv "
                                              "the report compares the run with")
     study: Optional[str] = option(None, "set by study presets: the section of `python -m analysis report` that "

@@ -4,7 +4,9 @@ Host memory: VmHWM/VmRSS from /proc/self/status; the peak is reset by writing 5 
 /proc/self/clear_refs at the start of each training segment, so `train_peak - rss_at_train_start`
 is the training working set. Evaluation runs between segments and is excluded. Beside each peak,
 its PSS (shared pages split between the processes that map them, /proc/self/smaps_rollup). CUDA:
-allocator peaks after reset_peak_memory_stats.
+allocator peaks after reset_peak_memory_stats. The process's peak over the whole run (its warm-up
+peak and every epoch and evaluation after it) is read once more at the end: what the machine must
+hold (the pre-flight memory check is validated on it).
 
 Memory and time are measured in different epochs, so neither distorts the other: the memory probe
 runs during the warm-up epochs (the ones dropped from the epoch-time median) with a fixed, small
@@ -121,6 +123,9 @@ class MemoryProbe:
     SUMMARY = {"peak_rss_bytes_max": ("peak_rss_bytes", max),
                "peak_pss_bytes_max": ("peak_pss_bytes", _all_or_none(max)),
                "peak_pss_bytes_sum": ("peak_pss_bytes", _all_or_none(sum)),
+               "process_peak_rss_bytes_max": ("process_peak_rss_bytes", max),
+               "process_peak_pss_bytes_max": ("process_peak_pss_bytes", _all_or_none(max)),
+               "process_peak_pss_bytes_sum": ("process_peak_pss_bytes", _all_or_none(sum)),
                "train_mem_delta_bytes_max": ("train_mem_delta_bytes", max),
                "train_mem_delta_bytes_mean": ("train_mem_delta_bytes", statistics.fmean)}
 
@@ -188,9 +193,16 @@ class MemoryProbe:
         self.pause()
         if self.probing:
             self.other_peak = max(self.other_peak, self._hwm())
+        # VmHWM since the probe's last reset: the epochs and evaluations after the probe, where the
+        # timed allocator keeps freed memory; with the probe's peak, the process's peak over the run
+        hwm, excess = hwm_bytes(), shared_excess_bytes()
+        peak = max(self.other_peak, self.train_peak)
         out = {
-            "peak_rss_bytes": max(self.other_peak, self.train_peak),
+            "peak_rss_bytes": peak,
             "peak_pss_bytes": self.peak_pss,
+            "process_peak_rss_bytes": max(peak, hwm),
+            "process_peak_pss_bytes": None if self.peak_pss is None or excess is None
+            else max(self.peak_pss, hwm - excess),
             "rss_train_start_bytes": self.rss_train_start,
             "train_peak_rss_bytes": self.train_peak,
             "train_mem_delta_bytes": max(0, self.train_peak - self.rss_train_start),

@@ -127,20 +127,21 @@ def prepare(cfg: RunConfig, world: int, log=print):
 
 
 # --------------------------------------------------------------------------- launch
-def run(cfg: dict, log=print) -> tuple[Path, dict]:
+def run(cfg: dict, log=print, preflight=None) -> tuple[Path, dict]:
     """Run one configuration; return (record path, record). Bad input raises UserError (no record);
     any failure after preparation produces a `failed` record, and so does a stop from outside
     (SIGINT, SIGTERM, SIGHUP), which then raises `Stopped` with the record's path in `.record`.
     With `resume` (the default) a configuration whose record exists with status ok is not run
     again; under torchrun it always runs (ranks on other machines may not see the same results
-    folder, and all must agree)."""
+    folder, and all must agree). `preflight`: a check to run once the partition is prepared, before
+    any rank starts (`_preflight`; `python -m benchmarks` hands it the pre-flight memory check)."""
     p = plan(cfg)
     cfg = p.cfg
     for key in ("results_dir", "cache_dir"):  # found now, not after training
         check_writable(key, getattr(cfg, key))
     with stop_on_signals():
         if under_torchrun():
-            return _run_torchrun(p, log)
+            return _run_torchrun(p, log, preflight)
         done = ok_record(p.path) if cfg.resume else None
         if done is not None:  # a resumed sweep runs only what is missing (failed records are rerun)
             log(f"skipped: {p.path} already holds an ok record (resume=false runs it again)")
@@ -153,6 +154,7 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
                                             "in-process" if p.world == 1 else "spawn", cfg.kernel),
                                 p.method_defaults, p.control)
         try:
+            _preflight(preflight, p, info, builder, "in-process" if p.world == 1 else "spawn", p.world, log)
             if p.world == 1:
                 try:
                     _rank_main(p, builder, 0, 0, 1, source, init_method=None)
@@ -169,6 +171,22 @@ def run(cfg: dict, log=print) -> tuple[Path, dict]:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     return p.path, json.loads(p.path.read_text())
+
+
+def _preflight(check, p: Plan, info: dict, builder: RecordBuilder | None, launcher: str, local_ranks: int,
+               log) -> None:
+    """`check(run, info, launcher, local_ranks, log)`, handed down by the entry point (the pre-flight
+    memory check, analysis/preflight.py: the runtime imports nothing from analysis), after the
+    partition and before any rank starts. A refusal (UserError, one line) is recorded as a failed
+    run by `builder` (rank 0's) and raised: a sweep sees the record, the command line the line."""
+    if check is None:
+        return
+    try:
+        check(p.cfg, info, launcher, local_ranks, log)
+    except UserError as e:
+        if builder is not None:
+            builder.fail(str(e))
+        raise
 
 
 def _error_line(e: BaseException) -> str:
@@ -328,7 +346,7 @@ def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -
         builder.fail("rank 0 exited without writing the record")
 
 
-def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
+def _run_torchrun(p: Plan, log, preflight=None) -> tuple[Path, dict]:
     """In place under torchrun: every process is one rank. Each machine's local rank 0 prepares the
     partition cache (atomically, so machines sharing a file system do not collide) and tells its
     local peers through a ready file; then all ranks join the process group. A worker dies with its
@@ -360,6 +378,7 @@ def _run_torchrun(p: Plan, log) -> tuple[Path, dict]:
     builder = RecordBuilder(cfg, scratch, state["info"],
                             environment(cfg.backend_name, cfg.device, p.threads(local_world), "torchrun", cfg.kernel),
                             p.method_defaults, p.control)
+    _preflight(preflight, p, state["info"], builder if rank == 0 else None, "torchrun", local_world, log)
     try:
         _rank_main(p, builder, rank, local_rank, local_world, state["folder"], init_method=None)
     except Stopped as e:  # torchrun stops its workers with SIGTERM

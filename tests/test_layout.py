@@ -1,9 +1,12 @@
 """The layout's rules, held by reading the code: tools apart from the runtime, and no method's name
 outside its plugin. The runtime (`benchmarks/*.py`, its families, `methods/`) imports no tool and no
-plugin by name, and names no method (the oracle `single` aside); `benchmarks/traffic.py`, which
-plugins state their traffic with, imports nothing from `analysis/` or `methods/` (nor torch);
-`python -m analysis` loads no runtime module before a subcommand needs it; the report imports
-nothing from the runtime or the plugins; the cost model, the projection and the advice name no registered
+plugin by name, and names no method (the oracle `single` aside); it imports nothing from `analysis/`,
+which stands on it, except in the entry point `benchmarks/__main__.py`, the one module above both:
+it hands the launcher the cost model's pre-flight memory check (`analysis.preflight`, called by
+`runner.run` through its `preflight` argument). `benchmarks/traffic.py`, which plugins state their
+traffic with, imports nothing from `analysis/` or `methods/` (nor torch); `python -m analysis` loads
+no runtime module before a subcommand needs it; the report imports nothing from the runtime or the
+plugins; the cost model, the projection, the advice and the pre-flight check name no registered
 method or alias and reach plugins only through the registry; plugins and families read the typed
 run config, never the raw dict."""
 from __future__ import annotations
@@ -50,7 +53,8 @@ def test_the_report_imports_nothing_from_the_runtime_or_the_plugins():
 
 
 def test_the_cost_model_reaches_plugins_only_through_the_registry():
-    for path in files("analysis/costmodel.py", "analysis/projection.py", "analysis/advise.py"):
+    for path in files("analysis/costmodel.py", "analysis/projection.py", "analysis/advise.py",
+                      "analysis/preflight.py"):
         assert not [m for m in imports(path) if m.split(".")[0] == "methods"], path
 
 
@@ -59,6 +63,16 @@ def test_plugins_and_families_read_the_typed_config():
     for path in files("methods/*.py", "benchmarks/families/*.py", "benchmarks/train.py", "benchmarks/runner.py",
                       "benchmarks/method.py"):
         assert not raw.search(path.read_text()), path
+
+
+#: The one module above both the runtime and analysis, and what it may take from analysis.
+ENTRY_POINT, ENTRY_POINT_TAKES = ROOT / "benchmarks" / "__main__.py", ["analysis.preflight"]
+
+
+def test_the_runtime_imports_nothing_from_analysis_but_the_entry_point_takes_the_preflight_check():
+    for path in files(*RUNTIME, "methods/*.py"):
+        taken = [m for m in imports(path) if m.split(".")[0] == "analysis"]
+        assert taken == (ENTRY_POINT_TAKES if path == ENTRY_POINT else []), path
 
 
 def test_the_runtime_imports_no_tool():
@@ -79,7 +93,7 @@ def test_the_analysis_command_loads_no_runtime_module_at_import():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
-@pytest.mark.parametrize("module", ["costmodel.py", "projection.py", "advise.py"])
+@pytest.mark.parametrize("module", ["costmodel.py", "projection.py", "advise.py", "preflight.py"])
 def test_the_cost_model_names_no_method(module):
     text = (ROOT / "analysis" / module).read_text()
     named = [name for name in method_names() if re.search(rf"[\"'`]{name}[\"'`]", text)]

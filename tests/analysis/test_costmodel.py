@@ -139,3 +139,22 @@ def test_an_alias_is_projected_through_its_plugin_and_a_plugin_without_traffic_i
     for name in ("llcg", "psgd_pa", "cluster_gcn"):
         (_, why), = projection.project_records([hand_record(name)], PROFILE, [], None)[1]
         assert why.startswith(f"no traffic pattern for {name}") and "mini-batch" not in why
+
+
+def test_a_process_peak_adds_the_process_and_what_the_allocator_keeps_of_small_blocks():
+    """A rank process's peak: its memory terms, the process's own and, where a layer's rows are blocks
+    below glibc's mmap threshold, what the heap keeps of them over the run; none where they are
+    above it (they go back to the system when freed)."""
+    from benchmarks.traffic import Rank
+    model = projection.build_model("sage", 64, 128, 8, 3)
+
+    def terms(nodes):
+        return costmodel.process_peak_terms("full_halo", {}, model, Rank(nodes, nodes * 10, nodes // 4, 1), 2,
+                                            in_process=False)
+    small, large = terms(20_000), terms(2_000_000)  # rows of 128 floats: 10 MB, 1 GB
+    assert small["process"] == large["process"] == costmodel.PROCESS_BYTES["spawned"]
+    assert small["allocator"] == pytest.approx(small["activations"] + small["backward_transient"] + small["stale_tables"])
+    assert large["allocator"] == 0
+    ranks = [Rank(20_000, 200_000, 5000, 1), Rank(10_000, 100_000, 5000, 1)]
+    assert costmodel.process_peak("full_halo", {}, model, ranks, 2, in_process=True) == \
+        sum(costmodel.process_peak_terms("full_halo", {}, model, ranks[0], 2, in_process=True).values())

@@ -85,8 +85,29 @@ def test_memory_probe_keeps_evaluation_out_of_the_training_peak(monkeypatch):
     probe.pause()
     assert probe.result() == {
         "peak_rss_bytes": 600 * MiB, "peak_pss_bytes": 590 * MiB, "rss_train_start_bytes": 100 * MiB,
+        "process_peak_rss_bytes": 600 * MiB, "process_peak_pss_bytes": 590 * MiB,
         "train_peak_rss_bytes": 140 * MiB, "train_mem_delta_bytes": 40 * MiB, "hwm_resettable": True,
     }
+
+
+def test_the_process_peak_covers_the_epochs_after_the_probe(monkeypatch):
+    """The probe measures the warm-up epochs only; a larger peak after them (the timed allocator's
+    retention, a later evaluation) is in the process's peak over the run, not in the probe's."""
+    proc = FakeProc(rss=100 * MiB, hwm=150 * MiB)
+    monkeypatch.setattr(probes, "rss_bytes", lambda: proc.rss)
+    monkeypatch.setattr(probes, "hwm_bytes", lambda: proc.hwm)
+    monkeypatch.setattr(probes, "reset_hwm", proc.reset)
+    monkeypatch.setattr(probes, "shared_excess_bytes", lambda: 10 * MiB)
+    probe = MemoryProbe(CPU, probe_epochs=1)
+    probe.start_training()
+    proc.alloc_and_free(40 * MiB)  # the warm-up epoch
+    probe.pause()
+    probe.epoch_done(0)  # the probe ends
+    probe.resume()
+    proc.alloc_and_free(300 * MiB)  # a timed epoch
+    result = probe.result()
+    assert (result["peak_rss_bytes"], result["peak_pss_bytes"]) == (150 * MiB, 140 * MiB)
+    assert (result["process_peak_rss_bytes"], result["process_peak_pss_bytes"]) == (400 * MiB, 390 * MiB)
 
 
 def test_memory_probe_sees_a_real_allocation_inside_a_training_segment():

@@ -1,0 +1,151 @@
+"""The pre-flight memory check (docs/measurement.md, "Pre-flight memory check"): once the partition is
+prepared and before any rank starts, the cost model's projected peak of the run's largest rank
+process (`costmodel.process_peak`, plus `MARGIN`) is held against the memory this machine gives each
+rank. A run that would not fit is refused in one line naming both figures (a `UserError`; the
+launcher records it as a failed run), unless `force=true`; a run the model leaves out
+(`projection.outside_model`) is not checked, and says so in one line.
+
+`python -m benchmarks` hands `check` to the launcher (benchmarks/__main__.py, the one module above
+both the runtime and analysis: `cli.main(preflight=check)` -> `runner.run(cfg, preflight=check)`), so
+the runtime imports nothing from analysis. A run started otherwise (`runner.run` in tests and tools)
+is not checked."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: The projected peak is raised by this share before it is compared: the largest under-projection
+#: of the peak's validation, rounded up (docs/measurement.md, "Pre-flight memory check": the 43 runs
+#: of `experiment=peak_validate` on this machine, `python -m analysis project results/peak --hardware
+#: this-machine`; median |error| 9 %, the largest measured peak 1.48 times its projection: PipeGCN,
+#: whose working set the cost model under-projects; 1.21 times without it).
+MARGIN = 0.50
+#: The machine's memory in bytes, instead of what /proc and the cgroup say: for tests, and for a
+#: user who wants to see what the check would say on a smaller machine.
+MEMORY_ENV = "GNNBENCH_MEMORY_BYTES"
+GiB, MiB = 2 ** 30, 2 ** 20
+
+
+def machine_memory() -> int:
+    """The memory this machine has: `GNNBENCH_MEMORY_BYTES` where set, else the smaller of MemTotal and
+    the memory limit of this process's cgroup (a container's). Total, not available: the same run
+    gets the same answer whatever else happens to run beside it."""
+    if os.environ.get(MEMORY_ENV):
+        return int(os.environ[MEMORY_ENV])
+    import psutil
+    total = psutil.virtual_memory().total
+    limit = cgroup_limit()
+    return min(total, limit) if limit else total
+
+
+def cgroup_limit(proc_cgroup: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
+    """The smallest memory limit set on this process's cgroup or any of its ancestors (cgroup v2
+    `memory.max`, v1 `memory/memory.limit_in_bytes`); None where no limit can be read."""
+    try:
+        lines = Path(proc_cgroup).read_text().splitlines()
+    except OSError:
+        return None
+    limits = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            base, name = Path(root), "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = Path(root) / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        folder = base / path.strip("/")
+        for f in (folder, *folder.parents):
+            if f != base and base not in f.parents:
+                break
+            try:
+                text = (f / name).read_text().strip()
+            except OSError:
+                continue
+            if text.isdigit():  # v2 says `max` where there is no limit
+                limits.append(int(text))
+    return min(limits) if limits else None
+
+
+def held_by_launcher(in_process: bool) -> int:
+    """What the launching process and its children (the fork server) hold now, their PSS (RSS where
+    the kernel has no smaps_rollup): memory the ranks cannot have. A launcher that runs the only rank
+    itself is that rank (its own memory is in the projection). The fork server's pages that its ranks
+    will inherit are counted here and again in the ranks' shares: on the safe side, by at most its
+    size (about 0.3 GiB)."""
+    import psutil
+    me = psutil.Process()
+    held = 0 if in_process else _pss(me)
+    for child in me.children(recursive=True):
+        try:
+            held += _pss(child)
+        except psutil.Error:  # gone since it was listed
+            pass
+    return held
+
+
+def _pss(process) -> int:
+    try:
+        with open(f"/proc/{process.pid}/smaps_rollup") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+    except (OSError, StopIteration, ValueError):
+        return process.memory_info().rss
+
+
+def size(nbytes: float) -> str:
+    return f"{nbytes / GiB:.1f} GiB" if nbytes >= GiB else f"{nbytes / MiB:.0f} MiB"
+
+
+def verdict(method: str, world: int, local_ranks: int, peak: float, memory: int, held: int,
+            force: bool) -> str | None:
+    """The line a run gets from its projected peak per rank (`peak`, before the margin), the machine's
+    `memory` and what the launcher `held`, shared by `local_ranks` ranks on this machine: None when it
+    fits; else the refusal, or with `force` the warning that it runs anyway."""
+    need = peak * (1 + MARGIN)
+    have = max(0, memory - held) / local_ranks
+    if need <= have:
+        return None
+    ranks = f"{local_ranks} rank{'s' if local_ranks > 1 else ''}"
+    shared = f"{size(memory)}{f' less {size(held)} the launcher holds,' if held else ''} shared by {ranks}"
+    figures = (f"{method} with {world} worker{'s' if world > 1 else ''} needs about {size(need)} per rank by the "
+               f"cost model's projection ({size(peak)} + {MARGIN * 100:.0f} % margin), this machine gives each rank "
+               f"{size(have)} ({shared})")
+    return f"warning: {figures}; force=true: running it anyway" if force else f"{figures}; force=true runs it anyway"
+
+
+def projected_peak(run, info: dict, launcher: str) -> float | str:
+    """The projected peak of the run's largest rank process (`costmodel.process_peak`), from the
+    prepared partition's per-rank sizes (`info`: the record's `graph` and `partition`); or why the
+    model leaves the run out."""
+    from analysis import costmodel, projection
+    from benchmarks.record import ranks_of
+    cfg = run.as_dict()
+    if run.device == "cuda":
+        return "device=cuda (the check covers the host memory of CPU runs)"
+    why = projection.outside_model(run.method_name, cfg)
+    if why:
+        return f"the cost model leaves it out ({why})"
+    world = ranks_of(run)
+    model, ranks = projection.record_inputs({"config": cfg, "graph": info["graph"], "partition": info["partition"],
+                                             "workers": world})
+    return costmodel.process_peak(run.method_cls, run.method, model, ranks, world, in_process=launcher != "spawn")
+
+
+def check(run, info: dict, launcher: str, local_ranks: int, log) -> None:
+    """The check the launcher calls (`runner.run`'s `preflight`): `run` the `RunConfig`, `info` what
+    preparing said of the graph and its partition, `launcher` `in-process`, `spawn` or `torchrun` (as
+    the record's `env.launcher`), `local_ranks` the ranks on this machine. Raises UserError with the
+    one line when the run would not fit and `force` is off; `log`s one line when it is not checked,
+    or runs although it would not fit."""
+    from benchmarks.errors import UserError
+    from benchmarks.record import ranks_of
+    peak = projected_peak(run, info, launcher)
+    if isinstance(peak, str):
+        log(f"memory not checked: {peak}; running it")
+        return
+    line = verdict(run.method_name, ranks_of(run), local_ranks, peak, machine_memory(),
+                   held_by_launcher(in_process=launcher != "spawn"), run.force)
+    if line and not run.force:
+        raise UserError(line)
+    if line:
+        log(line)
