@@ -301,14 +301,18 @@ def _memory(method, options, model, rank: Rank, workers: int) -> tuple[dict, lis
     kept = cls.kept_halo_rows(options, rank)
     layers = len(exchanges)
     retained = [_kept_for_backward(model, layer, rows[layer], kept, rank.edges) for layer in range(layers)]
+    kernel = kernel_of(model)
     # the peak is the larger of: a forward dropout's draw on top of the earlier layers' activations
-    # (uniform draws, mask and product: 9 bytes an element; wide input features set it), or
-    # backward's first step on top of them all: the gradients of the layer's output, its input and
-    # its [local | kept halo] sources
-    forward = max(sum(retained[:layer]) + rows[layer] * in_width(model, layer) * (FLOAT + 1 + FLOAT)
+    # (`spmm`: uniform draws, mask and product, 9 bytes an element; `native`: the product alone; wide
+    # input features set it), or backward's first step on top of them all: the gradients of the
+    # layer's output, its input and its [local | kept halo] sources; `messages` adds a linear
+    # aggregation's gathered and scaled E x width messages to either (freed after the layer)
+    draw = FLOAT if kernel == "native" else FLOAT + 1 + FLOAT
+    forward = max(sum(retained[:layer]) + rows[layer] * in_width(model, layer) * draw + _messages(model, layer, rank)
                   for layer in range(layers))
     backward = max(rank.nodes * (out_width(model, layer) + (in_width(model, layer) if layer else 0)) * FLOAT
-                   + (rank.nodes + kept) * exchanges[layer][0] * FLOAT for layer in range(layers))
+                   + (rank.nodes + kept) * exchanges[layer][0] * FLOAT + _messages(model, layer, rank)
+                   for layer in range(layers))
     activations = sum(retained)
     transient = max(forward - activations, backward)
     stale = cls.stale_table_bytes(options, model, rank)  # earlier epochs' rows (and gradients) kept
@@ -319,23 +323,44 @@ def _memory(method, options, model, rank: Rank, workers: int) -> tuple[dict, lis
     return terms, retained, rows
 
 
+def kernel_of(model) -> str:
+    """The aggregation kernel a model's run uses (`projection` sets `model.kernel` from the record's
+    config; `spmm`, torch's, where nothing says: records from before `native`, and CUDA runs)."""
+    return getattr(model, "kernel", "spmm")
+
+
 def _kept_for_backward(model, layer: int, rows: int, halo: float, edges: int) -> float:
     """Bytes autograd keeps of `layer` until backward (counted with saved-tensor hooks on the suite's
     layers): the dropped-out input (a linear layer's weight gradient needs it) and, past layer 0,
-    dropout's one-byte mask; SAGE aggregating before projecting keeps the aggregate; every layer but
-    the last keeps its activation's output. GAT keeps its projected sources, local and the kept halo,
-    and four per-edge, per-head floats (logits, LeakyReLU input, softmax weights, normaliser view).
-    A linear aggregation (GCN, SAGE) keeps no sources: its gradient needs only the adjacency."""
+    dropout's one-byte mask (not under `native`, which re-derives it); SAGE aggregating before
+    projecting keeps the aggregate; every layer but the last keeps its activation's output. GAT keeps
+    its projected sources, local and the kept halo, and per edge and head four floats (`spmm`: logits,
+    LeakyReLU input, softmax weights, normaliser view), one (`native`'s fused softmax: the weights) or,
+    under `messages`, also the gathered E x H x C source rows. A linear aggregation (GCN, SAGE) keeps
+    no sources: its gradient needs only the adjacency."""
     m = model.layers[layer]
+    kernel = kernel_of(model)
     d_in, d_out, width = in_width(model, layer), out_width(model, layer), m.exchange_width
-    kept = rows * d_in * FLOAT + (rows * d_in if layer else 0)
+    kept = rows * d_in * FLOAT + (rows * d_in if layer and kernel != "native" else 0)
     if getattr(m, "project_first", True) is False:
         kept += rows * width * FLOAT
     if layer < len(model.layers) - 1:
         kept += rows * d_out * FLOAT
     if hasattr(m, "heads"):
-        kept += (rows + halo) * width * FLOAT + 4 * edges * m.heads * FLOAT
+        kept += (rows + halo) * width * FLOAT + (1 if kernel == "native" else 4) * edges * m.heads * FLOAT
+        if kernel == "messages":
+            kept += edges * width * FLOAT
     return kept
+
+
+def _messages(model, layer: int, rank: Rank) -> float:
+    """`messages`' transient in a linear aggregation (GCN, SAGE): every edge's gathered source row and
+    its scaled copy, E x width floats each, alive until the scatter-add ends (in forward, and again
+    for the gradient in backward). Other kernels and attention (whose messages are kept) add none."""
+    m = model.layers[layer]
+    if kernel_of(model) != "messages" or hasattr(m, "heads"):
+        return 0.0
+    return 2 * rank.edges * m.exchange_width * FLOAT
 
 
 def _static_bytes(model, rank: Rank, params: int) -> float:

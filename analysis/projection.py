@@ -36,9 +36,11 @@ def build_model(model: str, features: int, hidden: int, classes: int, layers: in
 
 
 def _model_of(cfg: dict, features: int, classes: int):
-    return build_model(cfg["model"]["name"], features, cfg["hidden"], classes, cfg["layers"],
-                       cfg["model"].get("heads", 4), cfg.get("batch_norm", False), cfg.get("dropout", 0.0),
-                       cfg["model"].get("heads_concat", True))
+    model = build_model(cfg["model"]["name"], features, cfg["hidden"], classes, cfg["layers"],
+                        cfg["model"].get("heads", 4), cfg.get("batch_norm", False), cfg.get("dropout", 0.0),
+                        cfg["model"].get("heads_concat", True))
+    model.kernel = cfg.get("kernel", "spmm")  # some memory terms are the kernel's (costmodel.kernel_of)
+    return model
 
 
 def skip_reason(record: dict) -> str | None:

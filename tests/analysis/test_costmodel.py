@@ -158,3 +158,21 @@ def test_a_process_peak_adds_the_process_and_what_the_allocator_keeps_of_small_b
     ranks = [Rank(20_000, 200_000, 5000, 1), Rank(10_000, 100_000, 5000, 1)]
     assert costmodel.process_peak("full_halo", {}, model, ranks, 2, in_process=True) == \
         sum(costmodel.process_peak_terms("full_halo", {}, model, ranks[0], 2, in_process=True).values())
+
+
+def test_the_kernel_sets_what_dropout_and_attention_keep_and_messages_transient():
+    """`native` keeps no dropout mask and one float per edge and head in GAT (its fused softmax), where
+    `spmm` keeps the mask and four; `messages` adds GCN/SAGE's gathered E x width messages to the
+    transient and keeps GAT's."""
+    from benchmarks.traffic import Rank
+    rank = Rank(nodes=1000, edges=20000, halo=300, peers=1)
+    terms = {}
+    for name in ("sage", "gat"):
+        for kernel in ("native", "spmm", "messages"):
+            model = projection._model_of({"model": {"name": name, "heads": 4}, "hidden": 64, "layers": 3,
+                                          "dropout": 0.5, "kernel": kernel}, 32, 5)
+            terms[name, kernel] = costmodel.memory_terms("full_halo", {}, model, rank, 2)
+    sage, gat = (lambda k: terms["sage", k]), (lambda k: terms["gat", k])
+    assert sage("native")["activations"] < sage("spmm")["activations"] == sage("messages")["activations"]
+    assert sage("messages")["backward_transient"] > sage("spmm")["backward_transient"] + 2 * 20000 * 32 * 4 * 0.9
+    assert gat("native")["activations"] < gat("spmm")["activations"] < gat("messages")["activations"]
