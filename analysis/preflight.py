@@ -96,21 +96,27 @@ def size(nbytes: float) -> str:
     return f"{nbytes / GiB:.1f} GiB" if nbytes >= GiB else f"{nbytes / MiB:.0f} MiB"
 
 
-def verdict(method: str, world: int, local_ranks: int, peak: float, memory: int, held: int,
-            force: bool) -> str | None:
-    """The line a run gets from its projected peak per rank (`peak`, before the margin), the machine's
-    `memory` and what the launcher `held`, shared by `local_ranks` ranks on this machine: None when it
-    fits; else the refusal, or with `force` the warning that it runs anyway."""
+def figures(method: str, world: int, local_ranks: int, peak: float, memory: int, held: int) -> tuple[bool, str]:
+    """Whether a run fits, from its projected peak per rank (`peak`, before the margin), the machine's
+    `memory` and what the launcher `held`, shared by `local_ranks` ranks on this machine; and the
+    figures, in words."""
     need = peak * (1 + MARGIN)
     have = max(0, memory - held) / local_ranks
-    if need <= have:
-        return None
     ranks = f"{local_ranks} rank{'s' if local_ranks > 1 else ''}"
     shared = f"{size(memory)}{f' less {size(held)} the launcher holds,' if held else ''} shared by {ranks}"
-    figures = (f"{method} with {world} worker{'s' if world > 1 else ''} needs about {size(need)} per rank by the "
-               f"cost model's projection ({size(peak)} + {MARGIN * 100:.0f} % margin), this machine gives each rank "
-               f"{size(have)} ({shared})")
-    return f"warning: {figures}; force=true: running it anyway" if force else f"{figures}; force=true runs it anyway"
+    return need <= have, (f"{method} with {world} worker{'s' if world > 1 else ''} needs about {size(need)} per "
+                          f"rank by the cost model's projection ({size(peak)} + {MARGIN * 100:.0f} % margin), this "
+                          f"machine gives each rank {size(have)} ({shared})")
+
+
+def verdict(method: str, world: int, local_ranks: int, peak: float, memory: int, held: int,
+            force: bool) -> str | None:
+    """The line a run gets (`figures`): None when it fits; else the refusal, or with `force` the
+    warning that it runs anyway."""
+    fits, text = figures(method, world, local_ranks, peak, memory, held)
+    if fits:
+        return None
+    return f"warning: {text}; force=true: running it anyway" if force else f"{text}; force=true runs it anyway"
 
 
 def projected_peak(run, info: dict, launcher: str) -> float | str:
@@ -129,6 +135,19 @@ def projected_peak(run, info: dict, launcher: str) -> float | str:
     model, ranks = projection.record_inputs({"config": cfg, "graph": info["graph"], "partition": info["partition"],
                                              "workers": world})
     return costmodel.process_peak(run.method_cls, run.method, model, ranks, world, in_process=launcher != "spawn")
+
+
+def check_only(run, info: dict, launcher: str, local_ranks: int, log) -> None:
+    """`check`'s answer instead of the run (`python -m benchmarks ... --check-memory`): raises
+    MemoryChecked with one line, `fits: ...`, `would not fit: ...` or `not checked: ...`."""
+    from benchmarks.errors import MemoryChecked
+    from benchmarks.record import ranks_of
+    peak = projected_peak(run, info, launcher)
+    if isinstance(peak, str):
+        raise MemoryChecked(f"not checked: {peak}", True)
+    fits, text = figures(run.method_name, ranks_of(run), local_ranks, peak, machine_memory(),
+                         held_by_launcher(in_process=launcher != "spawn"))
+    raise MemoryChecked(f"{'fits' if fits else 'would not fit'}: {text}", fits)
 
 
 def check(run, info: dict, launcher: str, local_ranks: int, log) -> None:

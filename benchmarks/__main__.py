@@ -1,6 +1,7 @@
 """`python -m benchmarks key=value ...` (benchmarks/cli.py). A misspelt group choice (`method=sra`)
 is refused here, before the CLI imports torch and any plugin. `--methods` lists every method and option,
-`--options` every key of a run's configuration.
+`--options` every key of a run's configuration. `--check-memory` prepares the run (dataset, partition)
+and prints what the pre-flight memory check says of it, instead of running it.
 
 The entry point is the one module above both the runtime and analysis (tests/test_layout.py): it
 hands the launcher the cost model's pre-flight memory check (analysis/preflight.py), which
@@ -22,6 +23,9 @@ def main() -> None:
 
         print(describe(), end="")
         return
+    check_memory = "--check-memory" in sys.argv
+    if check_memory:  # the check's answer alone; resume=false: an existing record is not an answer
+        sys.argv = [a for a in sys.argv if a != "--check-memory"] + ["resume=false"]
     try:
         check_overrides(sys.argv[1:])
     except UserError as e:
@@ -29,10 +33,10 @@ def main() -> None:
         sys.exit(2)
     from benchmarks import rank_server
     rank_server.start()  # its imports overlap this process's own (benchmarks/rank_server.py)
-    from analysis.preflight import check as preflight
+    from analysis.preflight import check, check_only
     from benchmarks.cli import main as cli_main
 
-    cli_main(preflight=preflight)
+    cli_main(preflight=check_only if check_memory else check)
 
 
 if __name__ == "__main__":

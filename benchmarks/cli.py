@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from benchmarks import method_configs  # noqa: F401 (Hydra's source of method/<plugin> configs, registered)
-from benchmarks.errors import Stopped, UserError
+from benchmarks.errors import MemoryChecked, Stopped, UserError
 from benchmarks.registry import CONF, method_names
 
 
@@ -106,6 +106,9 @@ def _task(cfg: DictConfig, preflight=None) -> None:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except MemoryChecked as e:  # --check-memory: the answer, nothing run
+        print(e, flush=True)
+        sys.exit(0 if e.fits else 2)
     except Stopped as e:  # a stop ends a multirun too
         where = f"record {e.record} (failed)" if e.record else "no record (stopped before training)"
         print(f"{e}: {where}", file=sys.stderr)

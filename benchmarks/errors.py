@@ -10,6 +10,16 @@ class UserError(Exception):
     without a traceback, and exits with status 2."""
 
 
+class MemoryChecked(Exception):
+    """Raised in place of a run by `python -m benchmarks ... --check-memory` once the pre-flight memory
+    check has its answer (analysis/preflight.py, `check_only`): `str(e)` is its line, `fits` whether
+    the run fits. Nothing has started and nothing is recorded."""
+
+    def __init__(self, line: str, fits: bool):
+        super().__init__(line)
+        self.fits = fits
+
+
 class Stopped(BaseException):
     """SIGINT, SIGTERM or SIGHUP reached the launcher of a run. A BaseException, like
     KeyboardInterrupt, so that no `except Exception` on the way mistakes it for the run's own

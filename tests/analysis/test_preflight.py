@@ -141,3 +141,14 @@ def test_the_command_line_refuses_in_one_line_and_a_sweep_records_it_and_goes_on
     assert said[-2].startswith("  error: full_halo with 2 workers needs about ")  # the run's one line
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "r").glob("*.json")]
     assert record["status"] == "failed" and record["error"] == said[-2].removeprefix("  error: ")
+
+
+def test_check_memory_prints_the_answer_and_runs_nothing(tmp_path):
+    args = ["method=full_halo", "dataset=cora", "workers=2", f"results_dir={tmp_path / 'r'}",
+            f"cache_dir={tmp_path / 'c'}", "--check-memory"]
+    for memory, code, start in ((1 << 40, 0, "fits: full_halo with 2 workers needs about "),
+                                (1 << 20, 2, "would not fit: full_halo with 2 workers needs about ")):
+        out = subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=PROJECT_ROOT, capture_output=True,
+                             text=True, timeout=300, env={**os.environ, MEMORY_ENV: str(memory)})
+        assert out.returncode == code and out.stdout.startswith(start), (out.stdout, out.stderr)
+    assert not list((tmp_path / "r").glob("*.json"))  # nothing ran, nothing is recorded
