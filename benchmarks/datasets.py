@@ -105,21 +105,35 @@ def synthetic(nodes: int, avg_degree: float, classes: int, features: int, homoph
     class_end = torch.cumsum(counts, 0)
     hi = cum[class_end - 1]
     lo = torch.cat([torch.zeros(1, dtype=torch.float64), hi[:-1]])
+    del theta
 
-    def draw(lo_w, hi_w):  # inverse-CDF sampling within [lo_w, hi_w) of the cumulative weights
-        r = lo_w + torch.rand(lo_w.shape, generator=g, dtype=torch.float64) * (hi_w - lo_w)
+    # Inverse-CDF sampling within [lo_w, lo_w + width) of the cumulative weights: r = lo_w + U * width.
+    # The arithmetic runs in place, one edge list's worth of temporaries at a time; its bits, and the
+    # generator's draws, are those of the out-of-place expression (tests/benchmarks/test_graph.py).
+    def node_at(r):
         return order[torch.searchsorted(cum, r, right=True).clamp_(max=nodes - 1)]
 
     m = int(nodes * avg_degree / 2)
-    u = draw(torch.zeros(m, dtype=torch.float64), torch.full((m,), float(cum[-1])))
+    # The first end: lo_w = 0 and width = the total weight, rounded to float32 as it always was (the
+    # clamp in `node_at` catches a draw past the last node).
+    u = node_at(torch.rand(m, generator=g, dtype=torch.float64).mul_(float(cum[-1].float())))
     same = torch.rand(m, generator=g) < homophily
     shift = torch.randint(1, classes, (m,), generator=g)
-    cv = torch.where(same, y[u], (y[u] + shift) % classes)
-    v = draw(lo[cv], hi[cv])
-    del theta, same, shift, cv
+    yu = y[u]
+    cv = torch.where(same, yu, shift.add_(yu).remainder_(classes))  # the class of the second end
+    del same, shift, yu
+    lo_w = lo[cv]
+    width = hi[cv].sub_(lo_w)
+    del cv
+    r = torch.rand(m, generator=g, dtype=torch.float64).mul_(width)
+    del width
+    v = node_at(r.add_(lo_w))
+    del r, lo_w
+    edge_index = torch.stack([u, v])
+    del u, v
 
     centroids = torch.randn(classes, features, generator=g)
-    x = centroids[y] + feature_noise * torch.randn(nodes, features, generator=g)
+    x = torch.randn(nodes, features, generator=g).mul_(feature_noise).add_(centroids[y])
     perm = torch.randperm(nodes, generator=g)
     n_train, n_val, n_test = (int(f * nodes) for f in (train_frac, val_frac, test_frac))
     masks = []
@@ -127,7 +141,7 @@ def synthetic(nodes: int, avg_degree: float, classes: int, features: int, homoph
         mask = torch.zeros(nodes, dtype=torch.bool)
         mask[perm[start:start + size]] = True
         masks.append(mask)
-    return from_edge_index("synthetic", torch.stack([u, v]), nodes, x, y, *masks, classes)
+    return from_edge_index("synthetic", edge_index, nodes, x, y, *masks, classes)
 
 
 # --------------------------------------------------------------------------- real datasets

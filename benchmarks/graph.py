@@ -74,38 +74,54 @@ class Graph:
 
 def from_edge_index(name: str, edge_index: torch.Tensor, num_nodes: int, x, y, train_mask, val_mask,
                     test_mask, num_classes: int) -> Graph:
-    """Apply the graph policy to an arbitrary (possibly directed, duplicated) edge list."""
-    src, dst = edge_index[0].long(), edge_index[1].long()
+    """Apply the graph policy to an arbitrary (possibly directed, duplicated) edge list.
+
+    Every in-edge becomes one int64 key, dst * N + src: both directions of each edge that is not a
+    self-loop, then one self-loop a node. One in-place sort of the keys both deduplicates (equal keys
+    are neighbours) and yields CSR order: row v's sources are the keys in [v N, (v + 1) N), mod N.
+    Beyond the input, the keys live once or twice at a time (before and after dropping repeats), with
+    one edge list's worth of temporaries while they are made (docs/measurement.md, "An
+    ogbn-products-sized graph on one machine")."""
+    n = int(num_nodes)
+    src, dst = edge_index[0], edge_index[1]
     keep = src != dst
-    src, dst = src[keep], dst[keep]
-    loops = torch.arange(num_nodes)
-    src, dst = torch.cat([src, dst, loops]), torch.cat([dst, src, loops])
-    # One sort on the (dst, src) key both deduplicates and yields CSR order.
-    key = torch.unique(dst * num_nodes + src)
-    dst, src = key // num_nodes, key % num_nodes
-    indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
-    indptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
+    kept = int(keep.sum())
+    key = torch.empty(2 * kept + n, dtype=torch.int64)
+    for half, (row, col) in enumerate(((dst, src), (src, dst))):
+        out = key[half * kept:(half + 1) * kept]
+        torch.mul(row[keep].long(), n, out=out)
+        out.add_(col[keep])
+    torch.mul(torch.arange(n), n + 1, out=key[2 * kept:])  # the self-loops, v * N + v
+    del keep
+    key.numpy().sort()  # in place: no index tensor, no sorted copy
+    if key.numel() > 1:
+        first = torch.ones(key.numel(), dtype=torch.bool)  # the first of every run of equal keys
+        torch.ne(key[1:], key[:-1], out=first[1:])
+        if not bool(first.all()):
+            key = key[first]
+        del first
+    indptr = torch.searchsorted(key, torch.arange(n + 1) * n)  # row v starts at the first key >= v N
     y = y.long().clone()
-    return Graph(name, indptr, src, x.float().contiguous(), y, train_mask.bool(), val_mask.bool(),
+    return Graph(name, indptr, key.remainder_(n), x.float().contiguous(), y, train_mask.bool(), val_mask.bool(),
                  test_mask.bool(), int(num_classes))
 
 
 def permute(graph: Graph, perm: torch.Tensor) -> Graph:
-    """Relabel nodes: new node i is old node perm[i]. Used to make each part a contiguous range."""
+    """Relabel nodes: new node i is old node perm[i]. Used to make each part a contiguous range.
+
+    Each new row gathers its old row's in-edges and relabels their sources; one in-place sort of the
+    key row * N + source then orders the sources within each row (a row's sources are distinct, so
+    this is the one CSR order). At most three edge lists' worth of temporaries at a time."""
     n = graph.num_nodes
     new_of_old = torch.empty(n, dtype=torch.int64)
     new_of_old[perm] = torch.arange(n)
     deg = graph.in_degree()[perm]
     indptr = torch.zeros(n + 1, dtype=torch.int64)
     indptr[1:] = torch.cumsum(deg, 0)
-    # Gather each new row's in-edges from its old row, then relabel and re-sort sources.
-    starts = graph.indptr[perm]
-    offsets = torch.arange(graph.num_edges) - torch.repeat_interleave(indptr[:-1], deg)
-    old_pos = torch.repeat_interleave(starts, deg) + offsets
-    src = new_of_old[graph.indices[old_pos]]
-    dst = torch.repeat_interleave(torch.arange(n), deg)
-    order = torch.argsort(dst * n + src)
-    return Graph(graph.name, indptr, src[order], graph.x[perm], graph.y[perm], graph.train_mask[perm],
+    key = new_of_old[graph.indices[concat_ranges(graph.indptr[perm], deg)]]
+    key.add_(edge_rows(indptr).mul_(n))
+    key.numpy().sort()  # in place
+    return Graph(graph.name, indptr, key.remainder_(n), graph.x[perm], graph.y[perm], graph.train_mask[perm],
                  graph.val_mask[perm], graph.test_mask[perm], graph.num_classes)
 
 

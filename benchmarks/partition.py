@@ -61,11 +61,17 @@ def metis(indptr: torch.Tensor, indices: torch.Tensor, parts: int, seed: int,
     (`_in_child`), so a stop signal never lands inside it."""
     indptr, indices = indptr.cpu(), indices.cpu()
     n = indptr.numel() - 1
-    dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
-    keep = indices != dst
-    xadj = np.concatenate([[0], np.cumsum(torch.bincount(dst[keep], minlength=n).numpy())])
+    # The edge-sized temporaries are dropped before METIS's child is forked: what this process holds
+    # then stays held (and shared with the child) while METIS runs.
+    rows = edge_rows(indptr)
+    keep = indices != rows
+    loops = torch.bincount(rows[~keep], minlength=n)
+    del rows
+    xadj = np.concatenate([[0], np.cumsum((indptr[1:] - indptr[:-1] - loops).numpy())])
+    adjncy = indices[keep].numpy()
+    del keep
     weights = None if vweights is None else vweights.reshape(-1).numpy()
-    return torch.as_tensor(_in_child(_part_graph, parts, xadj, indices[keep].numpy(), weights, seed), dtype=torch.int64)
+    return torch.as_tensor(_in_child(_part_graph, parts, xadj, adjncy, weights, seed), dtype=torch.int64)
 
 
 def _part_graph(parts: int, xadj, adjncy, weights, seed: int):

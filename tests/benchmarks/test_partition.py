@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -78,3 +79,21 @@ def test_cache_is_reused_and_a_damaged_one_is_rebuilt(tmp_path):
     prepare_parts(GRAPH, "metis", 3, 0, tmp_path, log=messages.append)
     assert "stale" in messages[-1]
     assert load_manifest(folder)["key"]["seed"] == 0
+
+
+def test_metis_is_given_the_adjacency_it_was_always_given(monkeypatch):
+    # METIS's input as built before its temporaries were dropped early (commit 949f6ef): the same
+    # input, the same parts, the same partition caches.
+    from benchmarks import partition
+
+    graph = GRAPH
+    seen = {}
+    monkeypatch.setattr(partition, "_in_child", lambda fn, parts, xadj, adjncy, weights, seed:
+                        seen.update(xadj=xadj, adjncy=adjncy) or np.zeros(graph.num_nodes, dtype=np.int64))
+    partition.metis(graph.indptr, graph.indices, 2, 0)
+    n = graph.num_nodes
+    dst = torch.repeat_interleave(torch.arange(n), graph.indptr[1:] - graph.indptr[:-1])
+    keep = graph.indices != dst
+    xadj = np.concatenate([[0], np.cumsum(torch.bincount(dst[keep], minlength=n).numpy())])
+    assert seen["xadj"].dtype == xadj.dtype and np.array_equal(seen["xadj"], xadj)
+    assert seen["adjncy"].dtype == np.int64 and np.array_equal(seen["adjncy"], graph.indices[keep].numpy())
