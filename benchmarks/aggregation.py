@@ -183,17 +183,42 @@ class LocalAdjacency:
         self.nnz = indices.numel()
         self.indptr = indptr.long()  # int64 offsets, for segment reductions
         self.indptr32, self.indices32 = indptr.int(), indices.int()
-        self.src = indices.long()
-        self.dst = edge_rows(indptr)
         # Global degrees (self-loop included) of destinations and of source columns.
         self.row_deg, self.col_deg = row_deg.to(torch.float32), col_deg.to(torch.float32)
         self.edge_scale, self.attention_ignores_scale = edge_scale, attention_ignores_scale
-        self.t_perm = torch.argsort(self.src, stable=True)  # CSR order of A^T
-        counts = torch.bincount(self.src, minlength=self.num_cols)
+        # A^T in CSR: int32, 12 bytes an edge with its permutation. The int64 edge lists (`src`, `dst`,
+        # `t_perm`: 24 bytes an edge) are made on first use and kept only by the paths that use them
+        # every step (`messages`, `spmm`'s attention): at ogbn-products' size they are 0.7 GiB a rank.
+        src = indices.long()
+        t_perm = torch.argsort(src, stable=True)  # CSR order of A^T
+        counts = torch.bincount(src, minlength=self.num_cols)
         self.t_indptr32 = torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]).int()
-        self.t_indices32 = self.dst[self.t_perm].int()
-        self.t_perm32 = self.t_perm.int() if self.kernel == "native" else None
+        self.t_indices32 = edge_rows(indptr)[t_perm].int()
+        self.t_perm32 = t_perm.int()
+        del src, t_perm, counts
         self._matrices = {}
+
+    @functools.cached_property
+    def src(self) -> torch.Tensor:
+        """Each edge's source column (int64), kept once made."""
+        return self.indices32.long()
+
+    @functools.cached_property
+    def dst(self) -> torch.Tensor:
+        """Each edge's destination row (int64), kept once made."""
+        return edge_rows(self.indptr)
+
+    @functools.cached_property
+    def t_perm(self) -> torch.Tensor:
+        """The position in A of each entry of A^T, in A^T's CSR order (int64), kept once made."""
+        return self.t_perm32.long()
+
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(src, dst) for a one-off use (building weights, a method's sub-adjacencies): the kept
+        ones where a per-step path made them, else made now and not kept."""
+        kept = self.__dict__
+        return (kept["src"] if "src" in kept else self.indices32.long(),
+                kept["dst"] if "dst" in kept else edge_rows(self.indptr))
 
     def native(self, *tensors: torch.Tensor) -> bool:
         """Whether this call goes through the native kernels (`native.usable`: fp32 on the CPU)."""
@@ -205,9 +230,10 @@ class LocalAdjacency:
         return csr(self.indptr32, self.indices32, values, (self.num_rows, self.num_cols))
 
     def edge_weights(self, norm: str) -> torch.Tensor:
-        deg_dst = self.row_deg[self.dst]
+        src, dst = self.edges()
+        deg_dst = self.row_deg[dst]
         if norm == "gcn":
-            w = (deg_dst * self.col_deg[self.src]).rsqrt()
+            w = (deg_dst * self.col_deg[src]).rsqrt()
         elif norm == "mean":
             w = deg_dst.clamp(min=1).reciprocal()
         else:
@@ -218,7 +244,7 @@ class LocalAdjacency:
         """(A, A^T) with the given edge normalisation as torch CSR tensors, built once."""
         if norm not in self._matrices:
             w = self.edge_weights(norm)
-            self._matrices[norm] = (self.with_values(w), self.with_values(w[self.t_perm].contiguous(), transposed=True))
+            self._matrices[norm] = (self.with_values(w), self.with_values(w[self.t_perm32].contiguous(), transposed=True))
         return self._matrices[norm]
 
     def native_matrix(self, norm: str):
@@ -227,7 +253,7 @@ class LocalAdjacency:
         if key not in self._matrices:
             w = self.edge_weights(norm).float().contiguous()
             self._matrices[key] = ((self.indptr32, self.indices32, w),
-                                   (self.t_indptr32, self.t_indices32, w[self.t_perm].contiguous()))
+                                   (self.t_indptr32, self.t_indices32, w[self.t_perm32].contiguous()))
         return self._matrices[key]
 
     def weights(self, norm: str) -> torch.Tensor:

@@ -44,13 +44,15 @@ class Shards:
         starts[self.rank], counts[self.rank] = 0, n
         row_deg = part.deg[:n]
         self.adj: dict[int, LocalAdjacency] = {}
+        src, dst = adj.edges()  # not kept on the rank's adjacency: the shards hold the edges from here
         for q in range(self.world):
             lo, size = starts[q], counts[q]
-            keep = (adj.src >= lo) & (adj.src < lo + size)
-            indptr = torch.zeros(n + 1, dtype=torch.int64, device=adj.src.device)
-            indptr[1:] = torch.cumsum(torch.bincount(adj.dst[keep], minlength=n), 0)
-            self.adj[q] = LocalAdjacency(indptr, adj.src[keep] - lo, row_deg, part.deg[lo:lo + size],
+            keep = (src >= lo) & (src < lo + size)
+            indptr = torch.zeros(n + 1, dtype=torch.int64, device=src.device)
+            indptr[1:] = torch.cumsum(torch.bincount(dst[keep], minlength=n), 0)
+            self.adj[q] = LocalAdjacency(indptr, src[keep] - lo, row_deg, part.deg[lo:lo + size],
                                          kernel=adj.kernel)
+        del src, dst
         send_counts = part.send_counts.tolist()
         offsets = [sum(send_counts[:q]) for q in range(self.world + 1)]
         self.send_rows = {q: part.send_idx[offsets[q]:offsets[q + 1]] for q in range(self.world)}
