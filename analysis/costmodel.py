@@ -307,7 +307,7 @@ def _memory(method, options, model, rank: Rank, workers: int) -> tuple[dict, lis
     # input features set it), or backward's first step on top of them all: the gradients of the
     # layer's output, its input and its [local | kept halo] sources; `messages` adds a linear
     # aggregation's gathered and scaled E x width messages to either (freed after the layer)
-    draw = FLOAT if kernel == "native" else FLOAT + 1 + FLOAT
+    draw = 0 if not model.dropout else FLOAT if kernel == "native" else FLOAT + 1 + FLOAT
     forward = max(sum(retained[:layer]) + rows[layer] * in_width(model, layer) * draw + _messages(model, layer, rank)
                   for layer in range(layers))
     backward = max(rank.nodes * (out_width(model, layer) + (in_width(model, layer) if layer else 0)) * FLOAT
@@ -331,8 +331,9 @@ def kernel_of(model) -> str:
 
 def _kept_for_backward(model, layer: int, rows: int, halo: float, edges: int) -> float:
     """Bytes autograd keeps of `layer` until backward (counted with saved-tensor hooks on the suite's
-    layers): the dropped-out input (a linear layer's weight gradient needs it) and, past layer 0,
-    dropout's one-byte mask (not under `native`, which re-derives it); SAGE aggregating before
+    layers): the dropped-out input (a linear layer's weight gradient needs it; without dropout it is
+    the previous layer's output or the features, no new tensor) and, past layer 0, dropout's one-byte
+    mask (not under `native`, which re-derives it); SAGE aggregating before
     projecting keeps the aggregate; every layer but the last keeps its activation's output. GAT keeps
     its projected sources, local and the kept halo, and per edge and head four floats (`spmm`: logits,
     LeakyReLU input, softmax weights, normaliser view), one (`native`'s fused softmax: the weights) or,
@@ -341,7 +342,10 @@ def _kept_for_backward(model, layer: int, rows: int, halo: float, edges: int) ->
     m = model.layers[layer]
     kernel = kernel_of(model)
     d_in, d_out, width = in_width(model, layer), out_width(model, layer), m.exchange_width
-    kept = rows * d_in * FLOAT + (rows * d_in if layer and kernel != "native" else 0)
+    # without dropout the layer's input is the previous layer's activation (kept below) or the
+    # features (static): the same tensor, not another
+    dropped = rows * d_in * FLOAT + (rows * d_in if layer and kernel != "native" else 0) if model.dropout else 0
+    kept = dropped
     if getattr(m, "project_first", True) is False:
         kept += rows * width * FLOAT
     if layer < len(model.layers) - 1:

@@ -50,13 +50,13 @@ def test_a_hand_made_record_projects_to_the_hand_computed_time():
     assert row["projected_epoch_s"] == pytest.approx(2.24 + 24 + 5.6 + 5.104 + 4.04 + 2.34)
     assert row["measured_epoch_s"] == 40.0 and skipped == []
     m = row["memory_terms"]
-    # kept for backward: layer 0 its dropped-out input (10 x 4 x 4 bytes) and ReLU output (10 x 8 x 4);
-    # layer 1 its input (10 x 8 x 4) and dropout mask (10 x 8 x 1)
-    assert m["activations"] == 160 + 320 + 320 + 80
+    # kept for backward: layer 0's ReLU output (10 x 8 x 4); without dropout each layer's input is the
+    # features (static) or that output, no other tensor
+    assert m["activations"] == 320
     # backward's largest step: layer 0's output gradient (10 x 8 x 4) and sources' (15 x 8 x 4)
     assert m["backward_transient"] == 320 + 480
     assert m["optimizer"] == 3 * 58 * 4 and m["stale_tables"] == 0
-    assert row["projected_train_mem_bytes"] == 880 + 800 + 696
+    assert row["projected_train_mem_bytes"] == 320 + 800 + 696
     assert projection.errors([row])["epoch_time"]["median"] == pytest.approx(3.324 / 40)
 
 
