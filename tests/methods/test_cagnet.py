@@ -52,3 +52,19 @@ def test_cagnet_on_a_metis_partition(make_cfg, data_root):
     assert 0 in record["partition"]["halo_nodes_per_rank"]
     assert_matches(record, path, single, single_grads, "citeseer, 3 workers")
     assert_comm(record, cfg, analytic_bytes(record, cfg), "citeseer, 3 workers")
+
+
+@pytest.mark.parametrize("setting", ["kernel=spmm", "kernel=messages", "memory.checkpoint=layer"])
+def test_other_kernels_and_checkpointing(make_cfg, setting):
+    """GAT and SAGE by torch's CSR kernels and by per-edge messages (the transposed blocks' weights
+    come through every kernel), and with every layer recomputed in backward, which broadcasts again."""
+    for model in ("sage", "gat"):
+        common = [*DATASETS["synthetic"], f"model={model}", "layers=2", setting]
+        single, single_grads = oracle(make_cfg, common)
+        cfg = make_cfg("method=cagnet", "workers=3", *common, "probe_grads=true")
+        path, record = run_ok(cfg)
+        assert_matches(record, path, single, single_grads, f"{model}, {setting}")
+        if setting.startswith("memory"):
+            assert record["comm"]["bytes_by_category"]["bcast_fwd_recompute"] > 0
+        else:
+            assert_comm(record, cfg, analytic_bytes(record, cfg), f"{model}, {setting}")

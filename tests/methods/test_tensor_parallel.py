@@ -60,3 +60,19 @@ def test_a_layer_narrower_than_the_ranks(make_cfg, model):
     path, record = run_ok(cfg)
     assert_matches(record, path, single, single_grads, f"{model}, 3 classes, 4 workers")
     assert_comm(record, cfg, analytic_bytes(record, cfg), f"{model}, 3 classes, 4 workers")
+
+
+@pytest.mark.parametrize("setting", ["kernel=spmm", "kernel=messages", "memory.checkpoint=layer"])
+def test_other_kernels_and_checkpointing(make_cfg, setting):
+    """GAT's softmax by torch's path and by per-edge messages (not the fused native one), SAGE by
+    both, and every layer recomputed in backward, which switches layouts again."""
+    for model in ("sage", "gat"):
+        common = [*DATASETS["synthetic"], f"model={model}", "layers=2", setting]
+        single, single_grads = oracle(make_cfg, common)
+        cfg = make_cfg("method=tensor_parallel", "workers=3", *common, "probe_grads=true")
+        path, record = run_ok(cfg)
+        assert_matches(record, path, single, single_grads, f"{model}, {setting}")
+        if setting.startswith("memory"):
+            assert record["comm"]["bytes_by_category"]["layout_fwd_recompute"] > 0
+        else:
+            assert_comm(record, cfg, analytic_bytes(record, cfg), f"{model}, {setting}")
