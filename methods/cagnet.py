@@ -28,7 +28,7 @@ the same bytes reach every rank; the root's link carries them P - 1 times here.
 
 Left out: the 1.5D algorithm (`gcn_distr_15d.py`, replication factor c). It needs P/c block rows,
 each replicated on c ranks (dense work replicated, an all-reduce in each replica row), where this
-runtime gives each rank its own part; docs/methods/cagnet.md says what it would take. 2D and 3D
+runtime gives each rank its own part; docs/cagnet.md says what it would take. 2D and 3D
 likewise.
 """
 from __future__ import annotations
@@ -43,9 +43,13 @@ CATEGORIES = ("bcast_fwd", "bcast_bwd", "reduce_bwd")
 
 
 class _TransposedWeights(LocalAdjacency):
-    """A block of A^T on the structure of a block of A (the graph is undirected): row u, column v
-    carries the weight A gives the edge v <- u. `gcn` is symmetric; `mean` becomes 1/deg_v, v the
-    column."""
+    """A block of A^T on the structure of a block of A (the graph is undirected), sharing that
+    block's index arrays: row u, column v carries the weight A gives the edge v <- u, 1/deg_v for
+    `mean` (v the column). `gcn`'s weights are symmetric: its blocks serve as they are."""
+
+    def __init__(self, block: LocalAdjacency):
+        self.__dict__.update(block.__dict__)  # the structure, shared; the weighted matrices are its own
+        self._matrices = {}
 
     def edge_weights(self, norm: str) -> torch.Tensor:
         if norm == "mean":
@@ -55,20 +59,20 @@ class _TransposedWeights(LocalAdjacency):
 
 class BlockRow:
     """Rank i's block row A_i,: as column blocks: `blocks[j]` is a LocalAdjacency over (my rows x
-    all n_j rows of rank j), `transposed[j]` the block (A^T)_ij on the same structure, and `whole` the
-    block row over the N global columns at once (GAT's). Degrees are global (the partition's)."""
+    all n_j rows of rank j); `transposed(norm)` the blocks (A^T)_ij on the same structure; `whole()`
+    the block row over the N global columns at once (GAT's, built on first use). Degrees are
+    global (the partition's)."""
 
     def __init__(self, ctx: RankContext):
         part, adj = ctx.part, ctx.adj
         self.rank, self.world = ctx.rank, ctx.world
         self.offsets = [int(o) for o in part.offsets]
         self.rows = [self.offsets[q + 1] - self.offsets[q] for q in range(self.world)]
-        n, num_nodes = part.num_local, self.offsets[-1]
-        global_col = torch.cat([self.offsets[self.rank] + torch.arange(n, device=adj.src.device), part.halo_ids])
-        src = global_col.index_select(0, adj.src)
+        n = part.num_local
+        src = self._global_sources(part, adj)
         owner = torch.bucketize(src, part.offsets[1:].to(src.device), right=True)
         row_deg = part.deg[:n]
-        self.blocks, self.transposed = {}, {}
+        self.blocks = {}
         for j in range(self.world):
             keep = owner == j
             indptr = torch.zeros(n + 1, dtype=torch.int64, device=src.device)
@@ -77,10 +81,28 @@ class BlockRow:
             col_deg = torch.ones(self.rows[j], dtype=part.deg.dtype, device=src.device)
             col_deg[cols] = part.deg.index_select(0, adj.src[keep])
             self.blocks[j] = LocalAdjacency(indptr, cols, row_deg, col_deg, kernel=adj.kernel)
-            self.transposed[j] = _TransposedWeights(indptr, cols, row_deg, col_deg, kernel=adj.kernel)
-        col_deg = torch.ones(num_nodes, dtype=part.deg.dtype, device=src.device)
-        col_deg[src] = part.deg.index_select(0, adj.src)
-        self.whole = LocalAdjacency(adj.indptr, src, row_deg, col_deg, kernel=adj.kernel)
+        self._transposed, self._whole, self._part, self._adj = None, None, part, adj
+
+    def _global_sources(self, part, adj: LocalAdjacency) -> torch.Tensor:
+        """The global id of every in-edge's source (the part's columns are [local | halo])."""
+        local = self.offsets[self.rank] + torch.arange(part.num_local, device=adj.src.device)
+        return torch.cat([local, part.halo_ids]).index_select(0, adj.src)
+
+    def transposed(self, norm: str) -> dict:
+        if norm == "gcn":
+            return self.blocks
+        if self._transposed is None:
+            self._transposed = {j: _TransposedWeights(block) for j, block in self.blocks.items()}
+        return self._transposed
+
+    def whole(self) -> LocalAdjacency:
+        if self._whole is None:
+            part, adj = self._part, self._adj
+            src = self._global_sources(part, adj)
+            col_deg = torch.ones(self.offsets[-1], dtype=part.deg.dtype, device=src.device)
+            col_deg[src] = part.deg.index_select(0, adj.src)
+            self._whole = LocalAdjacency(adj.indptr, src, part.deg[:part.num_local], col_deg, kernel=adj.kernel)
+        return self._whole
 
 
 class CagnetAggregator(Aggregator):
@@ -127,7 +149,7 @@ class CagnetAggregator(Aggregator):
     def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
         n, heads, ch = z.shape
         z_src = _AllBlocks.apply(z.reshape(n, heads * ch), self, layer).view(-1, heads, ch)
-        return self.row.whole.attention(z_src, z, att_src, att_dst, negative_slope)
+        return self.row.whole().attention(z_src, z, att_src, att_dst, negative_slope)
 
 
 class _BroadcastSpMM(torch.autograd.Function):
@@ -143,7 +165,7 @@ class _BroadcastSpMM(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         agg = ctx.agg
-        return _stages(agg, agg.row.transposed, grad.contiguous(), ctx.norm, "bcast_bwd", ctx.layer), None, None, None
+        return _stages(agg, agg.row.transposed(ctx.norm), grad.contiguous(), ctx.norm, "bcast_bwd", ctx.layer), None, None, None
 
 
 def _stages(agg: CagnetAggregator, blocks: dict, h: torch.Tensor, norm: str, category: str, layer: int):
