@@ -6,8 +6,12 @@ gradients to its owner instead, `reduce_bwd`), whatever the halo."""
 from __future__ import annotations
 
 import pytest
+import torch
 
+from benchmarks.aggregation import LocalAdjacency
+from benchmarks.graph import from_edge_index
 from benchmarks.models import build_model
+from methods.cagnet import _TransposedWeights
 from tests.methods.exactness import DATASETS, assert_comm, assert_matches, oracle, run_ok
 
 
@@ -68,3 +72,18 @@ def test_other_kernels_and_checkpointing(make_cfg, setting):
             assert record["comm"]["bytes_by_category"]["bcast_fwd_recompute"] > 0
         else:
             assert_comm(record, cfg, analytic_bytes(record, cfg), f"{model}, {setting}")
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("norm", ["gcn", "mean"])
+def test_the_transposed_blocks_weights_are_the_reverse_edges(norm):
+    """On an undirected graph, the block row's structure reweighted (`_TransposedWeights`) is A^T:
+    the product CAGNET's broadcast-based backward needs, from the rank's own block."""
+    edges = torch.tensor([[0, 1, 1, 2, 3, 4, 0], [1, 2, 3, 4, 4, 0, 3]])
+    g = from_edge_index("g", edges, 5, torch.zeros(5, 1), torch.zeros(5), *[torch.zeros(5, dtype=torch.bool)] * 3, 2)
+    deg = g.in_degree()
+    adj = LocalAdjacency(g.indptr, g.indices, deg, deg, kernel="spmm")
+    eye = torch.eye(5)
+    dense = adj.spmm(norm, eye)  # A
+    torch.testing.assert_close(_TransposedWeights(adj).spmm(norm, eye), dense.t())
+    torch.testing.assert_close(adj.spmm(norm, eye), dense)  # its own weights untouched by the view

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from analysis import costmodel
 from benchmarks.models import build_model
+from benchmarks.traffic import Rank
+from methods.tensor_parallel import column_slices
 from tests.methods.exactness import DATASETS, assert_comm, assert_matches, oracle, run_ok
 
 
@@ -76,3 +79,29 @@ def test_other_kernels_and_checkpointing(make_cfg, setting):
             assert record["comm"]["bytes_by_category"]["layout_fwd_recompute"] > 0
         else:
             assert_comm(record, cfg, analytic_bytes(record, cfg), f"{model}, {setting}")
+
+
+@pytest.mark.fast
+def test_column_slices_cover_the_width_evenly():
+    for width in (1, 3, 7, 16, 64):
+        for world in (1, 2, 3, 4, 8):
+            cuts = column_slices(width, world)
+            assert cuts[0][0] == 0 and cuts[-1][1] == width
+            assert all(a[1] == b[0] for a, b in zip(cuts, cuts[1:]))
+            assert [b - a for a, b in cuts] == slices(width, world)
+            assert max(b - a for a, b in cuts) - min(b - a for a, b in cuts) <= 1
+
+
+@pytest.mark.fast
+def test_the_traffic_hook_states_the_switches_per_rank():
+    """Equal parts, widths the ranks divide: the hook's bytes summed over ranks are the counted ones."""
+    model = build_model("sage", 32, 16, 4, 3, 0.0, 0)
+    ranks = [Rank(100, 1000, 40, 3, 4)] * 4
+    stated = {}
+    for rank in ranks:
+        for t in costmodel.traffic("tensor_parallel", {}, model, rank):
+            stated[t.category] = stated.get(t.category, 0) + t.bytes
+    n, p = 400, 4
+    widths = [(w, g) for w, g in model.exchanges()]
+    assert stated["layout_fwd"] == sum(2 * n * w * (p - 1) / p * 4 for w, _ in widths)
+    assert stated["layout_bwd"] == sum(2 * n * w * (p - 1) / p * 4 for w, g in widths if g)
