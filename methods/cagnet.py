@@ -1,6 +1,8 @@
-"""`cagnet`: CAGNET's 1D algorithm (Tripathy, Yelick, Bulu\u00e7, "Reducing Communication in Graph
+"""`cagnet`: CAGNET's 1D algorithm (Tripathy, Yelick, Buluç, "Reducing Communication in Graph
 Neural Network Training", SC'20, arXiv 2005.03300; code github.com/PASSIONLab/CAGNET, branch
-master: `gcn_distr.py`, the 1D algorithm, functions `broad_func`, `GCNFunc` and `oned_partition`).
+master at c820812: `gcn_distr.py`, the 1D algorithm, functions `broad_func`, `GCNFunc` and
+`oned_partition`; `gcn_distr_15d.py` for 1.5D; README.md). The paper's text was not available
+here: the algorithm is as that code implements it.
 
 The adjacency is split in block rows by the partition: rank i holds A_i,: (its rows' in-edges),
 cut into column blocks A_ij by the owner j of the source. Every layer runs P stages; in stage j,

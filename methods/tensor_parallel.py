@@ -1,7 +1,9 @@
 """`tensor_parallel`: GNN tensor parallelism after NeutronTP (Ai, Yuan, Ling, Wang, Zhang, Fu, Chen,
 Gu, Yu, "NeutronTP: Load-Balanced Distributed Full-Graph GNN Training with Tensor Parallelism",
-PVLDB 18(2):173-186, 2024, arXiv 2412.20379). No public code of it was found; this follows the
-paper's description (its abstract and introduction, section 2's GNN tensor parallelism).
+PVLDB 18(2):173-186, 2024, arXiv 2412.20379). No public code of it was found, and of the paper
+only its abstract (arxiv.org/html/2412.20379v1) and third-party summaries of it were available
+here (features partitioned instead of the graph, equal slices per worker, NN operations on complete
+features, decoupled training, chunked scheduling); this follows that description.
 
 Every rank holds the WHOLE graph structure (built here from the partition cache's replicated graph,
 `RankContext.graph_store("replicated")`, as the samplers' stores are) and, during aggregation, a
