@@ -75,9 +75,10 @@ def ranks_of(partition: dict, workers: int, peers: list[int] | None = None) -> l
     stands for all."""
     if "nodes_per_rank" not in partition:
         s = partition["summary"]
-        return [Rank(round(s["nodes_max"]), round(s["edges_max"]), round(s["halo_max"]), round(s["peers_max"]))]
+        return [Rank(round(s["nodes_max"]), round(s["edges_max"]), round(s["halo_max"]), round(s["peers_max"]),
+                     workers)]
     peers = peers or partition.get("peers_per_rank") or [workers - 1] * workers
-    return [Rank(int(n), int(e), int(h), int(k)) for n, e, h, k in
+    return [Rank(int(n), int(e), int(h), int(k), workers) for n, e, h, k in
             zip(partition["nodes_per_rank"], partition["edges_per_rank"], partition["halo_nodes_per_rank"], peers)]
 
 
@@ -216,7 +217,7 @@ def epoch_bytes(method, options, model, partition: dict, workers: int) -> float:
     if "nodes_per_rank" in partition:
         return float(sum(moved(r) for r in ranks_of(partition, workers)))
     s = partition["summary"]  # a hand-made summary may state only the maxima
-    mean = Rank(*(round(s.get(f"{k}_mean", s[f"{k}_max"])) for k in ("nodes", "edges", "halo", "peers")))
+    mean = Rank(*(round(s.get(f"{k}_mean", s[f"{k}_max"])) for k in ("nodes", "edges", "halo", "peers")), workers)
     return workers * moved(mean)
 
 

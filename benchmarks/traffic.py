@@ -17,11 +17,14 @@ FLOAT = 4  # bytes per fp32 element: the projection covers fp32 runs (`analysis.
 @dataclass(frozen=True)
 class Rank:
     """One rank's share of the partition: local rows, their in-edges (halo sources included), halo
-    rows, and the peers it receives rows from."""
+    rows, the peers it receives rows from, and the ranks of the run (`workers`: 0 where the caller
+    does not say; `world` then takes every peer for a rank). Methods whose traffic is not the halo's
+    (a broadcast of whole blocks, a switch of layouts) need the ranks, not the peers."""
     nodes: int
     edges: int
     halo: int
     peers: int
+    workers: int = 0
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,11 @@ class Transfer:
     messages: float
     hidden: bool = False  # the method overlaps it with compute (PipeGCN, DIGEST's posted syncs, SAR's prefetch)
     collective: bool = False  # an all-reduce of `bytes` (ring), not point-to-point rows
+
+
+def world(rank: Rank) -> int:
+    """The ranks of the run: `rank.workers`, or the rank and its peers where that is not stated."""
+    return rank.workers or rank.peers + 1
 
 
 def parameters(model) -> int:

@@ -115,7 +115,7 @@ def test_a_graph_too_large_to_load_gets_labelled_proxy_statistics():
     s = stats["by_workers"]["16"]["summary"]
     assert s["nodes_max"] == pytest.approx(10 ** 6 / 16) and s["halo_max"] == pytest.approx(0.12 / 4 * 10 ** 6)
     (rank,) = projection.ranks_of(stats["by_workers"]["16"], 16)
-    assert rank == costmodel.Rank(62500, 1875000, 30000, 15)
+    assert rank == costmodel.Rank(62500, 1875000, 30000, 15, 16)
 
 
 def test_bad_input_is_one_line(tmp_path, capsys):

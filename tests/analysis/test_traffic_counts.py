@@ -12,11 +12,12 @@ from benchmarks.registry import plugin_names
 from benchmarks.traffic import Rank
 from tests.methods.exactness import DATASETS, run_ok
 
-#: Models a plugin is checked on (sage unless named: GAT's softmax changes SAR's rounds; BNS-GCN's
-#: sampled rows are checked at GAT's width) and run options that keep the runs short (a sync every
-#: step) or make the counts predictable (no skipped blocks). A method whose traffic repeats over
+#: Models a plugin is checked on (sage unless named: GAT's softmax changes SAR's rounds, CAGNET's
+#: backward and tensor parallelism's transfers; BNS-GCN's sampled rows are checked at GAT's width)
+#: and run options that keep the runs short (a sync every step) or make the counts predictable (no
+#: skipped blocks). A method whose traffic repeats over
 #: several epochs runs for that period (`period`), so a new periodic plugin needs no entry here.
-MODELS = {"sar": ("sage", "gat"), "bns_gcn": ("gat",)}
+MODELS = {"sar": ("sage", "gat"), "bns_gcn": ("gat",), "cagnet": ("sage", "gat"), "tensor_parallel": ("sage", "gat")}
 EXTRA = {"digest": ["method.sync_every=1"], "sancus": ["method.max_staleness=0"]}
 
 

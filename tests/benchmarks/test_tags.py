@@ -1,7 +1,8 @@
 """Point-to-point tags are Comm's (`Comm.channel`): with one tag for every transfer
 (`GNNBENCH_P2P_TAG=single`), gloo matches messages between a pair in posting order, as NCCL does,
 so a method whose ranks post in different orders would hang or mix up its messages. Every method
-that keeps transfers in flight while posting others (PipeGCN, DIGEST and DIGEST-A, AdaQP, SAR) trains
+that keeps transfers in flight while posting others (PipeGCN, DIGEST and DIGEST-A, AdaQP, SAR, CAGNET's
+stages, tensor parallelism's switches) trains
 to the same losses and evaluation with one tag as with its channels' tags.
 
 Spawned ranks keep the environment their fork server started with, so the mode reaches them
@@ -42,13 +43,15 @@ CASES = {
     "digest": ["method=digest", "method.sync=overlapped", "method.sync_every=1", "workers=2"],  # posted every step
     "adaqp": ["method=adaqp", "method.assign_cycle=1", "workers=2"],  # mixed widths in flight at once from epoch 1
     "sar": ["method=sar", "model=gat", "workers=3", "method.prefetch=1"],  # ring rounds and refetches
+    "cagnet": ["method=cagnet", "model=gat", "workers=3"],  # a root's sends to every rank; the reduce's rounds
+    "tensor_parallel": ["method=tensor_parallel", "model=gat", "workers=3"],  # switches' rounds, logits' gather
 }
 
 
 @pytest.fixture
 def plugins(write_plugins):
     write_plugins({f"{base}_{mode}": PLUGIN.format(base=base, single=mode == "single")
-                   for base in ("pipegcn", "digest", "adaqp", "sar") for mode in ("tagged", "single")})
+                   for base in CASES for mode in ("tagged", "single")})
 
 
 def run_as(cfg: dict, name: str) -> dict:
