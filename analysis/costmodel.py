@@ -319,7 +319,7 @@ def _memory(method, options, model, rank: Rank, workers: int) -> tuple[dict, lis
     params = parameters(model)
     terms = {"activations": activations, "backward_transient": transient, "stale_tables": stale,
              "optimizer": 3 * params * FLOAT,  # gradients and Adam's two moments
-             "static": _static_bytes(model, rank, params)}
+             "static": _static_bytes(model, rank, params, cls.held_structure(options, rank))}
     return terms, retained, rows
 
 
@@ -367,11 +367,13 @@ def _messages(model, layer: int, rank: Rank) -> float:
     return 2 * rank.edges * m.exchange_width * FLOAT
 
 
-def _static_bytes(model, rank: Rank, params: int) -> float:
-    """What a loaded rank holds before training: its CSR (row pointers, int64 columns, degrees),
-    features of its rows and halo, labels and masks, and the parameters."""
+def _static_bytes(model, rank: Rank, params: int, structure: tuple[float, float] | None = None) -> float:
+    """What a loaded rank holds before training: the structure it holds (`Method.held_structure`, its
+    part's by default: CSR row pointers and int64 columns), features of its rows and halo, degrees,
+    labels and masks, and the parameters."""
     features = in_width(model, 0)
-    return ((rank.nodes + 1) * INDEX + rank.edges * INDEX + (rank.nodes + rank.halo) * (features * FLOAT + INDEX)
+    nodes, edges = structure or (rank.nodes, rank.edges)
+    return ((nodes + 1) * INDEX + edges * INDEX + (rank.nodes + rank.halo) * (features * FLOAT + INDEX)
             + rank.nodes * (INDEX + 3) + params * FLOAT)
 
 

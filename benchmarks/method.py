@@ -215,6 +215,12 @@ class Method:
         return rank.halo
 
     @classmethod
+    def held_structure(cls, options: Options, rank) -> tuple[float, float]:
+        """(nodes, in-edges) of the graph structure a rank holds (memory): its part's by default; a
+        method that keeps more (the whole graph, as tensor parallelism does) says so."""
+        return rank.nodes, rank.edges
+
+    @classmethod
     def stale_table_bytes(cls, options: Options, model, rank) -> float:
         """Bytes of the tables of earlier epochs' rows (and gradients) the method keeps between steps
         (memory; `benchmarks.traffic.stale_tables`): none by default."""

@@ -239,6 +239,12 @@ class Method(FullGraphMethod):
     @classmethod
     def kept_halo_rows(cls, options, rank):
         """No halo: a layer holds its N x d/P slice (about a rank's rows at full width) in and out of
-        the aggregation. Not stated, as no hook says it: the whole graph's structure on every rank
-        (CSR and its transpose, E edges), and under GAT the softmax over all E edges and heads."""
+        the aggregation. Not stated, as no hook says it: under GAT the softmax over all E edges and
+        heads on every rank."""
         return rank.nodes
+
+    @classmethod
+    def held_structure(cls, options, rank):
+        """The whole graph on every rank: P times a rank's part (the largest rank's, where the
+        projection is given it: on the safe side)."""
+        return rank.nodes * world(rank), rank.edges * world(rank)
