@@ -350,11 +350,9 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
             "memory_bytes": "MemTotal of /proc/meminfo",
             "memory_bandwidth": f"torch.add(a, b, out=c), {sizes.stream} fp32 elements each, 12 bytes an element; "
                                 f"median of up to {sizes.repeats} runs after a warm-up, {n} threads",
-            "kernels": f"kernel={adj.kernel}: the aggregation and dropout kernels runs on this machine take by "
-                       "default (benchmarks.native.resolve); the rates below are that kernel's",
-            "attention_rate": f"LocalAdjacency.attention forward and backward, 4 heads of 16 and 64 channels, on "
+            "attention_rate": f"LocalAdjacency.attention (kernel={adj.kernel}) forward and backward, 4 heads of 16 and 64 channels, on "
                               f"{graph}: edges x heads per second; median of up to {sizes.repeats} runs, {n} threads",
-            "dropout_rate": f"benchmarks.aggregation.dropout(x, 0.5, training) forward on {sizes.stream // 4} fp32 "
+            "dropout_rate": f"benchmarks.aggregation.dropout(x, 0.5, training) (kernel={adj.kernel}) forward on {sizes.stream // 4} fp32 "
                             f"elements; median of up to {sizes.repeats} runs after a warm-up, {n} threads",
             "gather_bandwidth": f"LocalAdjacency.spmm (kernel={adj.kernel}) forward and spmm_t (its backward, A^T @ G) "
                                 f"on {graph}, counted as 2 x edges x width x 4 bytes over both; mean of widths "
