@@ -20,7 +20,7 @@ rank's context builds its adjacency with the run's kernel, and adjacencies deriv
     all heads of an attention product in one pass, SDDMM), and dropout whose mask is a hash of (key,
     element), re-derived in backward rather than kept. fp32 CPU tensors only: anything else (fp64 in
     gradcheck, CUDA) takes `spmm`'s path. A run whose machine cannot build it runs `spmm`, one line
-    saying so (`benchmarks.config`).
+    saying so (`runner.ran_kernel`).
   - `spmm`: sum/mean aggregation is a CSR sparse matmul (int32 indices) inside a custom
     autograd function whose backward multiplies by a precomputed transposed CSR; attention weights
     the CSR per head (`EdgeSpMM`). This keeps only the adjacency for backward (no E x d message

@@ -57,8 +57,8 @@ class RunOptions(Options):
                  "(its own cache); random; contiguous")
     kernel: Literal[KERNELS] = option(
         "native", "aggregation and dropout kernel of every method: native (the suite's CPU kernels, "
-                  "benchmarks/native.c, built on first use; where they cannot be built the run falls back to spmm "
-                  "and says so in one line), spmm (torch's CSR products, no per-edge tensors, as DGL's fused "
+                  "benchmarks/native.c, built on first use; where they cannot be built the run takes spmm's "
+                  "path, says so in one line and records it in env.agg_kernel), spmm (torch's CSR products, no per-edge tensors, as DGL's fused "
                   "builtins, which SAR's papers' vanilla ran: docs/sar.md) or messages (gather, scale, index_add per "
                   "edge, as PyG does). Compared like a method option: a record's variant names a kernel other than "
                   "native and its setting leaves the kernel out")

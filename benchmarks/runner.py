@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -82,10 +82,8 @@ class Plan:
 def plan(cfg: dict) -> Plan:
     """Validate the composed run config and resolve its method; raises UserError (nothing has run
     yet). Every key is held to the schema (`config.check`: types, ranges, names, unknown keys); then
-    what this machine must offer (CUDA, enough GPUs) and can run (`kernel=native` falls back to `spmm`
-    where it cannot be built, and the record says `spmm`)."""
+    what this machine must offer (CUDA, enough GPUs)."""
     run = check_config(cfg)
-    run = replace(run, kernel=native.resolve(run.kernel, run.device))  # what this machine can run
     if run.device == "cuda" and not torch.cuda.is_available():
         raise UserError("device=cuda but this torch build sees no CUDA device; use device=cpu")
     world = ranks_of(run)
@@ -95,6 +93,15 @@ def plan(cfg: dict) -> Plan:
     control = control_config(run)
     control = None if control is None else run_variant(control.as_dict(), method_defaults(control.method_name))
     return Plan(run, method_defaults(run.method_name), control)
+
+
+def ran_kernel(cfg: RunConfig, log) -> str:
+    """The kernel this run's aggregations take here, for the record's `env.agg_kernel`: the asked one,
+    or `spmm` where `native` cannot run (no compiler, CUDA), said once in one line (`native.resolve`;
+    the adjacency and dropout then take torch's kernels by themselves, `native.usable`). The config
+    keeps the asked kernel: the run is the same run, by another implementation of the same products
+    (dropout masks: the same distribution, another sample)."""
+    return native.resolve(cfg.kernel, cfg.device, log)
 
 
 def under_torchrun() -> bool:
@@ -151,7 +158,7 @@ def run(cfg: dict, log=print, preflight=None) -> tuple[Path, dict]:
         scratch = Path(tempfile.mkdtemp(prefix=_scratch_prefix(), dir=_runs_root(cfg.cache_dir)))
         builder = RecordBuilder(cfg, scratch, info,
                                 environment(cfg.backend_name, cfg.device, p.threads(p.world),
-                                            "in-process" if p.world == 1 else "spawn", cfg.kernel),
+                                            "in-process" if p.world == 1 else "spawn", ran_kernel(cfg, log)),
                                 p.method_defaults, p.control)
         try:
             _preflight(preflight, p, info, builder, "in-process" if p.world == 1 else "spawn", p.world, log)
@@ -376,7 +383,8 @@ def _run_torchrun(p: Plan, log, preflight=None) -> tuple[Path, dict]:
     p.check_partition(state["info"])
     scratch = Path(tempfile.mkdtemp(prefix=f"{_scratch_prefix()}r{rank}-", dir=_runs_root(cfg.cache_dir)))
     builder = RecordBuilder(cfg, scratch, state["info"],
-                            environment(cfg.backend_name, cfg.device, p.threads(local_world), "torchrun", cfg.kernel),
+                            environment(cfg.backend_name, cfg.device, p.threads(local_world), "torchrun",
+                                        ran_kernel(cfg, log)),
                             p.method_defaults, p.control)
     _preflight(preflight, p, state["info"], builder if rank == 0 else None, "torchrun", local_world, log)
     try:

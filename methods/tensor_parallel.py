@@ -247,4 +247,5 @@ class Method(FullGraphMethod):
     def held_structure(cls, options, rank):
         """The whole graph on every rank: P times a rank's part (the largest rank's, where the
         projection is given it: on the safe side)."""
+        from benchmarks.traffic import world
         return rank.nodes * world(rank), rank.edges * world(rank)
