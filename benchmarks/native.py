@@ -96,21 +96,23 @@ def unavailable() -> str | None:
     return _library()[1]
 
 
-_said: set[str] = set()
+#: Set once the fallback line is said, and inherited by child processes (a sweep's runs, their ranks,
+#: a test session's commands): the line is said once per process tree, not once per run.
+SAID = "GNNBENCH_NATIVE_FALLBACK_SAID"
 
 
 def resolve(kernel: str, device: str, log=None) -> str:
     """The kernel a run asking for `kernel` runs on this machine: `native` where it can, else `spmm`,
-    said once per process in one line (to `log`, default stderr)."""
+    said in one line (to `log`, default stderr) unless this process or its parent said it already."""
     if kernel != "native":
         return kernel
     why = "it is a CPU kernel and device=cuda" if device == "cuda" else unavailable()
     if why is None:
         return kernel
-    line = f"kernel=native is unavailable ({why}); running kernel=spmm, torch's CSR kernels (same results, slower)"
-    if line not in _said:
-        _said.add(line)
-        (log or (lambda text: print(text, file=sys.stderr, flush=True)))(line)
+    if os.environ.get(SAID) != "1":
+        os.environ[SAID] = "1"
+        (log or (lambda text: print(text, file=sys.stderr, flush=True)))(
+            f"kernel=native is unavailable ({why}); running kernel=spmm, torch's CSR kernels (same results, slower)")
     return "spmm"
 
 

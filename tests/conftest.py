@@ -9,8 +9,14 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from benchmarks import method_configs  # noqa: F401 (Hydra's source of method/<plugin> configs)
+from benchmarks import native
 from benchmarks.datasets import DATA
 from benchmarks.registry import CONF
+
+# The native kernels built (or, where they cannot be, the fallback said) once, here: the session's
+# commands inherit that it was said (`native.SAID`), so a test reading a command's output sees the
+# command's own lines on any machine.
+native.resolve("native", "cpu")
 
 # A small synthetic graph: big enough for 4 METIS parts with real halos, quick to train.
 SMALL_SYNTHETIC = ["dataset.nodes=1500", "dataset.avg_degree=8", "dataset.features=24", "dataset.classes=5"]

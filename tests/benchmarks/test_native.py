@@ -113,15 +113,24 @@ def test_dropout_scales_kept_elements_and_backward_reuses_the_mask():
 
 
 def test_a_machine_without_a_compiler_runs_torchs_kernels_and_says_so_once(tmp_path):
-    env = {**os.environ, "CC": str(tmp_path / "no-such-cc"), "GNNBENCH_NATIVE_CACHE": str(tmp_path / "cache"),
-           "PYTHONPATH": str(ROOT)}
+    """Once in a process tree: the process that says it marks its environment, which a sweep's runs
+    and their ranks inherit."""
+    env = {**{k: v for k, v in os.environ.items() if k != native.SAID}, "CC": str(tmp_path / "no-such-cc"),
+           "GNNBENCH_NATIVE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    child = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
+             "'from benchmarks import native; native.resolve(\"native\", \"cpu\")'], check=True)")
     code = ("from benchmarks import native; "
-            "print(native.resolve('native', 'cpu'), native.resolve('native', 'cpu'), native.resolve('spmm', 'cpu'))")
+            "print(native.resolve('native', 'cpu'), native.resolve('native', 'cpu'), native.resolve('spmm', 'cpu')); "
+            f"exec({child!r})")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["spmm", "spmm", "spmm"]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kernel=native is unavailable (no C compiler found"), done.stderr
 
 
-def test_cuda_runs_torchs_kernels():
-    assert native.resolve("native", "cuda", log=lambda line: None) == "spmm"
+def test_cuda_runs_torchs_kernels(monkeypatch):
+    monkeypatch.delenv(native.SAID, raising=False)
+    said = []
+    assert native.resolve("native", "cuda", log=said.append) == "spmm"
+    assert said == ["kernel=native is unavailable (it is a CPU kernel and device=cuda); running kernel=spmm, "
+                    "torch's CSR kernels (same results, slower)"]
