@@ -384,6 +384,10 @@ def sweep(argv: list[str]) -> None:
     for name in missing:
         print(f"skip: method '{name}' is not available in this checkout (methods: "
               f"{', '.join(method_names())})", flush=True)
+    if not dry_run:  # said here, once: the runs inherit that it was said (their output is not shown)
+        from benchmarks import native
+        for cfg in configs:
+            native.resolve(cfg.kernel, cfg.device, log=lambda line: print(line, flush=True))
     # A probe that does not fit (even one that fails: out of memory) is an answer, not a failure.
     counts = {"ok": 0, "kept": 0, "failed": 0, "failed_probes": 0}
     # The time left is the mean wall time of the runs this sweep ran times the runs still to run: a
