@@ -344,8 +344,7 @@ def _kept_for_backward(model, layer: int, rows: int, halo: float, edges: int) ->
     d_in, d_out, width = in_width(model, layer), out_width(model, layer), m.exchange_width
     # without dropout the layer's input is the previous layer's activation (kept below) or the
     # features (static): the same tensor, not another
-    dropped = rows * d_in * FLOAT + (rows * d_in if layer and kernel != "native" else 0) if model.dropout else 0
-    kept = dropped
+    kept = rows * d_in * FLOAT + (rows * d_in if layer and kernel != "native" else 0) if model.dropout else 0
     if getattr(m, "project_first", True) is False:
         kept += rows * width * FLOAT
     if layer < len(model.layers) - 1:

@@ -96,12 +96,17 @@ def size(nbytes: float) -> str:
     return f"{nbytes / GiB:.1f} GiB" if nbytes >= GiB else f"{nbytes / MiB:.0f} MiB"
 
 
+def shares(peak: float, memory: int, held: int, local_ranks: int) -> tuple[float, float]:
+    """(what a rank needs: its projected peak with the margin, what it has: the machine's memory less
+    what the launcher `held`, shared by `local_ranks` ranks)."""
+    return peak * (1 + MARGIN), max(0, memory - held) / local_ranks
+
+
 def figures(method: str, world: int, local_ranks: int, peak: float, memory: int, held: int) -> tuple[bool, str]:
     """Whether a run fits, from its projected peak per rank (`peak`, before the margin), the machine's
     `memory` and what the launcher `held`, shared by `local_ranks` ranks on this machine; and the
     figures, in words."""
-    need = peak * (1 + MARGIN)
-    have = max(0, memory - held) / local_ranks
+    need, have = shares(peak, memory, held, local_ranks)
     ranks = f"{local_ranks} rank{'s' if local_ranks > 1 else ''}"
     shared = f"{size(memory)}{f' less {size(held)} the launcher holds,' if held else ''} shared by {ranks}"
     return need <= have, (f"{method} with {world} worker{'s' if world > 1 else ''} needs about {size(need)} per "
@@ -109,14 +114,16 @@ def figures(method: str, world: int, local_ranks: int, peak: float, memory: int,
                           f"machine gives each rank {size(have)} ({shared})")
 
 
+def _line(text: str, force: bool) -> str:
+    return f"warning: {text}; force=true: running it anyway" if force else f"{text}; force=true runs it anyway"
+
+
 def verdict(method: str, world: int, local_ranks: int, peak: float, memory: int, held: int,
             force: bool) -> str | None:
     """The line a run gets (`figures`): None when it fits; else the refusal, or with `force` the
     warning that it runs anyway."""
     fits, text = figures(method, world, local_ranks, peak, memory, held)
-    if fits:
-        return None
-    return f"warning: {text}; force=true: running it anyway" if force else f"{text}; force=true runs it anyway"
+    return None if fits else _line(text, force)
 
 
 def projected_peak(run, info: dict, launcher: str) -> float | str:
@@ -137,16 +144,24 @@ def projected_peak(run, info: dict, launcher: str) -> float | str:
     return costmodel.process_peak(run.method_cls, run.method, model, ranks, world, in_process=launcher != "spawn")
 
 
+def answer(run, info: dict, launcher: str, local_ranks: int) -> tuple[bool | None, str]:
+    """(whether the run fits, `figures`' words) on this machine now; (None, why) where the model
+    leaves the run out. `check` and `check_only` take it; their arguments are the same."""
+    from benchmarks.record import ranks_of
+    peak = projected_peak(run, info, launcher)
+    if isinstance(peak, str):
+        return None, peak
+    return figures(run.method_name, ranks_of(run), local_ranks, peak, machine_memory(),
+                   held_by_launcher(in_process=launcher != "spawn"))
+
+
 def check_only(run, info: dict, launcher: str, local_ranks: int, log) -> None:
     """`check`'s answer instead of the run (`python -m benchmarks ... --check-memory`): raises
     MemoryChecked with one line, `fits: ...`, `would not fit: ...` or `not checked: ...`."""
     from benchmarks.errors import MemoryChecked
-    from benchmarks.record import ranks_of
-    peak = projected_peak(run, info, launcher)
-    if isinstance(peak, str):
-        raise MemoryChecked(f"not checked: {peak}", True)
-    fits, text = figures(run.method_name, ranks_of(run), local_ranks, peak, machine_memory(),
-                         held_by_launcher(in_process=launcher != "spawn"))
+    fits, text = answer(run, info, launcher, local_ranks)
+    if fits is None:
+        raise MemoryChecked(f"not checked: {text}", True)
     raise MemoryChecked(f"{'fits' if fits else 'would not fit'}: {text}", fits)
 
 
@@ -157,14 +172,10 @@ def check(run, info: dict, launcher: str, local_ranks: int, log) -> None:
     one line when the run would not fit and `force` is off; `log`s one line when it is not checked,
     or runs although it would not fit."""
     from benchmarks.errors import UserError
-    from benchmarks.record import ranks_of
-    peak = projected_peak(run, info, launcher)
-    if isinstance(peak, str):
-        log(f"memory not checked: {peak}; running it")
-        return
-    line = verdict(run.method_name, ranks_of(run), local_ranks, peak, machine_memory(),
-                   held_by_launcher(in_process=launcher != "spawn"), run.force)
-    if line and not run.force:
-        raise UserError(line)
-    if line:
-        log(line)
+    fits, text = answer(run, info, launcher, local_ranks)
+    if fits is None:
+        log(f"memory not checked: {text}; running it")
+    elif not fits and not run.force:
+        raise UserError(_line(text, force=False))
+    elif not fits:
+        log(_line(text, force=True))

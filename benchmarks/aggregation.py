@@ -214,11 +214,8 @@ class LocalAdjacency:
         return self.t_perm32.long()
 
     def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(src, dst) for a one-off use (building weights, a method's sub-adjacencies): the kept
-        ones where a per-step path made them, else made now and not kept."""
-        kept = self.__dict__
-        return (kept["src"] if "src" in kept else self.indices32.long(),
-                kept["dst"] if "dst" in kept else edge_rows(self.indptr))
+        """(src, dst) made for a one-off use (building weights, a method's sub-adjacencies), not kept."""
+        return self.indices32.long(), edge_rows(self.indptr)
 
     def native(self, *tensors: torch.Tensor) -> bool:
         """Whether this call goes through the native kernels (`native.usable`: fp32 on the CPU)."""

@@ -288,11 +288,6 @@ void gnn_dropout(const float *x, float *out, int64_t n, uint32_t k1, uint32_t k2
     parallel_rows(dropout_block_chunk, &b, NULL, (n + DROPOUT_BLOCK - 1) / DROPOUT_BLOCK, threads);
 }
 
-/* The keep mask alone (1 kept, 0 dropped), for tests and for callers that need it. */
-void gnn_dropout_mask(uint8_t *mask, int64_t n, uint32_t k1, uint32_t k2, uint32_t threshold) {
-    for (int64_t i = 0; i < n; i++) mask[i] = dropout_hash((uint64_t)i, k1, k2) >= threshold;
-}
-
 /* ------------------------------------------------------------------ GAT's edge softmax */
 /* alpha[e,h] = softmax over row v's edges of LeakyReLU(el[u,h] + er[v,h]) (u = indices[e]); rows without
  * edges have none. One pass per row for the maximum, one for exp and the sum, one to normalise. */

@@ -37,7 +37,6 @@ SIGNATURES = {
     "gnn_head_spmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_i64, _c_int],
     "gnn_head_sddmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_i64, _c_int],
     "gnn_dropout": [_ptr, _ptr, _c_i64, _c_u32, _c_u32, _c_u32, _c_float, _c_int],
-    "gnn_dropout_mask": [_ptr, _c_i64, _c_u32, _c_u32, _c_u32],
     "gnn_edge_softmax": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
     "gnn_edge_softmax_backward": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
     "gnn_gather_sum": [_ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_int],
@@ -205,13 +204,6 @@ def dropout_apply(x: torch.Tensor, p: float, key: int) -> torch.Tensor:
     _library()[0].gnn_dropout(_p(x), _p(out), x.numel(), key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF, _threshold(p),
                               1.0 / (1.0 - p), _threads(x.numel()))
     return out
-
-
-def dropout_mask(n: int, p: float, key: int) -> torch.Tensor:
-    """The keep mask of `key` for n elements (bool)."""
-    mask = torch.empty(n, dtype=torch.uint8)
-    _library()[0].gnn_dropout_mask(_p(mask), n, key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF, _threshold(p))
-    return mask.bool()
 
 
 class Dropout(torch.autograd.Function):

@@ -104,14 +104,19 @@ def graph_of(nodes: int, degree: int):
                      degree_skew=1.0, train_frac=0.1, val_frac=0.1, test_frac=0.1, seed=0)
 
 
-def aggregation_graph(sizes: Sizes) -> LocalAdjacency:
-    """The synthetic graph as the adjacency every method aggregates with, by the suite's default kernel
-    on this machine (`native`, else `spmm`: `native.resolve`)."""
-    g = graph_of(sizes.graph_nodes, sizes.graph_degree)
-    deg = g.in_degree()
-    adj = LocalAdjacency(g.indptr, g.indices, deg, deg, kernel=native.resolve("native", "cpu"))
-    adj.native_matrix("gcn") if adj.kernel == "native" else adj.matrix("gcn")  # built once as in training
+def adjacency(graph, kernel: str) -> LocalAdjacency:
+    """`graph` as the adjacency every method aggregates with, by `kernel`, its GCN matrices built
+    once as in training."""
+    deg = graph.in_degree()
+    adj = LocalAdjacency(graph.indptr, graph.indices, deg, deg, kernel=kernel)
+    adj.native_matrix("gcn") if kernel == "native" else adj.matrix("gcn")
     return adj
+
+
+def aggregation_graph(sizes: Sizes) -> LocalAdjacency:
+    """The synthetic graph's adjacency by the suite's default kernel on this machine (`native`, else
+    `spmm`: `native.resolve`)."""
+    return adjacency(graph_of(sizes.graph_nodes, sizes.graph_degree), native.resolve("native", "cpu"))
 
 
 def gather_bandwidth(adj: LocalAdjacency, width: int, sizes: Sizes, warm_up: bool = True) -> float:

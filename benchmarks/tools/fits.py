@@ -80,11 +80,8 @@ def main(argv=None) -> None:
             if isinstance(peak, str):
                 cells.append(f"not checked: {peak}")
                 continue
-            fits, _ = preflight.figures(run.method_name, world, world, peak, memory,
-                                        0 if world == 1 else LAUNCHER_BYTES)
-            have = (memory - (0 if world == 1 else LAUNCHER_BYTES)) / world
-            cells.append(f"{'fits' if fits else 'no'}: {preflight.size(peak * (1 + preflight.MARGIN))} "
-                         f"of {preflight.size(have)}")
+            need, have = preflight.shares(peak, memory, 0 if world == 1 else LAUNCHER_BYTES, world)
+            cells.append(f"{'fits' if need <= have else 'no'}: {preflight.size(need)} of {preflight.size(have)}")
         print(f"| {' '.join(variant)} | {' | '.join(cells)} |")
 
 

@@ -26,7 +26,7 @@ import torch
 from benchmarks import native
 from benchmarks.aggregation import LocalAdjacency, dropout, head_sddmm, head_spmm, head_spmm_t, use_kernel
 from benchmarks.graph import permute
-from benchmarks.tools.calibrate import graph_of
+from benchmarks.tools.calibrate import adjacency, graph_of
 
 KERNELS = ("spmm", "native")
 
@@ -39,13 +39,6 @@ def best(fn, reps: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return min(times)
-
-
-def adjacency(graph, kernel: str) -> LocalAdjacency:
-    deg = graph.in_degree()
-    adj = LocalAdjacency(graph.indptr, graph.indices, deg, deg, kernel=kernel)
-    adj.native_matrix("gcn") if kernel == "native" else adj.matrix("gcn")  # built once, as in training
-    return adj
 
 
 def products(adj: LocalAdjacency, width: int, heads: int, reps: int) -> dict[str, float]:
