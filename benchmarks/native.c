@@ -76,10 +76,10 @@ typedef struct {
 /* A row's output is summed in registers, a tile of columns at a time (GCC's vector extension: AVX-512,
  * AVX2 or NEON, whatever -march=native gives), then stored once; the next tile runs over the same
  * edges again, whose indices are in cache by then. While the first tile runs, the whole source row of
- * the edge PREFETCH ahead is requested, so the random row reads overlap (2, 4 and 8 ahead measured alike). On the 200k-node graph at
- * width 256, 2 threads, the whole row in 16 registers took 0.24 s against 0.31 s for tiles of 64 and
- * 0.28-0.50 s for a loop summing in memory (python -m benchmarks.tools.kernels reports the current
- * kernel against the no-reuse bound). */
+ * the edge PREFETCH ahead is requested, so the random row reads overlap (2, 4 and 8 ahead timed alike
+ * here). A whole 256-wide row in registers beat tiles of 64, which beat summing in memory, in scratch
+ * comparisons on the 200k-node graph; python -m benchmarks.tools.kernels reports the kernel as it is
+ * against the no-reuse bound. */
 #ifdef __AVX512F__
 #define WIDE 16  /* accumulators (of 16 lanes) in the widest tile: half of AVX-512's 32 registers */
 #else
