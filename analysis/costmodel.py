@@ -300,7 +300,10 @@ def _memory(method, options, model, rank: Rank, workers: int) -> tuple[dict, lis
     exchanges = model.exchanges()
     kept = cls.kept_halo_rows(options, rank)
     layers = len(exchanges)
-    retained = [_kept_for_backward(model, layer, rows[layer], kept, rank.edges) for layer in range(layers)]
+    structure = cls.held_structure(options, rank)
+    # the edges a rank aggregates over are those it holds: GAT's per-edge softmax terms scale with them
+    # (tensor parallelism runs the softmax over every edge of the graph on every rank)
+    retained = [_kept_for_backward(model, layer, rows[layer], kept, structure[1]) for layer in range(layers)]
     kernel = kernel_of(model)
     # the peak is the larger of: a forward dropout's draw on top of the earlier layers' activations
     # (`spmm`: uniform draws, mask and product, 9 bytes an element; `native`: the product alone; wide
@@ -319,7 +322,7 @@ def _memory(method, options, model, rank: Rank, workers: int) -> tuple[dict, lis
     params = parameters(model)
     terms = {"activations": activations, "backward_transient": transient, "stale_tables": stale,
              "optimizer": 3 * params * FLOAT,  # gradients and Adam's two moments
-             "static": _static_bytes(model, rank, params, cls.held_structure(options, rank))}
+             "static": _static_bytes(model, rank, params, structure)}
     return terms, retained, rows
 
 

@@ -216,8 +216,9 @@ class Method:
 
     @classmethod
     def held_structure(cls, options: Options, rank) -> tuple[float, float]:
-        """(nodes, in-edges) of the graph structure a rank holds (memory): its part's by default; a
-        method that keeps more (the whole graph, as tensor parallelism does) says so."""
+        """(nodes, in-edges) of the graph structure a rank holds and aggregates over (memory: the
+        structure, and GAT's per-edge softmax terms): its part's by default; a method that keeps more
+        (the whole graph, as tensor parallelism does) says so."""
         return rank.nodes, rank.edges
 
     @classmethod

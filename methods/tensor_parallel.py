@@ -239,8 +239,8 @@ class Method(FullGraphMethod):
     @classmethod
     def kept_halo_rows(cls, options, rank):
         """No halo: a layer holds its N x d/P slice (about a rank's rows at full width) in and out of
-        the aggregation. Not stated, as no hook says it: under GAT the softmax over all E edges and
-        heads on every rank."""
+        the aggregation. GAT's softmax over all E edges and heads on every rank is the cost model's
+        through `held_structure` (the edges a rank aggregates over)."""
         return rank.nodes
 
     @classmethod
