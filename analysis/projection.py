@@ -163,6 +163,9 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
         proj = costmodel.project(r["method"], r["config"]["method"], model, ranks, r["workers"], profile)
         s = r["summary"]
         rows.append(row(r, proj, r["workers"], profile, seed=r["seed"],
+                        projected_bytes_per_epoch=epoch_bytes(r["method"], r["config"]["method"], model,
+                                                              r["partition"], r["workers"]),
+                        measured_bytes_per_epoch=s.get("comm_bytes_per_epoch"),
                         measured_epoch_s=s["epoch_time_s_median"],
                         measured_train_mem_bytes=s.get("train_mem_delta_bytes_max"), **process_peaks(r, model, ranks)))
     if graph_stats:
@@ -308,13 +311,17 @@ def errors(rows: list[dict]) -> dict:
 
 def markdown(rows: list[dict], skipped: list, hardware: str) -> str:
     terms = [*costmodel.COMPUTE, "exchange", "allreduce", "hidden_exchange", "overlap"]
-    head = ["dataset", "model", "method", "P", "projected epoch s", "measured s", "error", "projected train GiB",
+    head = ["dataset", "model", "method", "P", "projected MB/epoch", "measured MB", "projected epoch s", "measured s",
+            "error", "projected train GiB",
             "measured GiB", "error", "peak GiB", "fits", "process peak GiB", "measured GiB", "error",
             *[f"{t} s" for t in terms]]
     body = []
     for r in sorted(rows, key=lambda r: (r["dataset"], r["model"], r["method"], r["workers"])):
         me, mm = r["measured_epoch_s"], r["measured_train_mem_bytes"]
-        body.append([r["dataset"], r["model"], r["variant"] or r["method"], r["workers"], fmt(r["projected_epoch_s"], 3),
+        pb, mb = r.get("projected_bytes_per_epoch"), r.get("measured_bytes_per_epoch")
+        body.append([r["dataset"], r["model"], r["variant"] or r["method"], r["workers"],
+                     fmt(pb / 1e6, 3) if pb is not None else "", fmt(mb / 1e6, 3) if mb is not None else "",
+                     fmt(r["projected_epoch_s"], 3),
                      fmt(me, 3) if me else "", f"{(r['projected_epoch_s'] - me) / me:+.0%}" if me else "",
                      fmt(r["projected_train_mem_bytes"] / GiB, 3), fmt(mm / GiB, 3) if mm else "",
                      f"{(r['projected_train_mem_bytes'] - mm) / mm:+.0%}" if mm else "",
