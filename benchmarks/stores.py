@@ -5,7 +5,9 @@ Graph stores answer `hop(nodes, fanout, generator, layer)` (sample in-neighbours
 neighbour ids, neighbour degrees, degrees of `nodes`) and `features(nodes, layer)`:
   - `ReplicatedStore`: the whole graph, read locally (memory-mapped and shared on one machine);
   - `PartitionedStore`: this rank's part only; other parts' nodes are sampled by their owners and
-    their features fetched from them, through counted all-to-alls.
+    their features fetched from them, through counted all-to-alls; optionally with a `FeatureCache`
+    of other ranks' rows filled once (`fill_cache`: neighbour sampling's `feature_cache`), so only
+    the misses are fetched.
 
 DIGEST-A's shared state: a representation store and a parameter server that workers use without
 waiting for each other.

@@ -79,8 +79,9 @@ class Method(MiniBatchMethod):
         # the partitioned store's cache of other ranks' input features, chosen and filled before training
         feature_cache: float = option(0.0, "remote input features each rank caches, as a fraction of the graph's "
                                       "nodes (0: no cache; 1: every remote node)", ge=0, le=1)
-        # degree: highest-degree remote nodes (PaGraph); presample: most often sampled before training (GNNLab, SALIENT++)
-        cache_policy: Literal["degree", "presample"] = option("degree")
+        cache_policy: Literal["degree", "presample"] = option(
+            "degree", "what the cache holds: degree, the remote nodes of highest degree (PaGraph); presample, the "
+            "remote nodes drawn most often over cache_presample_epochs epochs sampled before training (GNNLab, SALIENT++)")
         cache_presample_epochs: int = option(2, "epochs sampled before training to rank remote nodes "
                                              "(cache_policy=presample)", ge=1)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.studies import boundary, digest, findings, kernels, runtime, sampling, sar, savers
+from analysis.studies import boundary, digest, feature_cache, findings, kernels, runtime, sampling, sar, savers
 
 SECTIONS = {
     "findings": findings.section,
@@ -20,6 +20,7 @@ SECTIONS = {
     "boundary": boundary.section,
     "savers": savers.section,
     "kernels": kernels.section,
+    "feature_cache": feature_cache.section,
 }
 
 
