@@ -49,7 +49,7 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
             "feature MB / epoch", "vs no cache", "fill MB (once)", "pre-sampling MB (once)"]
     body = [[r["dataset"], r["policy"], fmt(r["fraction"], 2), r["rows"], fmt(r["cache_bytes"], 2, scale=1e6),
              fmt(r["hit_rate"], 3), fmt(r["feature_bytes"], 3, scale=1e6), fmt(r["ratio"], 3),
-             fmt(r["fill_bytes"], 2, scale=1e6), fmt(r["presample_bytes"], 2, scale=1e6)] for r in rows]
+             fmt(r["fill_bytes"], 3, scale=1e6), fmt(r["presample_bytes"], 3, scale=1e6)] for r in rows]
     return ["## Study: feature cache for neighbour sampling", "",
             "`python -m benchmarks.sweep experiment=feature_cache`: the partitioned store with each rank "
             "caching other ranks' input features (docs/sampling.md, \"Feature cache\"). Hit rate: remote input "
