@@ -49,7 +49,10 @@ from benchmarks.errors import choose
 from benchmarks.quantize import Codec
 from benchmarks.recompute import Recompute
 
-NOT_TRAINING = frozenset({"setup", "eval", "probe"})
+#: Categories outside training: counted in the record's totals, never in an epoch's bytes nor sent
+#: quantised. `cache_fill` and `presample` are a mini-batch feature cache's one-time setup (filling it,
+#: and the pre-sampling that chooses what it holds: docs/sampling.md, "Feature cache").
+NOT_TRAINING = frozenset({"setup", "eval", "probe", "cache_fill", "presample"})
 #: The categories the runtime itself counts; methods register theirs (`Comm.register_category`,
 #: `Comm.channel`).
 RUNTIME_CATEGORIES = frozenset({*NOT_TRAINING, "halo_fwd", "halo_bwd", "grad_allreduce", "norm"})

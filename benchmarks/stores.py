@@ -5,7 +5,9 @@ Graph stores answer `hop(nodes, fanout, generator, layer)` (sample in-neighbours
 neighbour ids, neighbour degrees, degrees of `nodes`) and `features(nodes, layer)`:
   - `ReplicatedStore`: the whole graph, read locally (memory-mapped and shared on one machine);
   - `PartitionedStore`: this rank's part only; other parts' nodes are sampled by their owners and
-    their features fetched from them, through counted all-to-alls.
+    their features fetched from them, through counted all-to-alls; optionally with a `FeatureCache`
+    of other ranks' rows filled once (`fill_cache`: neighbour sampling's `feature_cache`), so only
+    the misses are fetched.
 
 DIGEST-A's shared state: a representation store and a parameter server that workers use without
 waiting for each other.
@@ -109,7 +111,23 @@ class PartitionedStore:
     def __init__(self, part, comm: Comm, device: torch.device):
         self.part, self.comm, self.offsets = part, comm, part.offsets.to(device)
         self.lo = int(part.offsets[part.rank])
+        self.hi = self.lo + part.num_local
         self.global_of_col = torch.cat([self.lo + torch.arange(part.num_local, device=device), part.halo_ids])
+        #: The categories `hop` counts under (a pre-sampling counts its own: `counted_as`).
+        self.sample_categories = ("sample_request", "sample_response")
+        #: Other ranks' feature rows kept here (`fill_cache`); None: every remote row is fetched.
+        self.cache: FeatureCache | None = None
+        #: Remote input rows `features` was asked for: served from the cache, or fetched from owners.
+        self.cache_hits = self.cache_misses = 0
+
+    @contextmanager
+    def counted_as(self, request: str, response: str):
+        """`hop`'s traffic counted under other categories meanwhile (a pre-sampling's)."""
+        kept, self.sample_categories = self.sample_categories, (request, response)
+        try:
+            yield self
+        finally:
+            self.sample_categories = kept
 
     def by_owner(self, nodes):
         """(order grouping `nodes` by owner, the grouped ids split per owner)."""
@@ -121,7 +139,8 @@ class PartitionedStore:
     def hop(self, nodes, fanout: int, generator, layer: int):
         part = self.part
         order, asked = self.by_owner(nodes)
-        requests = self.comm.all_to_all_v(asked, "sample_request", layer)
+        request_category, response_category = self.sample_categories
+        requests = self.comm.all_to_all_v(asked, request_category, layer)
         # Serve every requester (myself included) with one sampler call over my own in-edges.
         local = torch.cat(requests) - self.lo
         counts, positions = sample_neighbors(part.indptr, part.indices, local, fanout, generator)
@@ -131,7 +150,7 @@ class PartitionedStore:
         sizes = [r.numel() for r in requests]
         edge_sizes = [int(c.sum()) for c in counts.split(sizes)]
         answers = [torch.cat([m, e]) for m, e in zip(meta.split(sizes), edges.split(edge_sizes))]
-        replies = self.comm.all_to_all_v(answers, "sample_response", layer)
+        replies = self.comm.all_to_all_v(answers, response_category, layer)
         metas = torch.cat([r[:len(a)] for r, a in zip(replies, asked)])
         edges = torch.cat([r[len(a):] for r, a in zip(replies, asked)])
         # Back from owner order to the order of `nodes`.
@@ -146,12 +165,61 @@ class PartitionedStore:
         return counts, neighbors, neighbor_deg, deg
 
     def features(self, nodes, layer: int):
+        """The input rows of `nodes` (global ids): my own read locally, cached ones from the cache,
+        the rest fetched from their owners (`feature_request`, `feature_fetch`). Collective, unless
+        every rank's cache holds every remote row (`FeatureCache.everywhere`): then no rank asks."""
+        remote = (nodes < self.lo) | (nodes >= self.hi)
+        if self.cache is None:
+            self.cache_misses += int(remote.sum())
+            return self.fetch(nodes, "feature_request", "feature_fetch", layer)
+        hit, slot = self.cache.lookup(nodes)
+        hits = int(hit.sum())
+        self.cache_hits += hits
+        self.cache_misses += int(remote.sum()) - hits
+        x = torch.empty((nodes.numel(), self.part.x.shape[1]), dtype=self.part.x.dtype, device=nodes.device)
+        x[hit] = self.cache.rows[slot[hit]]
+        need = ~hit
+        if self.cache.everywhere:  # nothing is missing anywhere: my own rows only, no exchange
+            x[need] = self.part.x[nodes[need] - self.lo]
+        else:
+            x[need] = self.fetch(nodes[need], "feature_request", "feature_fetch", layer)
+        return x
+
+    def fetch(self, nodes, request: str, response: str, layer=None):
+        """Rows of `nodes` from their owners (mine copied locally, not counted). Collective."""
         order, asked = self.by_owner(nodes)
-        requests = self.comm.all_to_all_v(asked, "feature_request", layer)
-        rows = self.comm.all_to_all_v([self.part.x[r - self.lo] for r in requests], "feature_fetch", layer)
+        requests = self.comm.all_to_all_v(asked, request, layer)
+        rows = self.comm.all_to_all_v([self.part.x[r - self.lo] for r in requests], response, layer)
         x = torch.empty((nodes.numel(), self.part.x.shape[1]), dtype=self.part.x.dtype, device=nodes.device)
         x[order] = torch.cat(rows)
         return x
+
+    def fill_cache(self, ids, everywhere: bool) -> None:
+        """Keep the rows of `ids` (other ranks' nodes) here from now on: fetched once from their
+        owners, ids and rows both counted under `cache_fill` (setup: outside every epoch's bytes).
+        `everywhere`: every rank's cache holds every remote row (every rank knows it from the options
+        and the partition's sizes), so `features` never exchanges anything. Collective."""
+        ids = torch.sort(ids).values
+        self.cache = FeatureCache(ids, self.fetch(ids, "cache_fill", "cache_fill"), everywhere)
+
+
+class FeatureCache:
+    """Other ranks' input feature rows one rank keeps (`ids` sorted, `rows[i]` the features of
+    `ids[i]`), looked up by binary search: ids x 8 bytes beside the rows, not a table over the graph."""
+
+    def __init__(self, ids: torch.Tensor, rows: torch.Tensor, everywhere: bool = False):
+        self.ids, self.rows, self.everywhere = ids, rows, everywhere
+
+    def lookup(self, nodes) -> tuple[torch.Tensor, torch.Tensor]:
+        """(which of `nodes` are cached, the row of each in `rows`: valid where cached)."""
+        if self.ids.numel() == 0:
+            return torch.zeros_like(nodes, dtype=torch.bool), torch.zeros_like(nodes)
+        slot = torch.searchsorted(self.ids, nodes).clamp_(max=self.ids.numel() - 1)
+        return self.ids[slot] == nodes, slot
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows.numel() * self.rows.element_size() + self.ids.numel() * self.ids.element_size()
 
 
 # --------------------------------------------------------------------------- shared memory (DIGEST-A)

@@ -23,6 +23,30 @@ Graph stores (`store`):
     the edges live.
 Both stores run the same sampler over the same neighbour lists, so their blocks have the same
 distribution. Evaluation is the shared exact full-graph inference.
+
+Feature cache (`feature_cache`, partitioned store only; docs/sampling.md, "Feature cache"): each
+rank keeps the input features of up to `feature_cache` x N other ranks' nodes (N: the graph's nodes;
+1.0 holds every remote node), chosen once before training and fetched once from their owners
+(`cache_fill`, outside every epoch's bytes); a sampled input node found there is read locally, and
+only the misses are fetched (`feature_request`, `feature_fetch`). What it holds (`cache_policy`):
+  - `degree`: the remote nodes of highest degree, PaGraph's static policy (Lin et al., SoCC 2020:
+    cache the nodes of highest out-degree, the ones most often drawn as neighbours; the suite's
+    graphs are symmetric, so the in-degree the store keeps is the out-degree). Each rank's own
+    nodes' degrees are sent to every other rank once (`cache_fill`, N x 8 bytes a rank);
+  - `presample`: the remote nodes that were input nodes most often over `cache_presample_epochs`
+    epochs sampled before training, GNNLab's PreSC (Yang et al., EuroSys 2022: pre-sampling-based
+    hotness) and SALIENT++'s simulated vertex-inclusion probabilities (Kaler et al., MLSys 2023;
+    its code, MITIBMxGraph/SALIENT_plusplus caching/vip.py `vip_simulation`, counts each
+    partition's vertex accesses over 2 simulated epochs, zeroes the partition's own vertices and
+    keeps the most accessed; its replication factor alpha is a cache of alpha x N / P rows, i.e.
+    `feature_cache` = alpha / P here). Ties (nodes never drawn) go to the lower id. The pre-sampling
+    draws with its own generator and under `torch.random.fork_rng`, so training's random streams
+    (the sampler's and the dropout masks') are those of a run without a cache; its hops are counted
+    under `presample` (outside every epoch's bytes).
+Rows come from a different place, never with different values: with the same seed, blocks and
+losses are those of the run without a cache (tests/methods/test_feature_cache.py). Per rank, the
+record's `summary.per_rank[]` has `cache_rows`, `cache_bytes` (rows and ids held), `cache_hits` and
+`cache_misses` (remote input rows of every training step, read from the cache or fetched).
 """
 from __future__ import annotations
 
@@ -32,9 +56,13 @@ from typing import Literal
 import torch
 
 from benchmarks.errors import UserError
-from benchmarks.families.minibatch import Batch, BlockAggregator, MiniBatchMethod, check_fanouts, per_layer
+from benchmarks.families.minibatch import (Batch, BlockAggregator, MiniBatchMethod, check_fanouts, per_layer,
+                                           sampler_generator)
 from benchmarks.options import option
 from benchmarks.sampling import sample_blocks
+
+#: Added to the sampler's seed for the pre-sampling's generator (`cache_policy=presample`).
+PRESAMPLE_SALT = 0x9E37
 
 
 class Method(MiniBatchMethod):
@@ -48,9 +76,21 @@ class Method(MiniBatchMethod):
         batch_size: int = option(512, "seed nodes per worker and step", ge=1)
         # partitioned: owners sample and serve features (counted); replicated: the whole graph on every rank, shared
         store: Literal["partitioned", "replicated"] = option("partitioned")
+        # the partitioned store's cache of other ranks' input features, chosen and filled before training
+        feature_cache: float = option(0.0, "remote input features each rank caches, as a fraction of the graph's "
+                                      "nodes (0: no cache; 1: every remote node)", ge=0, le=1)
+        cache_policy: Literal["degree", "presample"] = option(
+            "degree", "what the cache holds: degree, the remote nodes of highest degree (PaGraph); presample, the "
+            "remote nodes drawn most often over cache_presample_epochs epochs sampled before training (GNNLab, SALIENT++)")
+        cache_presample_epochs: int = option(2, "epochs sampled before training to rank remote nodes "
+                                             "(cache_policy=presample)", ge=1)
 
         def check(self, run) -> None:
             check_fanouts("fanouts", self.fanouts, run)
+            if self.feature_cache > 0 and self.store == "replicated":
+                raise UserError(f"method.feature_cache={self.feature_cache} caches other ranks' features, but "
+                                "method.store=replicated reads every row locally; use method.store=partitioned "
+                                "or method.feature_cache=0")
             if run is not None and self.store == "replicated" and run.comm.quantize != "none" and not run.comm.quantize_grads:
                 raise UserError(f"method.store=replicated fetches no rows from other ranks: comm.quantize={run.comm.quantize} "
                                 "would quantise nothing (quantise the gradients with comm.quantize_grads=true, or use "
@@ -68,6 +108,47 @@ class Method(MiniBatchMethod):
         # every rank knows the global batch size of every step without communicating.
         slices = torch.tensor([[len(s) for s in torch.arange(c).tensor_split(self.steps)] for c in self.train_counts])
         self.global_batch = slices.sum(0).clamp(min=1).tolist()
+        if options.feature_cache > 0:
+            self.fill_cache()
+
+    # ------------------------------------------------------------------ the feature cache
+    def fill_cache(self) -> None:
+        """Choose this rank's cached remote nodes by `cache_policy` and fetch their rows once. Every
+        rank holds min(feature_cache x N, N - its nodes) rows; when that is every remote node on every
+        rank, no rank ever asks for a row (known to all from the partition's sizes). Collective."""
+        options, part, store = self.ctx.options, self.ctx.part, self.store
+        offsets = part.offsets.tolist()
+        n = offsets[-1]
+        size = int(options.feature_cache * n)
+        everywhere = all(size >= n - (hi - lo) for lo, hi in zip(offsets, offsets[1:]))
+        score = self.presample_counts() if options.cache_policy == "presample" else self.global_degrees()
+        score = score.double()
+        score[self.lo:store.hi] = -1  # my own nodes are never cached
+        rows = min(size, n - part.num_local)
+        chosen = torch.sort(score, descending=True, stable=True).indices[:rows]  # ties: lower id first
+        store.fill_cache(chosen, everywhere)
+
+    def global_degrees(self) -> torch.Tensor:
+        """Every node's degree: each rank's own nodes' degrees sent to every other rank (`cache_fill`)."""
+        mine = self.ctx.part.deg[:self.ctx.part.num_local]
+        return torch.cat(self.ctx.comm.all_to_all_v([mine] * self.ctx.world, "cache_fill"))
+
+    def presample_counts(self) -> torch.Tensor:
+        """How often each node was an input node of this rank's batches over `cache_presample_epochs`
+        epochs sampled as training samples them, with a generator of its own (training's streams are
+        untouched: `fork_rng` keeps torch's global one, which pyg-lib's sampler draws from). Hops are
+        counted under `presample`. Collective."""
+        options, n = self.ctx.options, int(self.ctx.part.offsets[-1])
+        counts = torch.zeros(n, dtype=torch.int64, device=self.train_nodes.device)
+        generator = sampler_generator(self.ctx, salt=PRESAMPLE_SALT)
+        with torch.random.fork_rng(devices=[]), self.store.counted_as("presample", "presample"):
+            for _ in range(options.cache_presample_epochs):
+                perm = torch.randperm(self.train_nodes.numel(), generator=generator, device=self.train_nodes.device)
+                for seeds in self.train_nodes[perm].tensor_split(self.steps):
+                    _, inputs, _ = sample_blocks(self.store, seeds + self.lo, self.fanouts, generator,
+                                                 self.ctx.cfg.kernel)
+                    counts[inputs] += 1  # input nodes are distinct within a batch
+        return counts
 
     def steps_per_epoch(self) -> int:
         return self.steps
@@ -87,3 +168,12 @@ class Method(MiniBatchMethod):
         x = self.store.features(inputs, 0)
         rows = torch.arange(local_seeds.numel(), device=x.device)
         return Batch(BlockAggregator(blocks, self.ctx.comm), x, rows, self.ctx.part.y[local_seeds], weight, edges)
+
+    def probes(self) -> dict:
+        out = super().probes()
+        if self.ctx.options.store == "partitioned":
+            cache = self.store.cache
+            out.update(cache_rows=0 if cache is None else int(cache.ids.numel()),
+                       cache_bytes=0 if cache is None else cache.nbytes,
+                       cache_hits=self.store.cache_hits, cache_misses=self.store.cache_misses)
+        return out

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.studies import boundary, digest, families, findings, kernels, runtime, sampling, sar, savers
+from analysis.studies import (boundary, digest, families, feature_cache, findings, kernels, runtime, sampling, sar,
+                              savers)
 
 SECTIONS = {
     "findings": findings.section,
@@ -21,6 +22,7 @@ SECTIONS = {
     "savers": savers.section,
     "kernels": kernels.section,
     "families": families.section,
+    "feature_cache": feature_cache.section,
 }
 
 

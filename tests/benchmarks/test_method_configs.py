@@ -42,7 +42,8 @@ def test_an_alias_is_its_plugin_with_its_own_values_and_keeps_its_name():
     cfg = composed("method=ggs", "method.avg_weighting=uniform", "method.batch_size=64")
     assert cfg["method"] == {"name": "ggs", "plugin": "neighbor_sampling", "fanouts": [10], "batch_size": 64,
                              "store": "partitioned", "avg_every": 1, "avg_weighting": "uniform", "local_steps": 8,
-                             "local_steps_rho": 1.0, "local_steps_schedule": "increase"}
+                             "local_steps_rho": 1.0, "local_steps_schedule": "increase", "feature_cache": 0.0,
+                             "cache_policy": "degree", "cache_presample_epochs": 2}
     run = check(cfg)
     assert run.method.avg_weighting == "uniform" and run.method.fanouts == [10] and run.method_name == "ggs"
 
