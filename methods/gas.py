@@ -166,7 +166,8 @@ class Method(SubgraphMethod):
                                  ge=1, also=(-1,))
         # epoch: exact eval-mode rows pushed into every table before each epoch (the authors' scripts:
         # their evaluation pushes); start: once, before the first epoch; none: zero tables at first
-        fill_history: Literal["epoch", "start", "none"] = option("epoch")
+        fill_history: Literal["epoch", "start", "none"] = option(
+            "epoch", "refresh the histories with exact eval-mode rows before every epoch, once at the start, or never")
 
         def check(self, run) -> None:
             if self.batch_size > self.num_parts:
