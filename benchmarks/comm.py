@@ -121,10 +121,13 @@ class Comm:
         for pending in list(self.in_flight):
             pending.wait()
 
-    def count(self, category: str, layer, nbytes: int, messages: int = 0, calls: int = 1) -> None:
+    def count(self, category: str, layer, nbytes: int, messages: int = 0, calls: int = 1,
+              in_process: bool = False) -> None:
         """Bytes sent (and the operation's point-to-point `messages`, its `calls`); also for transfers
-        that do not go through torch.distributed (a shared-memory store: one call, no messages)."""
-        if self.world == 1:
+        that do not go through torch.distributed (a shared-memory store: one call, no messages).
+        `in_process=True`: copies within the process between host and device memory (GAS's history
+        tables), counted with one rank too; otherwise one rank counts nothing (nothing leaves it)."""
+        if self.world == 1 and not in_process:
             return
         category = f"{category}_recompute" if self.recompute.active else category
         if nbytes:
