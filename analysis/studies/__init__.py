@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.studies import (boundary, digest, families, feature_cache, findings, kernels, runtime, sampling, sar,
-                              savers)
+from analysis.studies import (boundary, digest, families, feature_cache, findings, gas, kernels, runtime, sampling,
+                              sar, savers)
 
 SECTIONS = {
     "findings": findings.section,
@@ -23,6 +23,7 @@ SECTIONS = {
     "kernels": kernels.section,
     "families": families.section,
     "feature_cache": feature_cache.section,
+    "gas": gas.section,
 }
 
 
