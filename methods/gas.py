@@ -154,8 +154,8 @@ class Method(SubgraphMethod):
     exact_control = {"name": "single"}  # = gas with batch_size: -1 (every cluster in one batch), to the dropout masks
     # No memory.checkpoint (the push is in the forward), no reduced precision, nothing crosses ranks.
     applies = frozenset({"kernel", "memory.offload"})
-    not_modelled = ("one device: its traffic is host <-> device history copies of each batch's 1-hop halo, which "
-                    "the cost model's per-rank shape (a partition's halo) does not state")
+    not_modelled = ("not modelled (one device: its traffic is host <-> device history copies of each batch's "
+                    "1-hop halo, which the cost model's per-rank shape (a partition's halo) does not state)")
 
     @dataclass(frozen=True)
     class Options(SubgraphMethod.Options):
