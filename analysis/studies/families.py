@@ -34,21 +34,19 @@ ORDER = ["single", "full_halo", "sar", "cagnet", "tensor_parallel"]
 WITH_SINGLE = ["dataset", "model", "setting", "seed"]
 
 
-def _projected_bytes(record: dict) -> float:
-    """What the method's `traffic` hook states for this record's partition and model (NaN where it
-    states nothing, or for one process)."""
-    if record["status"] != "ok" or projection.skip_reason(record) or record["workers"] < 2:
-        return math.nan
-    model, _ = projection.record_inputs(record)
-    return projection.epoch_bytes(record["method"], record["config"]["method"], model, record["partition"],
-                                  record["workers"])
-
-
-def _projected_peak(record: dict) -> float:
+def _projected(record: dict) -> tuple[float, float]:
+    """(the bytes per epoch the method's `traffic` hook states for this record's partition and model,
+    the pre-flight check's projected process peak): NaN where the model states nothing, or where the
+    record lacks what the projection reads (`projection.record_inputs`: a record from before it)."""
     if record["status"] != "ok" or projection.skip_reason(record):
-        return math.nan
-    model, ranks = projection.record_inputs(record)
-    return projection.process_peaks(record, model, ranks)["projected_process_peak_bytes"]
+        return math.nan, math.nan
+    try:
+        model, ranks = projection.record_inputs(record)
+    except (records.BadRecord, KeyError):
+        return math.nan, math.nan
+    moved = (projection.epoch_bytes(record["method"], record["config"]["method"], model, record["partition"],
+                                    record["workers"]) if record["workers"] > 1 else math.nan)
+    return moved, projection.process_peaks(record, model, ranks)["projected_process_peak_bytes"]
 
 
 def _top_categories(by_category: list[dict], share: float = 0.05) -> str:
@@ -69,8 +67,9 @@ def table(recs: list[dict]) -> pd.DataFrame:
     every worker count its partners ran at."""
     runs = records.runs(recs)
     by_run = {Path(r["_path"]).stem: r for r in recs if "_path" in r}
-    runs["projected_bytes"] = [_projected_bytes(by_run[run]) if run in by_run else math.nan for run in runs["run"]]
-    runs["projected_peak"] = [_projected_peak(by_run[run]) if run in by_run else math.nan for run in runs["run"]]
+    projected = [_projected(by_run[run]) if run in by_run else (math.nan, math.nan) for run in runs["run"]]
+    runs["projected_bytes"] = [b for b, _ in projected]
+    runs["projected_peak"] = [p for _, p in projected]
     ok = runs[runs["status"] == "ok"]
     rows = []
     for (dataset, model, setting), here in ok.groupby(["dataset", "model", "setting"], sort=True):
