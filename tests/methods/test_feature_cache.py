@@ -2,14 +2,11 @@
 changes where input rows come from and nothing else. With the same seed the blocks, the input rows
 and the losses are those of the run without a cache, whatever the policy (the pre-sampling leaves
 training's random streams alone); the fetched feature bytes are exactly the misses' rows; every remote
-node cached fetches nothing; the replicated store refuses it."""
+node cached fetches nothing. Its bad options are tests/methods/test_neighbor_sampling.py's."""
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.errors import UserError
-from benchmarks.runner import run
-from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, run_ok
 
 # A neighbour-sampling run that records a digest of every step's blocks and input nodes (`sample`)
@@ -131,15 +128,4 @@ def test_every_remote_node_cached_fetches_nothing(make_cfg, policy):
     nodes = record["graph"]["nodes"]
     assert [r["cache_rows"] for r in record["summary"]["per_rank"]] == [
         nodes - r["nodes"] for r in record["summary"]["per_rank"]]
-
-
-@pytest.mark.parametrize("overrides,message", [
-    (["method.feature_cache=0.1", "method.store=replicated"], "method.store=replicated reads every row locally"),
-    (["method.feature_cache=1.5"], "method.feature_cache=1.5"),
-    (["method.cache_policy=lru"], "unknown method.cache_policy 'lru'; choose one of: degree, presample"),
-    (["method.cache_presample_epochs=0"], "method.cache_presample_epochs=0 must be a positive integer"),
-])
-def test_bad_cache_options_are_one_line_errors(make_cfg, overrides, message):
-    with pytest.raises(UserError, match=message.replace("[", r"\[")):
-        run(make_cfg("method=neighbor_sampling", *overrides, *SMALL_SYNTHETIC))
 

@@ -227,6 +227,11 @@ def test_ggs_averages_parameters_instead_of_gradients(make_cfg):
     (["method.fanouts=[10,0,5]"], "must be a list of positive integers"),
     (["method.batch_size=0"], "method.batch_size=0 must be a positive integer"),
     (["method.store=shared"], "unknown method.store 'shared'; choose one of: partitioned, replicated"),
+    # the feature cache's (tests/methods/test_feature_cache.py)
+    (["method.feature_cache=0.1", "method.store=replicated"], "method.store=replicated reads every row locally"),
+    (["method.feature_cache=1.5"], "method.feature_cache=1.5"),
+    (["method.cache_policy=lru"], "unknown method.cache_policy 'lru'; choose one of: degree, presample"),
+    (["method.cache_presample_epochs=0"], "method.cache_presample_epochs=0 must be a positive integer"),
 ])
 def test_bad_options_are_one_line_errors(make_cfg, overrides, message):
     with pytest.raises(UserError, match=message.replace("[", r"\[")):
