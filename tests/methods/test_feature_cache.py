@@ -48,11 +48,8 @@ COMMON = ["method=neighbor_sampling", "layers=2", "method.fanouts=[4,3]", "metho
 
 
 @pytest.fixture
-def digest_plugin(tmp_path, monkeypatch):
-    folder = tmp_path / "plugins"
-    folder.mkdir()
-    (folder / "ns_digest.py").write_text(DIGEST_PLUGIN)
-    monkeypatch.setenv("GNNBENCH_METHODS_PATH", str(folder))
+def digest_plugin(write_plugins):
+    write_plugins({"ns_digest": DIGEST_PLUGIN})
 
 
 def cached_run(make_cfg, *overrides, plugin=True):

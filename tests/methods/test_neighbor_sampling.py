@@ -122,11 +122,8 @@ class Method(ns.Method):
 
 
 @pytest.fixture
-def stores_plugin(tmp_path, monkeypatch):
-    folder = tmp_path / "plugins"
-    folder.mkdir()
-    (folder / "ns_stores.py").write_text(STORES_PLUGIN)
-    monkeypatch.setenv("GNNBENCH_METHODS_PATH", str(folder))
+def stores_plugin(write_plugins):
+    write_plugins({"ns_stores": STORES_PLUGIN})
 
 
 def test_partitioned_and_replicated_stores_draw_the_same_blocks(make_cfg, stores_plugin):
