@@ -60,6 +60,7 @@ from benchmarks.errors import UserError
 from benchmarks.families.minibatch import Batch, SubgraphMethod
 from benchmarks.graph import concat_ranges
 from benchmarks.options import option
+from benchmarks.sampling import relabel
 from methods.cluster_gcn import metis_clusters
 
 CATEGORIES = ("history_pull", "history_push", "history_fill")
@@ -69,18 +70,13 @@ def batch_adjacency(indptr: torch.Tensor, indices: torch.Tensor, deg: torch.Tens
                     kernel: str) -> tuple[LocalAdjacency, torch.Tensor]:
     """The in-edges of `nodes` (B, ascending global ids) from the whole graph's CSR, over columns
     [B | O], O the out-of-batch in-neighbours (ascending); degrees global. Returns (adjacency, O)."""
-    n = indptr.numel() - 1
     counts = indptr[nodes + 1] - indptr[nodes]
     cols = indices.index_select(0, concat_ranges(indptr[nodes], counts))
-    position = torch.full((n,), -1, dtype=torch.int64, device=indices.device)
-    position[nodes] = torch.arange(nodes.numel(), device=indices.device)
-    outside = torch.unique(cols[position.index_select(0, cols) < 0])
-    position[outside] = nodes.numel() + torch.arange(outside.numel(), device=indices.device)
+    columns, sources = relabel(nodes, cols)  # sources: B, then O in id order
     sub_indptr = torch.zeros(nodes.numel() + 1, dtype=torch.int64, device=indices.device)
     sub_indptr[1:] = torch.cumsum(counts, 0)
-    adj = LocalAdjacency(sub_indptr, position.index_select(0, cols), deg.index_select(0, nodes),
-                         deg.index_select(0, torch.cat([nodes, outside])), kernel=kernel)
-    return adj, outside
+    adj = LocalAdjacency(sub_indptr, columns, deg.index_select(0, nodes), deg.index_select(0, sources), kernel=kernel)
+    return adj, sources[nodes.numel():]
 
 
 class Histories:

@@ -20,7 +20,7 @@ FEATURE = ("feature_request", "feature_fetch")
 def row(record: dict) -> dict:
     method = record["config"]["method"]
     ranks = record["summary"]["per_rank"]
-    by_cat = record["comm"]["bytes_by_category"]
+    by_cat, per_epoch = record["comm"]["bytes_by_category"], record["comm"]["bytes_per_epoch_by_category"]
     hits = sum(r.get("cache_hits", 0) for r in ranks)
     misses = sum(r.get("cache_misses", 0) for r in ranks)
     fraction = float(method.get("feature_cache", 0.0))
@@ -28,7 +28,7 @@ def row(record: dict) -> dict:
             "fraction": fraction, "rows": max(r.get("cache_rows", 0) for r in ranks),
             "cache_bytes": max(r.get("cache_bytes", 0) for r in ranks),
             "hit_rate": hits / (hits + misses) if hits + misses else float("nan"),
-            "feature_bytes": sum(by_cat.get(c, 0) for c in FEATURE) / len(record["history"]),
+            "feature_bytes": sum(per_epoch.get(c, 0) for c in FEATURE),
             "fill_bytes": by_cat.get("cache_fill", 0), "presample_bytes": by_cat.get("presample", 0)}
 
 

@@ -8,12 +8,14 @@ from analysis.studies import feature_cache
 def record(fraction, policy, hits, misses, feature_bytes, epochs=2, dataset="cora"):
     ranks = [{"cache_hits": h, "cache_misses": m, "cache_rows": 10 * i, "cache_bytes": 100 * i}
              for i, (h, m) in enumerate(zip(hits, misses))]
+    totals = {"feature_request": feature_bytes // 4, "feature_fetch": feature_bytes * 3 // 4,
+              "cache_fill": 7 if fraction else 0, "grad_allreduce": 5}
     return {"status": "ok", "dataset": dataset, "history": [{}] * epochs,
             "config": {"study": "feature_cache",
                        "method": {"name": "neighbor_sampling", "feature_cache": fraction, "cache_policy": policy}},
             "summary": {"per_rank": ranks},
-            "comm": {"bytes_by_category": {"feature_request": feature_bytes // 4, "feature_fetch": feature_bytes * 3 // 4,
-                                           "cache_fill": 7 if fraction else 0, "grad_allreduce": 5}}}
+            "comm": {"bytes_by_category": totals,
+                     "bytes_per_epoch_by_category": {c: b / epochs for c, b in totals.items() if c != "cache_fill"}}}
 
 
 def test_hit_rate_bytes_per_epoch_and_ratio(tmp_path):
