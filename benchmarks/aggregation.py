@@ -505,32 +505,6 @@ class _AllReduceSum(torch.autograd.Function):
         return ctx.comm.all_reduce(grad.clone(), ctx.category), None, None
 
 
-#: The run's kernel as dropout sees it (`use_kernel`). Process-wide, unlike an adjacency's kernel: dropout
-#: is drawn in a dozen places (models, halo tables, precomputed aggregates) that hold no adjacency,
-#: and a rank process runs one configuration.
-_dropout_kernel = "spmm"
-
-
-def use_kernel(kernel: str) -> None:
-    """Set the kernel this process's `dropout` uses (the rank's run sets it before building its model)."""
-    global _dropout_kernel
-    _dropout_kernel = choose("kernel", kernel, KERNELS)
-
-
-def dropout(h: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout, as F.dropout. Under `kernel=native` the mask is a hash of a key drawn from
-    torch's generator and the element index (`native.Dropout`: 4-7x faster, nothing kept for
-    backward); otherwise it is drawn by uniform sampling: ~20 % faster than F.dropout's bernoulli_ on
-    CPU, and dropout on N x d activations is a visible share of an epoch. Either way a seed gives the
-    same masks. Here, beside the aggregators, because some of them draw it on halo rows
-    (`Aggregator.dropout`)."""
-    if not training or p == 0:
-        return h
-    if _dropout_kernel == "native" and native.usable(h):
-        return native.Dropout.apply(h, p)
-    return h * (torch.rand_like(h) >= p) * (1.0 / (1.0 - p))
-
-
 class Aggregator:
     """The interface models are written against. Subclasses provide `propagate` and `attention`;
     `node_sum` (sums over every node of the graph, for batch-norm statistics) and `dropout` are shared."""
@@ -538,9 +512,15 @@ class Aggregator:
     comm: Comm
 
     def dropout(self, h: torch.Tensor, p: float, training: bool, layer: int) -> torch.Tensor:
-        """The model's dropout of layer `layer`'s input rows. An aggregator whose halo rows are dropped
+        """The model's dropout of layer `layer`'s input rows, keyed by node (`draws.Draws`): h's rows
+        are the rank's own unless `row_ids` says otherwise. An aggregator whose halo rows are dropped
         out by their receiver (PipeGCN's reference) overrides it to keep the undropped rows it sends."""
-        return dropout(h, p, training)
+        return self.comm.draws.dropout(h, p, training, ("input", layer), self.row_ids(layer))
+
+    def row_ids(self, layer: int) -> torch.Tensor | None:
+        """The dataset ids of the rows layer `layer` is given (None: the rank's own rows, in order).
+        A sampled block or subgraph names its own."""
+        return None
 
     def propagate(self, h: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         raise NotImplementedError

@@ -45,6 +45,7 @@ from collections.abc import Iterable
 import torch
 import torch.distributed as dist
 
+from benchmarks.draws import Draws
 from benchmarks.errors import choose
 from benchmarks.quantize import Codec
 from benchmarks.recompute import Recompute
@@ -64,8 +65,11 @@ GRADIENT_BLOCK = 256
 
 class Comm:
     def __init__(self, rank: int = 0, world: int = 1, quantize: str = "none", quantize_grads: bool = False,
-                 seed: int = 0, device: torch.device | str = "cpu", recompute: Recompute | None = None):
+                 seed: int = 0, device: torch.device | str = "cpu", recompute: Recompute | None = None,
+                 draws: Draws | None = None):
         self.rank, self.world = rank, world
+        # The rank's random draws (benchmarks/draws.py), here so that every aggregator reaches them.
+        self.draws = draws or Draws(seed, rank=rank)
         # Stochastic rounding draws from its own generator: quantising does not shift the dropout
         # masks or sampling of the run, so `comm.quantize` changes nothing but the messages.
         self.codec = None if quantize == "none" else Codec(

@@ -17,6 +17,7 @@ from typing import ClassVar, Literal, Optional
 
 from benchmarks import datasets
 from benchmarks.aggregation import KERNELS
+from benchmarks.draws import DRAWS
 from benchmarks.errors import UserError, choose
 from benchmarks.method import method_class
 from benchmarks.models import MODELS, PRECISIONS, MemoryOptions, ModelOptions
@@ -62,6 +63,11 @@ class RunOptions(Options):
                   "builtins, which SAR's papers' vanilla ran: docs/sar.md) or messages (gather, scale, index_add per "
                   "edge, as PyG does). Compared like a method option: a record's variant names a kernel other than "
                   "native and its setting leaves the kernel out")
+    draws: Literal[DRAWS] = option(
+        "layout", "where training's randomness comes from: layout (every draw keyed by seed, epoch, step, layer, "
+                  "node and column, never by rank: exact layouts equal single seed for seed) or per_rank (the "
+                  "rank's number in every key: each rank its own sample, as the reference codes' per-process "
+                  "generators). benchmarks/draws.py; a record's variant names per_rank")
     precision: Literal[tuple(PRECISIONS)] = option(
         "fp32", "autocast dtype of the dense parts; aggregation kernels stay fp32, and rows exchanged after a "
                 "projection travel in the low precision (half the bytes). fp16 scales the loss (dynamic, GradScaler) "
@@ -185,7 +191,7 @@ def check(cfg: dict) -> RunConfig:
 
 
 #: The savers and axes that compose with any method, in the order a record's variant names them.
-SAVER_AXES = ("kernel", "memory", "precision", "comm")
+SAVER_AXES = ("kernel", "draws", "memory", "precision", "comm")
 
 
 def moved_savers(cfg: dict) -> list[tuple[str, object]]:

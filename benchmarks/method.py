@@ -58,6 +58,11 @@ class RankContext:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.cfg.precision == "fp16")
 
     @property
+    def draws(self):
+        """The rank's random draws (benchmarks/draws.py): keyed by what they draw for, never by rank."""
+        return self.comm.draws
+
+    @property
     def options(self) -> Options:
         """The method's validated options (`Method.Options`)."""
         return self.cfg.method
@@ -103,7 +108,7 @@ class Method:
     #: loop that steps through `Method.optimize` (the families add it), `comm` needs rows or
     #: gradients that cross ranks through `Comm`, and `memory.checkpoint` an aggregation that
     #: `aggregation.Replay` can repeat in the recompute.
-    applies: frozenset = frozenset({"precision=bf16", "kernel", "memory", "comm"})
+    applies: frozenset = frozenset({"precision=bf16", "kernel", "draws", "memory", "comm"})
     #: The method's options (a dataclass, benchmarks/options.py); subclasses extend their family's.
     Options = Options
     #: The option values that turn this method's approximation off: its exact control, which a study

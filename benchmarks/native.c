@@ -288,6 +288,37 @@ void gnn_dropout(const float *x, float *out, int64_t n, uint32_t k1, uint32_t k2
     parallel_rows(dropout_block_chunk, &b, NULL, (n + DROPOUT_BLOCK - 1) / DROPOUT_BLOCK, threads);
 }
 
+/* Dropout keyed by node: element (r, c) of a rows x width matrix is kept when
+ * dropout_hash(ids[r] * width + c) >= threshold, so a row's mask is a function of the node it belongs
+ * to (its dataset id), whichever rank holds the row and at whatever position. out may be x. */
+typedef struct {
+    const float *x;
+    float *out;
+    const int64_t *ids;
+    int64_t width;
+    uint32_t k1, k2, threshold;
+    float scale;
+} row_dropout_args;
+
+static void row_dropout_chunk(void *p, int64_t lo, int64_t hi) {
+    const row_dropout_args *a = (const row_dropout_args *)p;
+    const int64_t w = a->width;
+    const uint32_t k1 = a->k1, k2 = a->k2, t = a->threshold;
+    const float s = a->scale;
+    for (int64_t r = lo; r < hi; r++) {
+        const uint64_t base = (uint64_t)a->ids[r] * (uint64_t)w;
+        const float *restrict x = a->x + r * w;
+        float *restrict out = a->out + r * w;
+        for (int64_t c = 0; c < w; c++) out[c] = dropout_hash(base + (uint64_t)c, k1, k2) >= t ? x[c] * s : 0.f;
+    }
+}
+
+void gnn_dropout_rows(const float *x, float *out, const int64_t *ids, int64_t rows, int64_t width, uint32_t k1,
+                      uint32_t k2, uint32_t threshold, float scale, int threads) {
+    row_dropout_args a = {x, out, ids, width, k1, k2, threshold, scale};
+    parallel_rows(row_dropout_chunk, &a, NULL, rows, threads);
+}
+
 /* ------------------------------------------------------------------ GAT's edge softmax */
 /* alpha[e,h] = softmax over row v's edges of LeakyReLU(el[u,h] + er[v,h]) (u = indices[e]); rows without
  * edges have none. One pass per row for the maximum, one for exp and the sum, one to normalise. */

@@ -37,6 +37,7 @@ SIGNATURES = {
     "gnn_head_spmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_i64, _c_int],
     "gnn_head_sddmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_i64, _c_int],
     "gnn_dropout": [_ptr, _ptr, _c_i64, _c_u32, _c_u32, _c_u32, _c_float, _c_int],
+    "gnn_dropout_rows": [_ptr, _ptr, _ptr, _c_i64, _c_i64, _c_u32, _c_u32, _c_u32, _c_float, _c_int],
     "gnn_edge_softmax": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
     "gnn_edge_softmax_backward": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
     "gnn_gather_sum": [_ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_int],
@@ -203,6 +204,17 @@ def dropout_apply(x: torch.Tensor, p: float, key: int) -> torch.Tensor:
     out = torch.empty_like(x)
     _library()[0].gnn_dropout(_p(x), _p(out), x.numel(), key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF, _threshold(p),
                               1.0 / (1.0 - p), _threads(x.numel()))
+    return out
+
+
+def dropout_rows(x: torch.Tensor, p: float, key: int, ids: torch.Tensor) -> torch.Tensor:
+    """x [rows, width] with node-keyed masks: element (r, c) kept (scaled by 1/(1-p)) when
+    hash(key, ids[r] * width + c) >= p 2^32 (`draws.element_hash` is the same function in torch)."""
+    x, ids = x.contiguous(), ids.to(torch.int64).contiguous()
+    out = torch.empty_like(x)
+    rows, width = x.shape[0], (x.numel() // x.shape[0] if x.shape[0] else 0)
+    _library()[0].gnn_dropout_rows(_p(x), _p(out), _p(ids), rows, width, key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF,
+                                   _threshold(p), 1.0 / (1.0 - p), _threads(x.numel()))
     return out
 
 

@@ -30,7 +30,7 @@ from benchmarks.leftovers import die_with_launcher, on_this_host, owner_tag, rem
 from benchmarks.outputs import writing
 
 PARTITIONERS = ("metis", "metis_edges", "random", "contiguous")
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: parts carry `node_ids`
 
 
 # --------------------------------------------------------------------------- assignment
@@ -149,6 +149,9 @@ class Part:
     send_counts: torch.Tensor  # [P]
     num_classes: int
     num_train_global: int
+    #: [n_local + n_halo] the dataset's own id of every column (local rows, then the halo): what a
+    #: run's random draws are keyed by (benchmarks/draws.py), the same node whatever the layout.
+    node_ids: torch.Tensor = None
 
     @property
     def num_parts(self) -> int:
@@ -166,9 +169,11 @@ class Part:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def build_parts(graph: Graph, offsets: torch.Tensor) -> list[Part]:
-    """Cut a graph whose parts are contiguous id ranges into per-rank parts."""
+def build_parts(graph: Graph, offsets: torch.Tensor, node_ids: torch.Tensor | None = None) -> list[Part]:
+    """Cut a graph whose parts are contiguous id ranges into per-rank parts. `node_ids[i]`: the
+    dataset's id of node i (`relabel`'s perm; default: the graph's own ids)."""
     P = offsets.numel() - 1
+    node_ids = torch.arange(graph.num_nodes) if node_ids is None else node_ids
     deg = graph.in_degree()
     num_train = int(graph.train_mask.sum())
     halos, raw = [], []
@@ -194,7 +199,8 @@ def build_parts(graph: Graph, offsets: torch.Tensor) -> list[Part]:
             test_mask=graph.test_mask[lo:hi].clone(), indptr=indptr.clone(), indices=cols,
             deg=torch.cat([deg[lo:hi], deg[halos[p]]]), halo_ids=halos[p], recv_counts=recv_counts,
             send_idx=torch.cat(needed), send_counts=torch.tensor([t.numel() for t in needed]),
-            num_classes=graph.num_classes, num_train_global=num_train))
+            num_classes=graph.num_classes, num_train_global=num_train,
+            node_ids=torch.cat([node_ids[lo:hi], node_ids[halos[p]]])))
     return parts
 
 
@@ -229,7 +235,7 @@ def partition(graph: Graph, partitioner: str, parts: int, seed: int) -> tuple[to
     partition_s = time.perf_counter() - t0
     perm, offsets = relabel(assignment, parts)
     relabelled = permute(graph, perm)
-    built = build_parts(relabelled, offsets)
+    built = build_parts(relabelled, offsets, perm)
     return perm, built, partition_stats(relabelled, built, partitioner), partition_s
 
 

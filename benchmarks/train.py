@@ -15,9 +15,10 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency, use_kernel
+from benchmarks.aggregation import HaloAggregator, HaloPlan, LocalAdjacency
 from benchmarks.comm import Comm
 from benchmarks.config import RunConfig
+from benchmarks.draws import Draws
 from benchmarks.method import RankContext
 from benchmarks.models import build_model
 from benchmarks.partition import Part
@@ -37,9 +38,9 @@ def make_context(cfg: RunConfig, rank: int, world: int, part: Part, device: torc
             setattr(part, name, value.to(device))
     memory = cfg.memory
     recompute = Recompute(None if memory.checkpoint == "none" else memory.checkpoint_halo)
-    comm = Comm(rank, world, cfg.comm.quantize, cfg.comm.quantize_grads, cfg.seed, device, recompute)
+    draws = Draws(cfg.seed, part.node_ids[:part.num_local], cfg.draws, rank, cfg.kernel)
+    comm = Comm(rank, world, cfg.comm.quantize, cfg.comm.quantize_grads, cfg.seed, device, recompute, draws)
     adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg, kernel=cfg.kernel)
-    use_kernel(cfg.kernel)  # dropout's
     plan = HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist())
     model = optimizer = None
     if cfg.method_cls.builds_model:
@@ -77,7 +78,9 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
     epochs = cfg.epochs
     memory = MemoryProbe(device, probe_epochs=warmup_dropped(epochs, cfg.warmup_epochs) or epochs,
                          switch_allocator=cfg.malloc_mmap_threshold is not None and device.type == "cpu")
-    torch.manual_seed(cfg.seed * 1000 + rank)  # dropout masks: reproducible, different per rank
+    # Every draw of training is keyed (benchmarks/draws.py); torch's own stream, which nothing of the
+    # suite's training reads, is seeded alike on every rank so that a stray draw is not per rank either.
+    torch.manual_seed(cfg.seed)
     ctx = make_context(cfg, rank, world, part, device, partition_folder, local_rank=local_rank,
                        local_world=local_world)
     method = cfg.method_cls(ctx)
@@ -89,6 +92,7 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
     started = time.perf_counter()
     for epoch in range(epochs):
         before = ctx.comm.training_bytes()
+        ctx.draws.at(epoch)  # a method taking several steps an epoch moves `step` itself
         method.between_epochs(epoch)  # untimed; its traffic counts toward the epoch
         with Timer(device) as timer:
             loss = method.train_epoch(epoch)

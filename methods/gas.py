@@ -54,7 +54,7 @@ from typing import Literal
 
 import torch
 
-from benchmarks.aggregation import Aggregator, LocalAdjacency, dropout
+from benchmarks.aggregation import Aggregator, LocalAdjacency
 from benchmarks.comm import Comm
 from benchmarks.errors import UserError
 from benchmarks.families.minibatch import Batch, SubgraphMethod
@@ -123,7 +123,8 @@ class GasAggregator(Aggregator):
             self.histories.push(layer, self.nodes, h)
             self.pulled[layer] = self.histories.pull(layer, self.outside).to(h.dtype)
             h = torch.cat([h, self.pulled[layer]])
-        return dropout(h, p, training)
+        ids = self.comm.draws.ids_of(torch.cat([self.nodes, self.outside]))  # [B | O], single's masks
+        return self.comm.draws.dropout(h, p, training, ("input", layer), ids)
 
     def targets(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         return h[:self.adj.num_rows]
@@ -149,7 +150,7 @@ class Method(SubgraphMethod):
     single_process = True
     exact_control = {"name": "single"}  # = gas with batch_size: -1 (every cluster in one batch), to the dropout masks
     # No memory.checkpoint (the push is in the forward), no reduced precision, nothing crosses ranks.
-    applies = frozenset({"kernel", "memory.offload"})
+    applies = frozenset({"kernel", "draws", "memory.offload"})
     not_modelled = ("not modelled (one device: its traffic is host <-> device history copies of each batch's "
                     "1-hop halo, which the cost model's per-rank shape (a partition's halo) does not state)")
 

@@ -39,7 +39,7 @@ from typing import Callable, Literal
 
 import torch
 
-from benchmarks.aggregation import Aggregator, Replay, dropout, start_exchange_rows
+from benchmarks.aggregation import Aggregator, Replay, start_exchange_rows
 from benchmarks.comm import Pending
 from benchmarks.families.full_graph import FullGraphMethod
 from benchmarks.families.partition_parallel import (LAYER0, LayerZeroExact, LocalAggregator, layer0_aggregator,
@@ -146,13 +146,18 @@ class PipelinedAggregator(LocalAggregator):
     def dropout(self, h, p: float, training: bool, layer: int):
         if self.receiver_dropout:
             self.undropped[layer] = h  # read, not popped: a checkpointed layer's recompute reads it again
-        return dropout(h, p, training)
+        return super().dropout(h, p, training, layer)
 
     def halo_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         sent = self.undropped[layer] if self.receiver_dropout else h
         block = _StaleHalo.apply(sent, *self.blocks[layer], self.plan.send_idx, self.epoch, self.comm, layer,
                                  self.stale_replay)
-        return dropout(block, self.ctx.cfg.dropout, self.ctx.model.training) if self.receiver_dropout else block
+        if not self.receiver_dropout:
+            return block
+        # this epoch's mask of each halo node, drawn by the receiver (under draws=per_rank its own)
+        part = self.ctx.part
+        return self.ctx.draws.dropout(block, self.ctx.cfg.dropout, self.ctx.model.training, ("input", layer),
+                                      part.node_ids[part.num_local:])
 
     def node_sum(self, t: torch.Tensor) -> torch.Tensor:
         return Aggregator.node_sum(self, t)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency, dropout, exchange_rows
+from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency, exchange_rows
 from benchmarks.families.aggregators import LocalAggregator
 from benchmarks.families.replicas import ReplicaAveraging
 from benchmarks.method import RankContext, loss_share
@@ -61,8 +61,8 @@ class CachedHaloInputs:
     """Layer 0's halo rows under `layer0: cached` (and DIGEST's table 0): the halo's input features,
     fetched once (category `halo_inputs`) and kept. A `LocalAggregator` with this halo projects them
     with the current weights, so layer 0's output and gradients are exact. Each step they get dropout
-    `p`, drawn by the receiver (under `exchanged` the owner draws it: the same distribution, another
-    sample)."""
+    `p`, drawn by the receiver: keyed by node (benchmarks/draws.py), the very mask the owner draws
+    under `exchanged` (under `draws=per_rank`, another sample)."""
 
     def __init__(self, ctx: RankContext, p: float):
         self.ctx, self.p, self.rows = ctx, p, None
@@ -70,7 +70,9 @@ class CachedHaloInputs:
     def __call__(self, _h: torch.Tensor, layer: int) -> torch.Tensor:
         if self.rows is None:
             self.rows = exchange_rows(self.ctx.part.x, self.ctx.plan, self.ctx.comm, "halo_inputs", 0)
-        return dropout(self.rows, self.p, self.ctx.model.training)
+        part = self.ctx.part  # the receiver draws the mask each owner draws for its rows (benchmarks/draws.py)
+        return self.ctx.draws.dropout(self.rows, self.p, self.ctx.model.training, ("input", 0),
+                                      part.node_ids[part.num_local:])
 
 
 class PrecomputedAggregate(Aggregator):
@@ -90,7 +92,8 @@ class PrecomputedAggregate(Aggregator):
             sources = x if self.comm.world == 1 else torch.cat([x, self.halo(x, 0)])
             with torch.no_grad():
                 self.aggregates[norm] = self.adj.spmm(norm, sources)
-        return dropout(self.aggregates[norm], self.ctx.cfg.dropout, self.ctx.model.training)
+        return self.ctx.draws.dropout(self.aggregates[norm], self.ctx.cfg.dropout, self.ctx.model.training,
+                                      ("aggregate", 0))
 
     def propagate(self, h, norm: str, layer: int):
         return self.aggregate(norm).to(h.dtype)

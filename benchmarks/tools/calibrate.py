@@ -135,17 +135,14 @@ def stream_bandwidth(sizes: Sizes) -> float:
 
 
 def dropout_rate(sizes: Sizes) -> float:
-    """Elements per second through the suite's dropout forward (`aggregation.dropout`: uniform draws, a
-    comparison, a multiply by the boolean mask, the scale). A CPU's generator and the mixed-type
+    """Elements per second through the suite's dropout forward (`draws.Draws.dropout`: a hash per
+    element of (key, node id, column), a comparison, the scale). A CPU's generator and the mixed-type
     multiply run far below the streaming bandwidth, and dropout of wide input features is a large
     share of a small graph's epoch."""
-    from benchmarks.aggregation import dropout, use_kernel
-    x = torch.ones(sizes.stream // 4)
-    use_kernel(native.resolve("native", "cpu"))
-    try:
-        return x.numel() / median_seconds(lambda: dropout(x, 0.5, True), sizes)
-    finally:
-        use_kernel("spmm")
+    from benchmarks.draws import Draws
+    x = torch.ones(sizes.stream // 4 // 64, 64)  # rows of 64: the masks are keyed by row (node) and column
+    draws = Draws(0, kernel=native.resolve("native", "cpu"))
+    return x.numel() / median_seconds(lambda: draws.dropout(x, 0.5, True, ("input", 0)), sizes)
 
 
 #: Channels per head at which GAT's attention is measured (4 heads); the model interpolates between them.
@@ -357,7 +354,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
                                 f"median of up to {sizes.repeats} runs after a warm-up, {n} threads",
             "attention_rate": f"LocalAdjacency.attention (kernel={adj.kernel}) forward and backward, 4 heads of 16 and 64 channels, on "
                               f"{graph}: edges x heads per second; median of up to {sizes.repeats} runs, {n} threads",
-            "dropout_rate": f"benchmarks.aggregation.dropout(x, 0.5, training) (kernel={adj.kernel}) forward on {sizes.stream // 4} fp32 "
+            "dropout_rate": f"benchmarks.draws.Draws.dropout(x, 0.5, training) (kernel={adj.kernel}) forward on {sizes.stream // 4} fp32 "
                             f"elements; median of up to {sizes.repeats} runs after a warm-up, {n} threads",
             "gather_bandwidth": f"LocalAdjacency.spmm (kernel={adj.kernel}) forward and spmm_t (its backward, A^T @ G) "
                                 f"on {graph}, counted as 2 x edges x width x 4 bytes over both; mean of widths "

@@ -9,7 +9,7 @@ it prints
   - each kernel's time (`spmm`: torch's CSR, `native`: benchmarks/native.c) for the forward product
     A @ X, the transposed one A^T @ G, the attention products (all heads, C = width / heads: the
     weighted sum, its transpose, the SDDMM, and GAT's whole aggregation forward and backward), and
-    dropout's forward at p = 0.5 (`aggregation.dropout`), with native's speed-up and its fraction of
+    dropout's forward at p = 0.5 (`draws.Draws.dropout`, masks keyed by node), with native's speed-up and its fraction of
     the bound;
   - with `--orders`, native's forward product after relabelling the nodes by degree and by reverse
     Cuthill-McKee (scipy), against the generator's order: whether ordering a part's nodes helps.
@@ -24,7 +24,8 @@ import time
 import torch
 
 from benchmarks import native
-from benchmarks.aggregation import LocalAdjacency, dropout, head_sddmm, head_spmm, head_spmm_t, use_kernel
+from benchmarks.aggregation import LocalAdjacency, head_sddmm, head_spmm, head_spmm_t
+from benchmarks.draws import Draws
 from benchmarks.graph import permute
 from benchmarks.tools.calibrate import adjacency, graph_of
 
@@ -58,12 +59,8 @@ def products(adj: LocalAdjacency, width: int, heads: int, reps: int) -> dict[str
 
 
 def dropout_seconds(kernel: str, n: int, width: int, reps: int) -> float:
-    x = torch.randn(n, width)
-    use_kernel(kernel)
-    try:
-        return best(lambda: dropout(x, 0.5, True), reps)
-    finally:
-        use_kernel("spmm")
+    x, draws = torch.randn(n, width), Draws(0, kernel=kernel)
+    return best(lambda: draws.dropout(x, 0.5, True, ("input", 0)), reps)
 
 
 def main(argv=None) -> None:
