@@ -336,12 +336,14 @@ def keep_halo(part, adj: LocalAdjacency, plan: HaloPlan, keep: Callable[[torch.T
     """The rank's adjacency and plan with only the halo nodes `keep` selects (a Bernoulli sample of
     the halo, a fixed subset, none at all).
 
-    `keep(global_ids) -> bool mask` must be a deterministic function of the global id (and of what
-    it closes over, such as seed and epoch: `keep_with_probability`), the same on every rank: the
-    receiver applies it to its halo ids, each sender to the global ids of the rows it sends, and the
+    `keep(node_ids) -> bool mask` must be a deterministic function of the node's dataset id
+    (`Part.node_ids`; and of what it closes over, such as seed and epoch: `keep_with_probability`), the
+    same on every rank and in every layout: the receiver applies it to its halo's ids, each sender to
+    the ids of the rows it sends, and the
     two agree without communicating because the rows a rank sends a peer are in that peer's halo order
     (`HaloPlan`). Returns `keep_halo_rows`'s result for those two masks."""
-    return keep_halo_rows(part, adj, plan, keep(part.halo_ids), keep(plan.send_idx + int(part.offsets[part.rank])),
+    ids = part.node_ids
+    return keep_halo_rows(part, adj, plan, keep(ids[part.num_local:]), keep(ids.index_select(0, plan.send_idx)),
                           edge_scale, attention_ignores_scale)
 
 
@@ -474,8 +476,11 @@ def halo_transpose(halo: torch.Tensor, plan: HaloPlan, comm: Comm, num_rows: int
 
 
 def exchange_rows(h: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, layer) -> torch.Tensor:
-    """The halo rows of `h` (rows peers need sent, my halo rows received, in halo order); no autograd."""
-    return comm.all_to_all(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts, category, layer)
+    """The halo rows of `h` (rows peers need sent, my halo rows received, in halo order); no autograd.
+    `h`'s rows are the rank's own, so a lossy codec rounds them keyed by node (`Comm.all_to_all`'s ids)."""
+    ids = comm.draws.ids_of(plan.send_idx)
+    return comm.all_to_all(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts, category, layer,
+                           ids=ids)
 
 
 def return_rows(halo: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, layer, num_rows: int) -> torch.Tensor:
@@ -488,8 +493,10 @@ def return_rows(halo: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, l
 def start_exchange_rows(h: torch.Tensor, plan: HaloPlan, channel: Channel, category: str, layer, slot: int = 0):
     """`exchange_rows` posted on a method's channel (`Comm.channel`) without waiting: a `comm.Pending`
     whose `wait()` returns the rows."""
+    comm = channel.comm
+    ids = comm.draws.ids_of(plan.send_idx)
     return channel.all_to_all_start(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts, category,
-                                    layer, slot)
+                                    layer, slot, ids=ids)
 
 
 class _AllReduceSum(torch.autograd.Function):

@@ -141,7 +141,7 @@ class Comm:
             self.calls[category] += calls
 
     def all_to_all(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
-                   category: str, layer=None) -> torch.Tensor:
+                   category: str, layer=None, ids: torch.Tensor | None = None) -> torch.Tensor:
         """Send rows send[sum(send_counts[:q]):...] to rank q; receive recv_counts[q] rows from q,
         concatenated in rank order (rows for oneself are copied, not counted: only what goes to other
         ranks is).
@@ -151,14 +151,18 @@ class Comm:
         nothing to send is skipped by both ends without asking each other, and a plan that is empty
         on every rank (a halo sampled down to nothing) issues no operation at all, where a collective
         would need the ranks to agree before skipping it (one more collective per step)."""
-        return self.all_to_all_start(send, send_counts, recv_counts, category, layer).wait()
+        return self.all_to_all_start(send, send_counts, recv_counts, category, layer, ids=ids).wait()
 
     def all_to_all_start(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int],
-                         category: str, layer=None, tag: int = 0, codec: Codec | None = None) -> "Pending":
+                         category: str, layer=None, tag: int = 0, codec: Codec | None = None,
+                         ids: torch.Tensor | None = None) -> "Pending":
         """`all_to_all` without waiting: post the transfers and return a `Pending` whose `wait()`
         returns the received rows (counted now, at the post). `tag` is a channel's (`Comm.channel`:
         methods never pick one); 0 is the runtime's, and every transfer's under GNNBENCH_P2P_TAG=single.
-        `codec` overrides the run's `comm.quantize` for these rows (AdaQP's per-row bit widths)."""
+        `codec` overrides the run's `comm.quantize` for these rows (AdaQP's per-row bit widths).
+        `ids`: the dataset ids of `send`'s rows, where they are nodes' rows: a lossy codec's rounding
+        is then keyed by node and column (`Draws.uniform_elements`), the same in every layout; else
+        it draws from the rank's own stream."""
         row_shape = send.shape[1:]
         out = send.new_empty((sum(recv_counts), *row_shape))
         if self.world == 1:
@@ -166,12 +170,14 @@ class Comm:
         send = send.contiguous()
         codec = self.codec_for(send, category, codec)
         ops, sent, messages, buffers, decodes = [], 0, 0, [], []
+        noise = self.rounding_noise(codec, send, ids, category, layer)
         for q, (rows, into) in enumerate(zip(send.split(send_counts), out.split(recv_counts))):
             if q == self.rank:
                 into.copy_(rows)
                 continue
             if codec is not None:
-                rows, into = self._encoded(codec, rows, into, decodes)
+                u = None if noise is None else noise[sum(send_counts[:q]):sum(send_counts[:q + 1])]
+                rows, into = self._encoded(codec, rows, into, decodes, u)
                 buffers.append(rows)
             ops += p2p_ops(rows, q, into, q, self.p2p_tag(tag))
             sent += rows.numel() * rows.element_size()
@@ -226,14 +232,23 @@ class Comm:
             return None
         return codec or self.codec
 
+    def rounding_noise(self, codec: Codec | None, send: torch.Tensor, ids: torch.Tensor | None, category: str,
+                       layer) -> torch.Tensor | None:
+        """A lossy integer codec's stochastic-rounding uniforms for `send`'s rows of nodes `ids`, keyed
+        by (category, layer, node, column); None where there are no ids or no rounding."""
+        if codec is None or ids is None or codec.bits >= 16 or send.shape[0] == 0:
+            return None
+        return self.draws.uniform_elements(ids, math.prod(send.shape[1:]), "quantize", category, layer)
+
     @staticmethod
-    def _encoded(codec: Codec, rows: torch.Tensor, into: torch.Tensor, decodes: list) -> tuple:
+    def _encoded(codec: Codec, rows: torch.Tensor, into: torch.Tensor, decodes: list,
+                 noise: torch.Tensor | None = None) -> tuple:
         """(payload to send, payload buffer to receive into); appends the decode of that buffer into
         `into` to `decodes`, run once the transfer has arrived."""
         width = math.prod(into.shape[1:])
         buffer = torch.empty(codec.payload_bytes(into.shape[0], width), dtype=torch.uint8, device=into.device)
         decodes.append(lambda: into.copy_(codec.decode(buffer, tuple(into.shape))))
-        return codec.encode(rows), buffer
+        return codec.encode(rows, noise), buffer
 
     def quantized(self, rows: torch.Tensor, category: str, layer=None) -> torch.Tensor:
         """Rows written to a shared store rather than sent (DIGEST-A's push): what the reader gets
@@ -373,12 +388,14 @@ class Channel:
             raise ValueError(f"channel {self.name!r} carries {', '.join(self.categories)}, not {category!r}")
 
     def all_to_all_start(self, send: torch.Tensor, send_counts: list[int], recv_counts: list[int], category: str,
-                         layer=None, slot: int = 0, codec: Codec | None = None) -> "Pending":
+                         layer=None, slot: int = 0, codec: Codec | None = None,
+                         ids: torch.Tensor | None = None) -> "Pending":
         """`Comm.all_to_all_start` on this channel's tag `slot`."""
         self.check(category)
         args = (send, send_counts, recv_counts, category, layer, self.tag(slot))
-        # `codec` only when given: code that watches `Comm.all_to_all_start` (tests) sees the usual call
-        return self.comm.all_to_all_start(*args, **({"codec": codec} if codec is not None else {}))
+        # `codec` and `ids` only when given: code that watches `Comm.all_to_all_start` (tests) sees the usual call
+        extra = {k: v for k, v in (("codec", codec), ("ids", ids)) if v is not None}
+        return self.comm.all_to_all_start(*args, **extra)
 
     def exchange(self, send: torch.Tensor, to: int, recv: torch.Tensor, frm: int, category: str, layer=None,
                  slot: int = 0) -> "Pending":

@@ -58,13 +58,19 @@ def _threshold(p: float) -> int:
     return min(int(p * 2 ** 32), 2 ** 32 - 1)
 
 
+def element_hashes(ids: torch.Tensor, width: int, key: int) -> torch.Tensor:
+    """[rows, width]: hash(key, ids[r] * width + c), the value of element (r, c) of node ids[r]'s row."""
+    return element_hash(ids.to(torch.int64)[:, None] * width + torch.arange(width, device=ids.device), key)
+
+
 def keep_mask(ids: torch.Tensor, width: int, p: float, key: int) -> torch.Tensor:
     """[rows, width] bool: element (r, c) kept when hash(key, ids[r] * width + c) >= p 2^32."""
-    index = ids.to(torch.int64)[:, None] * width + torch.arange(width, device=ids.device)
-    return element_hash(index, key) >= _threshold(p)
+    return element_hashes(ids, width, key) >= _threshold(p)
 
 
 def _apply(x: torch.Tensor, p: float, key: int, ids: torch.Tensor, use_native: bool) -> torch.Tensor:
+    if x.numel() == 0:  # no rows (a rank without a halo): nothing to drop
+        return x.clone()
     flat = x.reshape(x.shape[0], -1)
     if use_native and native.usable(flat):
         out = native.dropout_rows(flat, p, key, ids)
@@ -130,6 +136,10 @@ class Draws:
     def uniform(self, ids: torch.Tensor, *what) -> torch.Tensor:
         """One uniform value in [0, 1) per id (float64), keyed by `what` at the current position."""
         return element_hash(ids.to(torch.int64), self.key(*what)).double() / 2 ** 32
+
+    def uniform_elements(self, ids: torch.Tensor, width: int, *what) -> torch.Tensor:
+        """[len(ids), width] float32 uniforms in [0, 1), element (r, c) a function of (what, ids[r], c)."""
+        return (element_hashes(ids, width, self.key(*what)) >> 8).float() / 2 ** 24
 
     def generator(self, device, *what) -> torch.Generator:
         """A torch generator seeded by `what`'s key, for draws that are not per node (an order of clusters)."""

@@ -8,9 +8,10 @@
  * pthreads started per call, not OpenMP: torch brings its own OpenMP runtime, and a second one in the
  * same process would spin against it.
  *
- * Dropout's mask is a counter-based hash of (key, element index): any element's keep bit can be
- * recomputed from the key alone, so backward re-derives the mask instead of keeping it, and the
- * mask does not depend on how the work is split between threads.
+ * Dropout's mask is a counter-based hash of (key, node id * width + column): any element's keep bit
+ * can be recomputed from the key and the row's node alone, so backward re-derives the mask instead of
+ * keeping it, and the mask depends neither on how the work is split between threads nor on which
+ * rank holds the row, at which position (benchmarks/draws.py computes the same hash in torch).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -249,43 +250,6 @@ static inline uint32_t fmix32(uint32_t h) {  /* MurmurHash3's finaliser: a bijec
  * keys are not shifted copies of one sequence. */
 static inline uint32_t dropout_hash(uint64_t i, uint32_t k1, uint32_t k2) {
     return fmix32(fmix32((uint32_t)i ^ k1) ^ (k2 + (uint32_t)(i >> 32) * 0x9e3779b9u));
-}
-
-typedef struct {
-    const float *x;
-    float *out;
-    uint32_t k1, k2, threshold;
-    float scale;
-} dropout_args;
-
-#define DROPOUT_BLOCK 4096  /* elements per unit of the row split: threads take whole blocks */
-
-static void dropout_chunk(void *p, int64_t lo, int64_t hi) {
-    const dropout_args *a = (const dropout_args *)p;
-    const float *restrict x = a->x;
-    float *restrict out = a->out;
-    const uint32_t k1 = a->k1, k2 = a->k2, t = a->threshold;
-    const float s = a->scale;
-    for (int64_t i = lo; i < hi; i++) out[i] = dropout_hash((uint64_t)i, k1, k2) >= t ? x[i] * s : 0.f;
-}
-
-typedef struct {
-    dropout_args inner;
-    int64_t n;
-} dropout_blocks;
-
-static void dropout_block_chunk(void *p, int64_t lo, int64_t hi) {
-    dropout_blocks *b = (dropout_blocks *)p;
-    int64_t end = hi * DROPOUT_BLOCK < b->n ? hi * DROPOUT_BLOCK : b->n;
-    dropout_chunk(&b->inner, lo * DROPOUT_BLOCK, end);
-}
-
-/* out[i] = x[i] / (1 - p) where element i is kept, else 0; threshold = p * 2^32 (the hash is uniform on
- * 32-bit words). out may be x. */
-void gnn_dropout(const float *x, float *out, int64_t n, uint32_t k1, uint32_t k2, uint32_t threshold, float scale,
-                 int threads) {
-    dropout_blocks b = {{x, out, k1, k2, threshold, scale}, n};
-    parallel_rows(dropout_block_chunk, &b, NULL, (n + DROPOUT_BLOCK - 1) / DROPOUT_BLOCK, threads);
 }
 
 /* Dropout keyed by node: element (r, c) of a rows x width matrix is kept when

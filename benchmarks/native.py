@@ -36,7 +36,6 @@ SIGNATURES = {
     "gnn_spmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_int],
     "gnn_head_spmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_i64, _c_int],
     "gnn_head_sddmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_i64, _c_int],
-    "gnn_dropout": [_ptr, _ptr, _c_i64, _c_u32, _c_u32, _c_u32, _c_float, _c_int],
     "gnn_dropout_rows": [_ptr, _ptr, _ptr, _c_i64, _c_i64, _c_u32, _c_u32, _c_u32, _c_float, _c_int],
     "gnn_edge_softmax": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
     "gnn_edge_softmax_backward": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
@@ -198,15 +197,6 @@ def _threshold(p: float) -> int:
     return min(int(p * 2 ** 32), 2 ** 32 - 1)
 
 
-def dropout_apply(x: torch.Tensor, p: float, key: int) -> torch.Tensor:
-    """x with the mask of `key` applied: element i kept (scaled by 1/(1-p)) when hash(key, i) >= p 2^32."""
-    x = x.contiguous()
-    out = torch.empty_like(x)
-    _library()[0].gnn_dropout(_p(x), _p(out), x.numel(), key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF, _threshold(p),
-                              1.0 / (1.0 - p), _threads(x.numel()))
-    return out
-
-
 def dropout_rows(x: torch.Tensor, p: float, key: int, ids: torch.Tensor) -> torch.Tensor:
     """x [rows, width] with node-keyed masks: element (r, c) kept (scaled by 1/(1-p)) when
     hash(key, ids[r] * width + c) >= p 2^32 (`draws.element_hash` is the same function in torch)."""
@@ -216,19 +206,3 @@ def dropout_rows(x: torch.Tensor, p: float, key: int, ids: torch.Tensor) -> torc
     _library()[0].gnn_dropout_rows(_p(x), _p(out), _p(ids), rows, width, key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF,
                                    _threshold(p), 1.0 / (1.0 - p), _threads(x.numel()))
     return out
-
-
-class Dropout(torch.autograd.Function):
-    """Inverted dropout whose mask is a hash of (key, element index), the key drawn from torch's
-    generator (so a seed gives the same masks, and a checkpoint's recompute, which restores the RNG
-    state, draws the same key). Backward re-derives the mask from the key: nothing is kept."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, p: float):
-        ctx.p = p
-        ctx.key = int(torch.randint(0, 2 ** 63 - 1, ()).item())
-        return dropout_apply(x, p, ctx.key)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return dropout_apply(grad, ctx.p, ctx.key), None

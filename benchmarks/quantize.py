@@ -55,7 +55,9 @@ class Codec:
             return rows * width * 2
         return rows * (HEADER_BYTES + math.ceil(width * self.bits / 8))
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def encode(self, x: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """`noise`: the stochastic rounding's uniforms, one per element of the [n, width] rows (keyed by
+        node and column: `Draws.uniform_elements`); None: drawn from the codec's own generator."""
         rows = x.reshape(x.shape[0], math.prod(x.shape[1:])).float()
         if self.name in FLOATS:
             return rows.to(FLOATS[self.name]).contiguous().view(torch.uint8).reshape(-1)
@@ -64,7 +66,7 @@ class Codec:
         hi = rows.amax(1, keepdim=True) if rows.shape[1] else lo
         scale = (hi - lo) / levels
         scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # a constant row: every code 0
-        u = torch.rand(rows.shape, generator=self.generator, device=rows.device)
+        u = torch.rand(rows.shape, generator=self.generator, device=rows.device) if noise is None else noise
         codes = torch.floor((rows - lo) / scale + u).clamp_(0, levels).to(torch.uint8)
         header = torch.cat([lo, scale], 1).contiguous().view(torch.uint8)  # [n, 8]
         return torch.cat([header, self._pack(codes)], 1).reshape(-1)

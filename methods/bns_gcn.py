@@ -39,27 +39,32 @@ def kept_count(p: float, boundary: int) -> int:
 
 
 def sample_pairs(ids: torch.Tensor, counts: list[int], pairs: list[tuple[int, int]], p: float, seed: int,
-                 epoch: int) -> torch.Tensor:
-    """Keep mask over `ids` (global ids, one segment of `counts[k]` ids per (owner, receiver) pair
-    `pairs[k]`): in each segment the `kept_count` ids of smallest `keyed_hash(id, seed, epoch, owner,
-    receiver)`, ties broken by position. A uniform sample without replacement that depends only on
-    the segment's ids and order, so both ends of a pair compute the same one."""
+                 epoch: int, per_pair: bool = False) -> torch.Tensor:
+    """Keep mask over `ids` (dataset ids, one segment of `counts[k]` ids per (owner, receiver) pair
+    `pairs[k]`): in each segment the `kept_count` ids of smallest `keyed_hash(id, seed, epoch)`, ties
+    broken by position. A uniform sample without replacement that depends only on the segment's ids
+    and order, so both ends of a pair compute the same one. The hash is the node's, not the pair's
+    (`draws=layout`): which of a pair's rows are kept depends on the layout only through which rows
+    the pair has, as BNS-GCN defines it; `per_pair` (`draws=per_rank`) adds the pair to the key, an
+    independent draw per pair as the authors' per-process generators give."""
     keep = torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
     start = 0
-    for segment, (owner, receiver) in zip(ids.split(counts), pairs):
-        order = torch.argsort(keyed_hash(segment, seed, epoch, owner, receiver), stable=True)
+    for segment, pair in zip(ids.split(counts), pairs):
+        order = torch.argsort(keyed_hash(segment, seed, epoch, *(pair if per_pair else ())), stable=True)
         keep[start + order[:kept_count(p, segment.numel())]] = True
         start += segment.numel()
     return keep
 
 
-def boundary_sample(part, plan: HaloPlan, p: float, seed: int, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+def boundary_sample(part, plan: HaloPlan, p: float, seed: int, epoch: int,
+                    per_pair: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """(kept halo columns, kept sent rows) of this rank for the epoch: as receiver, from each owner i;
     as owner, for each receiver j."""
     me, peers = part.rank, range(part.num_parts)
-    kept_halo = sample_pairs(part.halo_ids, plan.recv_counts, [(i, me) for i in peers], p, seed, epoch)
-    kept_sent = sample_pairs(plan.send_idx + int(part.offsets[me]), plan.send_counts, [(me, j) for j in peers],
-                             p, seed, epoch)
+    kept_halo = sample_pairs(part.node_ids[part.num_local:], plan.recv_counts, [(i, me) for i in peers], p, seed,
+                             epoch, per_pair)
+    kept_sent = sample_pairs(part.node_ids.index_select(0, plan.send_idx), plan.send_counts,
+                             [(me, j) for j in peers], p, seed, epoch, per_pair)
     return kept_halo, kept_sent
 
 
@@ -101,7 +106,8 @@ class Method(FullGraphMethod):
 
     def aggregator_for(self, epoch: int):
         ctx = self.ctx
-        kept_halo, kept_sent = boundary_sample(ctx.part, ctx.plan, self.p, ctx.cfg.seed, epoch)
+        kept_halo, kept_sent = boundary_sample(ctx.part, ctx.plan, self.p, ctx.cfg.seed, epoch,
+                                               per_pair=ctx.cfg.draws == "per_rank")
         adj, plan = keep_halo_rows(ctx.part, ctx.adj, ctx.plan, kept_halo, kept_sent, self.edge_scale,
                                    attention_ignores_scale=True)
         if self.kept_epoch0 is None:

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from benchmarks import native
-from benchmarks.aggregation import LocalAdjacency, dropout, use_kernel
+from benchmarks.aggregation import LocalAdjacency
+from benchmarks.draws import Draws, keep_mask
 
 pytestmark = [pytest.mark.fast,
               pytest.mark.skipif(native.unavailable() is not None, reason=f"native kernels: {native.unavailable()}")]
@@ -79,42 +80,62 @@ def test_only_fp32_cpu_tensors_take_the_native_path():
     assert not adjacency("spmm").native(torch.randn(45, 3))
 
 
-def dropout_mask(n: int, p: float, key: int) -> torch.Tensor:
-    """The keep mask of `key` for n elements: where dropout of ones is not zero."""
-    return native.dropout_apply(torch.ones(n), p, key) != 0
+def dropout_mask(rows: int, width: int, p: float, key: int, ids=None) -> torch.Tensor:
+    """The native keep mask of `key` for a rows x width matrix: where dropout of ones is not zero."""
+    ids = torch.arange(rows) if ids is None else ids
+    return native.dropout_rows(torch.ones(rows, width), p, key, ids) != 0
 
 
 def test_dropout_mask_rate_reproducibility_and_independence():
-    n, p = 1_000_000, 0.3
-    keep = dropout_mask(n, p, key=12345)
+    rows, width, p = 10_000, 100, 0.3
+    keep = dropout_mask(rows, width, p, key=12345).flatten()
     assert abs(keep.float().mean().item() - (1 - p)) < 0.002  # binomial sd is 0.0005
-    assert torch.equal(keep, dropout_mask(n, p, key=12345))
-    other = dropout_mask(n, p, key=12346)
+    assert torch.equal(keep, dropout_mask(rows, width, p, key=12345).flatten())
+    other = dropout_mask(rows, width, p, key=12346).flatten()
     both = (keep & other).float().mean().item()
     assert abs(both - (1 - p) ** 2) < 0.002  # two keys: independent masks, not shifted copies
     shifted = (keep[1:] & keep[:-1]).float().mean().item()
     assert abs(shifted - (1 - p) ** 2) < 0.002  # neighbouring elements independent
 
 
+@pytest.mark.parametrize("width", [1, 7, 64, 130])
+def test_native_and_torch_masks_are_one_function_of_node_and_column(width):
+    """native.c's hash and draws.py's torch arithmetic agree bit for bit (ids up to 2^31, keys of 64 bits),
+    so the mask depends on neither the kernel nor the device."""
+    g = torch.Generator().manual_seed(width)
+    ids = torch.randint(0, 2 ** 31, (500,), generator=g)
+    for key in (0, 12345, 2 ** 63 - 25, 0xDEADBEEF12345678):
+        assert torch.equal(dropout_mask(500, width, 0.4, key, ids), keep_mask(ids, width, 0.4, key))
+
+
+def test_a_rows_mask_follows_its_node_wherever_the_row_sits():
+    """Rows permuted (another layout, another rank's slice): each node's row keeps its own mask."""
+    ids = torch.randperm(1000)[:300]
+    x = torch.randn(300, 48)
+    perm = torch.randperm(300)
+    for kernel in ("native", "spmm"):
+        draws = Draws(7, kernel=kernel)
+        whole = draws.dropout(x, 0.5, True, ("input", 1), ids)
+        assert torch.equal(draws.dropout(x[perm], 0.5, True, ("input", 1), ids[perm]), whole[perm])
+        assert torch.equal(draws.dropout(x[:100], 0.5, True, ("input", 1), ids[:100]), whole[:100])
+        draws.at(1)
+        assert not torch.equal(draws.dropout(x, 0.5, True, ("input", 1), ids), whole)  # another epoch, another mask
+
+
 def test_dropout_scales_kept_elements_and_backward_reuses_the_mask():
-    use_kernel("native")
-    try:
-        x = torch.randn(500, 64, requires_grad=True)
-        torch.manual_seed(3)
-        y = dropout(x, 0.5, True)
-        kept = y != 0
-        torch.testing.assert_close(y[kept], 2 * x.detach()[kept])
-        (g,) = torch.autograd.grad(y.sum(), x)
-        assert torch.equal(g != 0, kept) and torch.all(g[kept] == 2)
-        torch.manual_seed(3)
-        assert torch.equal(dropout(x, 0.5, True), y)  # a seed gives the same mask
-        saved = []
-        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-            dropout(x, 0.5, True)
-        assert not saved  # nothing is kept for backward: the mask is re-derived from its key
-        assert dropout(x, 0.5, False) is x
-    finally:
-        use_kernel("spmm")
+    draws = Draws(3, kernel="native")
+    x = torch.randn(500, 64, requires_grad=True)
+    y = draws.dropout(x, 0.5, True, ("input", 0))
+    kept = y != 0
+    torch.testing.assert_close(y[kept], 2 * x.detach()[kept])
+    (g,) = torch.autograd.grad(y.sum(), x)
+    assert torch.equal(g != 0, kept) and torch.all(g[kept] == 2)
+    assert torch.equal(draws.dropout(x, 0.5, True, ("input", 0)), y)  # a key gives the same mask
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        draws.dropout(x, 0.5, True, ("input", 0))
+    assert not saved  # nothing is kept for backward: the mask is re-derived from its key
+    assert draws.dropout(x, 0.5, False, ("input", 0)) is x
 
 
 def test_a_machine_without_a_compiler_runs_torchs_kernels_and_says_so_once(tmp_path):

@@ -20,6 +20,11 @@ DATASETS = {
 }
 
 
+#: Exact layouts are held to the oracle with dropout on: every mask is keyed by node and column, never
+#: by rank (benchmarks/draws.py), so a layout drops out exactly what `single` does.
+AT_DROPOUT = "dropout=0.5"
+
+
 def run_ok(cfg):
     path, record = run(cfg)
     assert record["status"] == "ok", record.get("traceback")
@@ -72,7 +77,10 @@ def assert_matches(record, path, oracle_record, oracle_grads, label):
     grads = grads_of(path)
     assert grads.keys() == oracle_grads.keys()
     for name in grads:
-        torch.testing.assert_close(grads[name], oracle_grads[name], rtol=1e-4, atol=1e-6,
+        # float32 sums in another order: an element's error scales with the tensor's largest (dropout
+        # 0.5 doubles the kept rows, GAT's softmax amplifies), so the absolute tolerance does too
+        atol = max(1e-6, 1e-4 * oracle_grads[name].abs().max().item())
+        torch.testing.assert_close(grads[name], oracle_grads[name], rtol=1e-4, atol=atol,
                                    msg=lambda m: f"{name}, {label}: {m}")
     # Evaluation is the shared exact inference: accuracies match the oracle's too.
     assert [h["val_acc"] for h in record["history"]] == [h["val_acc"] for h in oracle_record["history"]], label

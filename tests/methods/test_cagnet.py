@@ -12,7 +12,7 @@ from benchmarks.aggregation import LocalAdjacency
 from benchmarks.graph import from_edge_index
 from benchmarks.models import build_model
 from methods.cagnet import _TransposedWeights
-from tests.methods.exactness import DATASETS, assert_comm, assert_matches, oracle, run_ok
+from tests.methods.exactness import AT_DROPOUT, DATASETS, assert_comm, assert_matches, oracle, run_ok
 
 
 def analytic_bytes(record, cfg) -> dict[str, int]:
@@ -36,7 +36,7 @@ def analytic_bytes(record, cfg) -> dict[str, int]:
 def test_cagnet_matches_single(make_cfg, model):
     """The synthetic graph, partitioned at random (every pair of parts shares edges). 4 workers: a
     stage whose root is neither neighbour of a rank in the reduce's rounds."""
-    common = [*DATASETS["synthetic"], f"model={model}", "layers=3"]
+    common = [*DATASETS["synthetic"], f"model={model}", "layers=3", AT_DROPOUT]
     single, single_grads = oracle(make_cfg, common)
     for workers in (1, 2, 3, 4):
         cfg = make_cfg("method=cagnet", f"workers={workers}", *common, "probe_grads=true")

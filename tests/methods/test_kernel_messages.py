@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.methods.exactness import DATASETS, analytic_bytes, assert_comm, assert_matches, oracle, run_ok
+from tests.methods.exactness import AT_DROPOUT, DATASETS, analytic_bytes, assert_comm, assert_matches, oracle, run_ok
 
 
 @pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
 def test_messages_kernel_matches_the_spmm_oracle(make_cfg, model):
-    common = [*DATASETS["synthetic"], f"model={model}", "layers=2"]
+    common = [*DATASETS["synthetic"], f"model={model}", "layers=2", AT_DROPOUT]
     single, single_grads = oracle(make_cfg, common)  # kernel=spmm (the default)
     methods = [("full_halo", False), ("sar", True)] if model == "gat" else [("full_halo", False)]
     for method, refetch in methods:

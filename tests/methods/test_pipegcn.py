@@ -56,10 +56,10 @@ class Method(pipegcn.Method):
         comm, plan, agg = ctx.comm, ctx.plan, self.pipelined
         post = comm.all_to_all_start
 
-        def watched(send, send_counts, recv_counts, category, layer=None, tag=0):
+        def watched(send, send_counts, recv_counts, category, layer=None, tag=0, **keywords):
             if category.startswith("halo_"):
                 self.sent.append((self.epoch, f"{category}/{layer}", digests(send, send_counts)))
-            return post(send, send_counts, recv_counts, category, layer, tag)
+            return post(send, send_counts, recv_counts, category, layer, tag, **keywords)
         comm.all_to_all_start = watched
         for block in (b for pair in agg.blocks.values() for b in pair):
             counts = plan.recv_counts if block.name.startswith("halo_fwd") else plan.send_counts

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.methods.exactness import DATASETS, analytic_bytes, assert_comm, assert_matches, oracle, run_ok
+from tests.methods.exactness import AT_DROPOUT, DATASETS, analytic_bytes, assert_comm, assert_matches, oracle, run_ok
 
 
 @pytest.mark.parametrize("dataset", list(DATASETS))
 @pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
 def test_sar_matches_single_in_every_mode(make_cfg, data_root, dataset, model):
-    common = [*DATASETS[dataset], f"model={model}", f"data_root={data_root}", "layers=3"]
+    common = [*DATASETS[dataset], f"model={model}", f"data_root={data_root}", "layers=3", AT_DROPOUT]
     single, single_grads = oracle(make_cfg, common)
     for mode in ("sar", "sa", "one_shot"):
         for workers in (1, 2, 3, 4) if (dataset, model) == ("synthetic", "gat") else (1, 2, 3):

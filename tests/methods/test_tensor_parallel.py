@@ -11,7 +11,7 @@ from analysis import costmodel
 from benchmarks.models import build_model
 from benchmarks.traffic import Rank
 from methods.tensor_parallel import column_slices
-from tests.methods.exactness import DATASETS, assert_comm, assert_matches, oracle, run_ok
+from tests.methods.exactness import AT_DROPOUT, DATASETS, assert_comm, assert_matches, oracle, run_ok
 
 
 def slices(width: int, world: int) -> list[int]:
@@ -43,7 +43,7 @@ def analytic_bytes(record, cfg) -> dict[str, int]:
 def test_tensor_parallel_matches_single(make_cfg, model):
     """The synthetic graph, partitioned at random. Hidden 16 over 3 ranks: slices of 6, 5 and 5
     columns, GAT's 4 heads of 4 channels cut across heads."""
-    common = [*DATASETS["synthetic"], f"model={model}", "layers=3"]
+    common = [*DATASETS["synthetic"], f"model={model}", "layers=3", AT_DROPOUT]
     single, single_grads = oracle(make_cfg, common)
     for workers in (1, 2, 3, 4):
         cfg = make_cfg("method=tensor_parallel", f"workers={workers}", *common, "probe_grads=true")
