@@ -39,5 +39,15 @@ def main() -> None:
     cli_main(preflight=check_only if check_memory else check)
 
 
+def run_forked(config: dict) -> None:
+    """A sweep's run forked from its warm parent (benchmarks/sweep.py `run_one`): what `python -m
+    benchmarks` does with the configuration the sweep composed and checked, the pre-flight check
+    included, without starting Python, importing torch or composing again."""
+    from analysis.preflight import check
+    from benchmarks.cli import run_and_report
+
+    run_and_report(config, preflight=check)
+
+
 if __name__ == "__main__":
     main()

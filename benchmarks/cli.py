@@ -98,11 +98,17 @@ def check_composes(argv: list[str]) -> None:
 
 def _task(cfg: DictConfig, preflight=None) -> None:
     """Hydra's task: run the composed configuration (`preflight`: as `runner.run` takes it)."""
+    run_and_report(OmegaConf.to_container(cfg, resolve=True), preflight)
+
+
+def run_and_report(config: dict, preflight=None) -> None:
+    """Run a composed configuration and print where its record went and its summary line; exits 2 on
+    bad input, 1 on a failed run, 128 + signal on a stop (what `python -m benchmarks` exits with; a
+    sweep's forked run calls this too)."""
     from benchmarks.runner import run
 
     try:
-        path, record = run(OmegaConf.to_container(cfg, resolve=True), log=lambda m: print(m, file=sys.stderr),
-                           preflight=preflight)
+        path, record = run(config, log=lambda m: print(m, file=sys.stderr), preflight=preflight)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

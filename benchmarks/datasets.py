@@ -329,8 +329,31 @@ LOADERS = {
 }
 
 
+#: Graphs a warm sweep loaded once before forking its runs (`preload`), by (dataset section, data
+#: root): every run is a fork and reads its own copy-on-write copy; nothing a run does reaches them.
+_PRELOADED: dict[tuple, Graph] = {}
+
+
+def _preload_key(dataset_cfg, data_root) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in dict(dataset_cfg).items())), str(data_root)
+
+
+def preload(dataset_cfg, data_root=None) -> None:
+    """Load a dataset now, in a process that forks runs, so each run finds it loaded. A dataset that
+    cannot be loaded is left to the run, which says why in its own record."""
+    key = _preload_key(dataset_cfg, data_root)
+    if key not in _PRELOADED:
+        try:
+            _PRELOADED[key] = load_dataset(dataset_cfg, data_root)
+        except (UserError, OSError):
+            pass
+
+
 def load_dataset(dataset_cfg, data_root=None) -> Graph:
-    """Load the dataset described by the `dataset` config group."""
+    """Load the dataset described by the `dataset` config group (a preloaded one as it is)."""
+    preloaded = _PRELOADED.get(_preload_key(dataset_cfg, data_root))
+    if preloaded is not None:
+        return preloaded
     cfg = dict(dataset_cfg)
     name = choose("dataset", cfg.pop("name"), LOADERS)
     if name == "synthetic":

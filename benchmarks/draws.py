@@ -110,8 +110,13 @@ class Draws:
 
     def key(self, *what) -> int:
         """The key of a draw for `what` (a name and, where it matters, the layer) at the current position."""
+        return self.epoch_key(self.step, *what)
+
+    def epoch_key(self, *what) -> int:
+        """`key` without the step: a draw every step of the epoch shares (a node's sampled neighbours
+        at a layer, whichever step's batch reaches it)."""
         who = (self.rank,) if self.mode == "per_rank" else ()
-        return key_of(self.seed, *who, self.epoch, self.step, *what)
+        return key_of(self.seed, *who, self.epoch, *what)
 
     def ids_of(self, rows: torch.Tensor) -> torch.Tensor:
         """The dataset ids of the rank's local rows `rows` (indices into its own rows)."""

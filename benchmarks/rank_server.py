@@ -21,6 +21,25 @@ def context():
     return ctx
 
 
+def serve() -> None:
+    """Start the fork server now and wait until it is up: a warm sweep's runs, forked from it, all
+    fork their ranks from this one server (`adopt`)."""
+    from multiprocessing import forkserver
+    context()
+    forkserver.ensure_running()
+
+
+def adopt() -> None:
+    """In a run forked from a process that serves ranks (`serve`): use that fork server, already
+    warm, instead of starting another (multiprocessing's check that a server is alive asks the
+    kernel about its own child, which the server is not of a fork: its address and keep-alive pipe
+    are inherited and valid)."""
+    from multiprocessing import forkserver, resource_tracker
+    server = forkserver._forkserver
+    if server._forkserver_pid is not None:
+        server.ensure_running = resource_tracker.ensure_running
+
+
 def start() -> None:
     """Start the fork server now, in the background, unless this process is a torchrun rank or was
     told `workers=1` (neither forks ranks). A launch that turns out to need none (one process, a refused config) leaves it

@@ -1,8 +1,11 @@
 """Where a rank's data lives beyond its own part: graph stores for the mini-batch family and the
 shared-memory store DIGEST-A uses.
 
-Graph stores answer `hop(nodes, fanout, generator, layer)` (sample in-neighbours: counts per node,
-neighbour ids, neighbour degrees, degrees of `nodes`) and `features(nodes, layer)`:
+Graph stores answer `hop(nodes, fanout, draws, layer)` (sample in-neighbours: counts per node,
+neighbour ids, neighbour degrees, degrees of `nodes`), `features(nodes, layer)` and
+`dataset_ids(nodes)` (store ids, the partition's global numbering, to the dataset's ids that draws
+are keyed by). Both keep every node's in-edges in dataset-id order and key a node's draws by its
+dataset id (`benchmarks.sampling`), so both draw the same sample of a node, whatever the layout:
   - `ReplicatedStore`: the whole graph, read locally (memory-mapped and shared on one machine);
   - `PartitionedStore`: this rank's part only; other parts' nodes are sampled by their owners and
     their features fetched from them, through counted all-to-alls; optionally with a `FeatureCache`
@@ -42,20 +45,26 @@ from benchmarks.errors import UserError
 from benchmarks.graph import concat_ranges
 from benchmarks.leftovers import on_this_host, owner_tag, remove_leftovers
 from benchmarks.partition import load_part
-from benchmarks.sampling import sample_neighbors
+from benchmarks.sampling import in_id_order, node_draws, sample_neighbors
 
 
 # --------------------------------------------------------------------------- graph stores
 class ReplicatedStore:
-    """The whole graph, read locally: global in-edge CSR, degrees and features."""
+    """The whole graph, read locally: global in-edge CSR (each row in dataset-id order: `in_id_order`),
+    degrees and features; `node_ids[i]` the dataset id of node i (None: i itself)."""
 
-    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, x: torch.Tensor):
-        self.indptr, self.indices, self.x = indptr, indices, x
+    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, x: torch.Tensor,
+                 node_ids: torch.Tensor | None = None):
+        self.indptr, self.indices, self.x, self.node_ids = indptr, indices, x, node_ids
         self.deg = indptr[1:] - indptr[:-1]
 
-    def hop(self, nodes, fanout: int, generator, layer: int):
+    def dataset_ids(self, nodes):
+        return nodes if self.node_ids is None else self.node_ids[nodes]
+
+    def hop(self, nodes, fanout: int, draws, layer: int):
         """(sampled per node, neighbour ids, neighbour degrees, degrees of `nodes`)."""
-        counts, positions = sample_neighbors(self.indptr, self.indices, nodes, fanout, generator)
+        counts, positions = sample_neighbors(self.indptr, self.indices, nodes, fanout, node_draws(draws),
+                                             self.dataset_ids(nodes))
         neighbors = self.indices[positions]
         return counts, neighbors, self.deg[neighbors], self.deg[nodes]
 
@@ -71,9 +80,12 @@ def replicated_store(part, comm: Comm, device: torch.device, partition_folder: P
     first of each machine: under torchrun, machines may not share a file system) build it if it is
     not there yet; collective (a barrier)."""
     if comm.world == 1:
-        return ReplicatedStore(part.indptr, part.indices, part.x)
+        return ReplicatedStore(part.indptr, in_id_order(part.indptr, part.indices, part.node_ids), part.x,
+                               part.node_ids)
     folder = Path(partition_folder) / "replicated"
-    names = ("indptr", "indices", "x")
+    names = ("indptr", "indices", "x", "node_ids")
+    if builds and folder.is_dir() and not (folder / "node_ids.npy").exists():  # built before rows had ids
+        shutil.rmtree(folder, ignore_errors=True)
     if builds and not folder.is_dir():
         remove_leftovers(folder.parent, on_this_host("replicated.tmp-"))  # of this machine's killed builders
         tmp = folder.with_name(f"{on_this_host('replicated.tmp-')}{owner_tag()}")
@@ -86,8 +98,9 @@ def replicated_store(part, comm: Comm, device: torch.device, partition_folder: P
                 lo = int(q.offsets[p])
                 global_of_col = torch.cat([lo + torch.arange(q.num_local), q.halo_ids])
                 arrays["indptr"].append(q.indptr[1:] + edges if p else q.indptr + edges)
-                arrays["indices"].append(global_of_col[q.indices])
+                arrays["indices"].append(global_of_col[in_id_order(q.indptr, q.indices, q.node_ids)])
                 arrays["x"].append(q.x)
+                arrays["node_ids"].append(q.node_ids[:q.num_local])
                 edges += q.indices.numel()
             for name in names:
                 np.save(tmp / f"{name}.npy", torch.cat(arrays[name]).numpy())
@@ -106,13 +119,17 @@ def replicated_store(part, comm: Comm, device: torch.device, partition_folder: P
 
 class PartitionedStore:
     """This rank's part only; neighbours of other ranks' nodes are sampled by their owners and
-    their features fetched from them, through counted all-to-alls."""
+    their features fetched from them, through counted all-to-alls. The part's rows are sampled in
+    dataset-id order (a copy of its columns, `in_id_order`); every node's dataset id is kept (N x 8
+    bytes, each rank's sent to every other once under `setup`): a block's rows are dropped out by it."""
 
     def __init__(self, part, comm: Comm, device: torch.device):
         self.part, self.comm, self.offsets = part, comm, part.offsets.to(device)
         self.lo = int(part.offsets[part.rank])
         self.hi = self.lo + part.num_local
         self.global_of_col = torch.cat([self.lo + torch.arange(part.num_local, device=device), part.halo_ids])
+        self.indices = in_id_order(part.indptr, part.indices, part.node_ids)
+        self.node_ids = torch.cat(comm.all_to_all_v([part.node_ids[:part.num_local]] * comm.world, "setup"))
         #: The categories `hop` counts under (a pre-sampling counts its own: `counted_as`).
         self.sample_categories = ("sample_request", "sample_response")
         #: Other ranks' feature rows kept here (`fill_cache`); None: every remote row is fetched.
@@ -136,15 +153,19 @@ class PartitionedStore:
         sizes = torch.bincount(owner, minlength=self.comm.world).tolist()
         return order, list(nodes[order].split(sizes))
 
-    def hop(self, nodes, fanout: int, generator, layer: int):
+    def dataset_ids(self, nodes):
+        return self.node_ids[nodes]
+
+    def hop(self, nodes, fanout: int, draws, layer: int):
         part = self.part
         order, asked = self.by_owner(nodes)
         request_category, response_category = self.sample_categories
         requests = self.comm.all_to_all_v(asked, request_category, layer)
         # Serve every requester (myself included) with one sampler call over my own in-edges.
         local = torch.cat(requests) - self.lo
-        counts, positions = sample_neighbors(part.indptr, part.indices, local, fanout, generator)
-        cols = part.indices[positions]
+        counts, positions = sample_neighbors(part.indptr, self.indices, local, fanout, node_draws(draws),
+                                             part.node_ids[local])
+        cols = self.indices[positions]
         meta = torch.stack([counts, part.deg[local]], 1)
         edges = torch.stack([self.global_of_col[cols], part.deg[cols]], 1)
         sizes = [r.numel() for r in requests]

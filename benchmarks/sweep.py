@@ -268,12 +268,114 @@ def kept(run) -> dict | None:
     return ok_record(path_of(run)) if run.resume else None
 
 
-def run_one(overrides: list[str], run) -> dict | None:
-    """`python -m benchmarks <overrides>` (composing to `cfg`) in its own process; the record it
-    wrote (None if none)."""
+#: `GNNBENCH_SWEEP_FORK=off`: every run of a sweep starts as a fresh `python -m benchmarks` process
+#: (the warm parent's isolation is tested against it: tests/benchmarks/test_sweep_fork.py).
+SWEEP_FORK = "GNNBENCH_SWEEP_FORK"
+
+
+def warm_up(configs: list) -> bool:
+    """Make this sweep the warm parent of its runs: import what a run imports (torch, the runner, the
+    pre-flight check, torch._dynamo, which every optimizer imports), start the ranks' fork server and
+    load each dataset once, so a run forked from here starts in a fraction of a second instead of
+    about 5 s. False where runs start fresh: GNNBENCH_SWEEP_FORK=off, or a CUDA run (a CUDA context does
+    not survive a fork). What torch computes here (loading a dataset) runs on one thread: an OpenMP
+    thread pool does not survive a fork either (a forked run's first parallel operation would hang),
+    and a pool that was never started is started afresh in each run (`_forked_run`)."""
+    if os.environ.get(SWEEP_FORK, "on").lower() in ("0", "off", "false", "no") or any(
+            c.device != "cpu" for c in configs):
+        return False
+    import gc
+
+    import torch
+    import torch._dynamo  # noqa: F401
+    import benchmarks.__main__  # noqa: F401 (the entry point: the runner and the pre-flight check)
+    from benchmarks import datasets, rank_server
+    from benchmarks.record import ranks_of
+
+    global _RUN_THREADS
+    _RUN_THREADS = torch.get_num_threads()
+    torch.set_num_threads(1)
+    for cfg in configs:
+        datasets.preload(cfg.as_dict()["dataset"], cfg.data_root)
+    if any(ranks_of(cfg) > 1 for cfg in configs):
+        rank_server.serve()
+    gc.freeze()  # what is loaded now is never garbage: a run's collections skip it instead of copying it
+    return True
+
+
+#: The thread count a forked run starts with: this process's own before `warm_up` kept it to one.
+_RUN_THREADS = 1
+
+
+def _forked_run(config: dict, output: str) -> None:
+    """A run in a child forked from the warm sweep: `python -m benchmarks`'s work (the entry point's
+    `run_forked`) on the configuration the sweep composed and checked, its output into `output`, its
+    exit status that command's. It dies with the sweep, and fork its ranks from the sweep's fork server."""
+    import traceback
+
+    from benchmarks import rank_server
+    from benchmarks.__main__ import run_forked
+    from benchmarks.leftovers import killed_with_parent
+
+    killed_with_parent()
+    fd = os.open(output, os.O_WRONLY | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    rank_server.adopt()
+    import torch
+    torch.set_num_threads(_RUN_THREADS)  # a pool of its own (`warm_up`)
+    code = 0
+    try:
+        run_forked(config)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else int(e.code is not None)
+    except BaseException:  # noqa: BLE001 (a bug: its traceback is the run's output)
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run_forked(run) -> str:
+    """Fork `run` from this warm sweep (`warm_up`), wait for it; its output. A stop stops it as a user would."""
+    import multiprocessing as mp
+    import tempfile
+
+    fd, output = tempfile.mkstemp(prefix="gnnbench-run-", suffix=".log")
+    os.close(fd)
+    proc = mp.get_context("fork").Process(target=_forked_run, args=(run.as_dict(), output), name="gnnbench-run")
+    try:
+        proc.start()
+        try:
+            proc.join()
+        except Stopped:
+            proc.terminate()  # the run stops its ranks and records itself as failed
+            proc.join(60)
+            if proc.is_alive():
+                proc.kill()  # its ranks die with it (leftovers.die_with_launcher)
+                proc.join()
+            raise
+        return Path(output).read_text(errors="replace")
+    finally:
+        os.unlink(output)
+
+
+def run_one(overrides: list[str], run, warm: bool = False) -> dict | None:
+    """The run `overrides` compose to (`run`, checked): forked from this warm sweep (`warm`), else
+    `python -m benchmarks <overrides>` in a fresh process; the record it wrote (None if none)."""
     import json
 
     from benchmarks.leftovers import killed_with_parent
+
+    if warm:
+        lines = _run_forked(run).strip().splitlines() or ["(no output)"]
+        print(f"  {lines[-1]}", flush=True)
+        try:
+            return json.loads(path_of(run).read_text())
+        except (OSError, ValueError):
+            return None
 
     # The run dies with the sweep, even a SIGKILLed one (its ranks then die with it); a stop is below.
     # COMPOSED: the sweep composed and checked this run before it started the first (`expand`), so
@@ -395,6 +497,12 @@ def sweep(argv: list[str]) -> None:
     # are found as it goes: each bisection counts as still to run).
     found = [None if spec is not None else kept(cfg) for cfg in configs]  # each record read once
     waiting = [spec is not None or record is None for record in found]
+    # Warm only for plain runs: a bisection's probes may not fit, and run as fresh processes.
+    warm = not dry_run and spec is None and any(waiting) and warm_up(
+        [cfg for cfg, wait in zip(configs, waiting) if wait])
+    if warm:
+        print(f"sweep: {sum(waiting)} runs to go, each forked from this warm process (torch, the runner and "
+              f"the datasets loaded once; {SWEEP_FORK}=off starts each afresh)", flush=True)
     ran, ran_s = 0, 0.0
     for i, (overrides, cfg) in enumerate(zip(runs, configs), 1):
         head = f"[{i}/{len(runs)}] {' '.join(overrides)}"
@@ -419,7 +527,7 @@ def sweep(argv: list[str]) -> None:
             print(f"python -m benchmarks {shlex.join(overrides)}")
             continue
         print(progress_line(head, *so_far), flush=True)
-        record = run_one(overrides, cfg)
+        record = run_one(overrides, cfg, warm)
         counts["ok" if record and record["status"] == "ok" else "failed"] += 1
         ran, ran_s = ran + 1, ran_s + time.monotonic() - started
     if not dry_run:

@@ -3,7 +3,7 @@
 At setup each rank cuts its own part's subgraph (edges to other parts dropped) into `num_parts`
 clusters with METIS. Each step it trains the full model on the subgraph induced by `clusters_per_batch`
 (q) clusters drawn without replacement (a fresh permutation of its clusters per epoch, consumed q
-at a time), between-cluster edges among the chosen ones restored, normalised on the degrees within
+at a time; keyed by (seed, epoch), not the rank: every rank permutes its own clusters' numbers alike), between-cluster edges among the chosen ones restored, normalised on the degrees within
 that subgraph, with the optional diagonal enhancement `diag_lambda`. Gradients are all-reduced
 every step; nothing else crosses ranks.
 """
@@ -83,7 +83,8 @@ class Method(SubgraphMethod):
         return math.ceil(self.num_parts / self.q)  # the same on every rank: num_parts is
 
     def begin_epoch(self, epoch: int) -> None:
-        self.order = torch.randperm(self.num_parts, generator=self.generator, device=self.generator.device)
+        generator = self.ctx.draws.generator(self.members.device, "clusters", epoch)
+        self.order = torch.randperm(self.num_parts, generator=generator, device=self.members.device)
 
     def batch_nodes(self, chosen: torch.Tensor) -> torch.Tensor:
         """The union of the chosen clusters, cluster after cluster."""

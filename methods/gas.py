@@ -205,7 +205,8 @@ class Method(SubgraphMethod):
         return math.ceil(self.num_parts / self.q)
 
     def begin_epoch(self, epoch: int) -> None:
-        self.order = torch.randperm(self.num_parts, generator=self.generator, device=self.generator.device)
+        generator = self.ctx.draws.generator(self.members.device, "clusters", epoch)  # keyed by (seed, epoch)
+        self.order = torch.randperm(self.num_parts, generator=generator, device=self.members.device)
 
     def batch_of(self, chosen: torch.Tensor) -> tuple[torch.Tensor, LocalAdjacency, torch.Tensor]:
         """(B, adjacency over [B | O], O) of the chosen clusters; B in ascending ids."""

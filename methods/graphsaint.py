@@ -4,7 +4,9 @@
 Each rank samples from its own part's subgraph (edges to other parts dropped). A subgraph: `roots`
 walk roots drawn uniformly (with replacement) from the rank's training nodes, each walking
 `walk_length` steps along in-edges (one uniformly drawn in-neighbour per step, self-loop included);
-the subgraph is induced by every visited node. Normalisation as PyG's GraphSAINTSampler: before
+the subgraph is induced by every visited node. Roots and walks draw from a generator keyed by (seed,
+epoch, step) (benchmarks/draws.py; the pre-sampling's by `presample`), not by the rank: every rank
+draws the same numbers, applied to its own part. Normalisation as PyG's GraphSAINTSampler: before
 training, subgraphs are pre-sampled until every node was drawn `sample_coverage` times on average,
 counting C_v (subgraphs holding node v) and C_uv (holding edge u->v) over S subgraphs. Edge u->v
 then carries the full-graph normalised weight (global degrees, as every full-graph method) times
@@ -74,15 +76,15 @@ class Method(SubgraphMethod):
                                                               part.num_train_global)
 
     # ------------------------------------------------------------------ sampling
-    def sample_nodes(self) -> torch.Tensor:
+    def sample_nodes(self, generator: torch.Generator) -> torch.Tensor:
         """The visited nodes of one subgraph's walks, sorted."""
         pool = self.root_pool
-        pick = torch.randint(pool.numel(), (self.roots,), generator=self.generator, device=pool.device)
-        walks = random_walks(self.indptr, self.indices, pool[pick], self.walk_length, self.generator)
+        pick = torch.randint(pool.numel(), (self.roots,), generator=generator, device=pool.device)
+        walks = random_walks(self.indptr, self.indices, pool[pick], self.walk_length, generator)
         return torch.unique(walks)
 
-    def sample_subgraph(self) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        nodes = self.sample_nodes()
+    def sample_subgraph(self, generator: torch.Generator) -> tuple[torch.Tensor, tuple]:
+        nodes = self.sample_nodes(generator)
         return nodes, induced_subgraph(self.indptr, self.indices, nodes)
 
     def presample(self, coverage: float, record=None) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -92,8 +94,9 @@ class Method(SubgraphMethod):
         node_count = torch.zeros(n, device=self.indptr.device)
         edge_count = torch.zeros(self.indices.numel(), device=self.indptr.device)
         drawn, S = 0, 0
+        generator = self.ctx.draws.generator(self.indptr.device, "presample")  # setup's own draws
         while S == 0 or drawn < coverage * n:
-            nodes, sub = self.sample_subgraph()
+            nodes, sub = self.sample_subgraph(generator)
             node_count[nodes] += 1  # nodes and edge positions are distinct within a subgraph
             edge_count[sub[2]] += 1
             drawn, S = drawn + nodes.numel(), S + 1
@@ -122,7 +125,7 @@ class Method(SubgraphMethod):
         return Subgraph(nodes, adj, rows, weights)
 
     def sample(self, step: int) -> Subgraph:
-        return self.subgraph_batch(*self.sample_subgraph())
+        return self.subgraph_batch(*self.sample_subgraph(self.ctx.draws.generator(self.indptr.device, "walks")))
 
     def probes(self) -> dict:
         return {**super().probes(), "presample_time_s": self.presample_time_s,

@@ -13,7 +13,9 @@ step is a mini-batch of `server_batch_size` training nodes drawn from the whole 
 server: it reads the whole graph from the replicated store (`benchmarks/stores.py`, memory-mapped
 from the partition cache; the labels and training mask gathered once at setup), runs the steps and
 broadcasts the corrected model (parameters and batch-norm statistics), counted as `correction`
-(once per round, at rank 0: the suite's rule for a broadcast).
+(once per round, at rank 0: the suite's rule for a broadcast). Its batches are keyed by (seed, epoch,
+correction step, node dataset id) over the whole graph, never by a rank or the partition: the same
+seed gives the same correction batches whatever P.
 `correction: full`: the former correction, one exact full-graph step over every training node run
 distributed over the same partition with halo exchange (`correction_fwd`, `correction_bwd`,
 `correction_grad`); LLCG's theory assumes full neighbours.
@@ -25,8 +27,8 @@ import torch
 
 from benchmarks.aggregation import HaloAggregator
 from benchmarks.comm import flatten, unflatten_into
-from benchmarks.families.local_rounds import LocalRoundOptions, LocalRounds, sampled_step
-from benchmarks.families.minibatch import check_fanouts, per_layer, sampler_generator
+from benchmarks.families.local_rounds import LocalRoundOptions, LocalRounds, sampled_batch, sampled_step
+from benchmarks.families.minibatch import check_fanouts, per_layer
 from benchmarks.families.replicas import model_state
 from benchmarks.method import local_loss
 from benchmarks.options import option
@@ -83,23 +85,34 @@ class Method(LocalRounds):
             self.server_train = torch.cat([m for _, m in shares]).nonzero().squeeze(1).to(ctx.device)
             self.server_batch_size = options.server_batch_size
             self.server_fanouts = per_layer(options.server_fanouts or options.fanouts, ctx.cfg.layers)
-            self.server_generator = sampler_generator(ctx, salt=0x5E4)
 
     def after_average(self) -> None:
         if self.correction_steps == 0:
             return
         ctx = self.ctx
         if not self.sampled_correction:
-            for _ in range(self.correction_steps):
+            for j in range(self.correction_steps):
+                self.at_correction(j)
                 ctx.model.train()
                 self.optimize(local_loss(ctx, ctx.model(ctx.part.x, self.server_aggregator)), sync="correction_grad",
                           optimizer=self.server_optimizer, scaler=self.server_scaler)
             return
         if ctx.rank == 0:
-            for _ in range(self.correction_steps):
+            for j in range(self.correction_steps):
+                self.at_correction(j)
                 sampled_step(self, self.server_optimizer, self.server_store, lambda ids: self.server_store.features(ids, 0),
-                             self.server_y, self.server_train, self.server_batch_size, self.server_fanouts,
-                             self.server_generator, self.server_scaler)
+                             self.server_y, self.correction_batch(j), self.server_scaler)
         if ctx.world > 1:  # the corrected model, from the server to every worker
             tensors = [t.data for t in model_state(ctx.model)]
             unflatten_into(ctx.comm.broadcast(flatten(tensors), 0, "correction"), tensors)
+
+    def at_correction(self, j: int) -> None:
+        """The draws' position of the round's j-th correction step: the steps after the round's local
+        ones, so its dropout masks are not the last local step's."""
+        self.ctx.draws.at(self.ctx.draws.epoch, self.step_of_round + j)
+
+    def correction_batch(self, j: int):
+        """The server's j-th correction batch of the round (`sampled_batch` over the whole graph): a
+        function of (seed, epoch, j), whatever P."""
+        return sampled_batch(self.ctx, self.server_store, self.server_train, self.server_batch_size,
+                             self.server_fanouts, ("correction",))

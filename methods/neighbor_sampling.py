@@ -1,13 +1,17 @@
 """`neighbor_sampling`: GraphSAGE-style mini-batch training with per-layer fan-outs (Hamilton et al.,
 NeurIPS 2017), data-parallel across workers as DistDGL does it.
 
-Each rank draws mini-batches of `batch_size` seeds from its own training nodes; every rank takes the
-same number of steps per epoch (ceil(largest rank's training nodes / batch_size); a rank with fewer
+Each rank draws mini-batches of `batch_size` seeds from its own training nodes, in the epoch's order
+(each training node's place keyed by (seed, epoch, its dataset id): every rank takes its own nodes in
+one global order, whatever P); every rank takes the same number of steps per epoch (ceil(largest rank's training nodes / batch_size); a rank with fewer
 training nodes spreads them over as many, smaller batches). For each batch, hop 1 samples
 `fanouts[0]` in-neighbours of every seed without replacement, hop 2 samples `fanouts[1]` of every
 node the first hop reached (seeds included), and so on (-1: every neighbour). Each hop is one block
 (message-flow graph) whose destinations come first among its sources; the model's last layer runs
-on hop 1's block. Edge weights are the full-graph normalised weights times deg_v / sampled_v, so
+on hop 1's block. A node's draws at a layer are keyed by (seed, epoch, layer, its dataset id), not by
+the step or the rank (benchmarks/sampling.py): its sampled in-edges are the same in every batch of the
+epoch that reaches it, on whichever rank, whatever P; which nodes a rank's batch holds depends on the
+training nodes it owns, i.e. on the partition. Edge weights are the full-graph normalised weights times deg_v / sampled_v, so
 each sampled aggregation is an unbiased estimate of the full one and equals it when every
 neighbour is taken (mean aggregation becomes the mean over the sampled neighbours; GAT's softmax
 runs over the sampled in-edges).
@@ -21,8 +25,8 @@ Graph stores (`store`):
     pairs (`sample_request`, `sample_response`); input features are fetched from their owners
     (`feature_request`, `feature_fetch`). This is DistDGL's layout with the sampling done where
     the edges live.
-Both stores run the same sampler over the same neighbour lists, so their blocks have the same
-distribution. Evaluation is the shared exact full-graph inference.
+Both stores run the same keyed sampler over the same neighbour lists in the same (dataset-id) order,
+so their blocks are identical. Evaluation is the shared exact full-graph inference.
 
 Feature cache (`feature_cache`, partitioned store only; docs/sampling.md, "Feature cache"): each
 rank keeps the input features of up to `feature_cache` x N other ranks' nodes (N: the graph's nodes;
@@ -40,9 +44,9 @@ only the misses are fetched (`feature_request`, `feature_fetch`). What it holds 
     partition's vertex accesses over 2 simulated epochs, zeroes the partition's own vertices and
     keeps the most accessed; its replication factor alpha is a cache of alpha x N / P rows, i.e.
     `feature_cache` = alpha / P here). Ties (nodes never drawn) go to the lower id. The pre-sampling
-    draws with its own generator and under `torch.random.fork_rng`, so training's random streams
-    (the sampler's and the dropout masks') are those of a run without a cache; its hops are counted
-    under `presample` (outside every epoch's bytes).
+    draws are keyed by `presample` and the pre-sampled epoch, so it reads none of training's draws
+    (keyed, not a stream: nothing is consumed) and training's batches, samples and dropout masks are
+    those of a run without a cache; its hops are counted under `presample` (outside every epoch's bytes).
 Rows come from a different place, never with different values: with the same seed, blocks and
 losses are those of the run without a cache (tests/methods/test_feature_cache.py). Per rank, the
 record's `summary.per_rank[]` has `cache_rows`, `cache_bytes` (rows and ids held), `cache_hits` and
@@ -56,13 +60,9 @@ from typing import Literal
 import torch
 
 from benchmarks.errors import UserError
-from benchmarks.families.minibatch import (Batch, BlockAggregator, MiniBatchMethod, check_fanouts, per_layer,
-                                           sampler_generator)
+from benchmarks.families.minibatch import Batch, BlockAggregator, MiniBatchMethod, check_fanouts, per_layer
 from benchmarks.options import option
-from benchmarks.sampling import sample_blocks
-
-#: Added to the sampler's seed for the pre-sampling's generator (`cache_policy=presample`).
-PRESAMPLE_SALT = 0x9E37
+from benchmarks.sampling import NodeDraws, keyed_order, sample_blocks
 
 
 class Method(MiniBatchMethod):
@@ -103,6 +103,7 @@ class Method(MiniBatchMethod):
         self.store = ctx.graph_store(options.store)
         self.lo = int(part.offsets[ctx.rank])
         self.train_nodes = part.train_mask.nonzero().squeeze(1)
+        self.train_ids = part.node_ids.index_select(0, self.train_nodes)  # what their order is keyed by
         self.steps = max(1, -(-max(self.train_counts) // options.batch_size))
         # Batch s of rank r holds the s-th of `steps` near-equal slices of r's training nodes, so
         # every rank knows the global batch size of every step without communicating.
@@ -135,17 +136,15 @@ class Method(MiniBatchMethod):
 
     def presample_counts(self) -> torch.Tensor:
         """How often each node was an input node of this rank's batches over `cache_presample_epochs`
-        epochs sampled as training samples them, with a generator of its own (training's streams are
-        untouched: `fork_rng` keeps torch's global one, which pyg-lib's sampler draws from). Hops are
-        counted under `presample`. Collective."""
-        options, n = self.ctx.options, int(self.ctx.part.offsets[-1])
+        epochs sampled as training samples them, with draws keyed by `presample` (training's are keyed
+        by their epochs: neither reads the other's). Hops are counted under `presample`. Collective."""
+        options, n, draws = self.ctx.options, int(self.ctx.part.offsets[-1]), self.ctx.draws
         counts = torch.zeros(n, dtype=torch.int64, device=self.train_nodes.device)
-        generator = sampler_generator(self.ctx, salt=PRESAMPLE_SALT)
-        with torch.random.fork_rng(devices=[]), self.store.counted_as("presample", "presample"):
-            for _ in range(options.cache_presample_epochs):
-                perm = torch.randperm(self.train_nodes.numel(), generator=generator, device=self.train_nodes.device)
-                for seeds in self.train_nodes[perm].tensor_split(self.steps):
-                    _, inputs, _ = sample_blocks(self.store, seeds + self.lo, self.fanouts, generator,
+        with self.store.counted_as("presample", "presample"):
+            for epoch in range(options.cache_presample_epochs):
+                for seeds in self.epoch_batches(draws.epoch_key("presample", "order", epoch)):
+                    _, inputs, _ = sample_blocks(self.store, seeds + self.lo, self.fanouts,
+                                                 NodeDraws(draws.epoch_key("presample", "neighbors", epoch)),
                                                  self.ctx.cfg.kernel)
                     counts[inputs] += 1  # input nodes are distinct within a batch
         return counts
@@ -153,13 +152,17 @@ class Method(MiniBatchMethod):
     def steps_per_epoch(self) -> int:
         return self.steps
 
+    def epoch_batches(self, key: int) -> list[torch.Tensor]:
+        """This rank's training nodes in the order `key` gives them (`keyed_order`), cut into the steps' batches."""
+        return list(self.train_nodes[keyed_order(self.train_ids, key)].tensor_split(self.steps))
+
     def begin_epoch(self, epoch: int) -> None:
-        perm = torch.randperm(self.train_nodes.numel(), generator=self.generator, device=self.train_nodes.device)
-        self.batches = self.train_nodes[perm].tensor_split(self.steps)
+        self.batches = self.epoch_batches(self.ctx.draws.key("order", epoch))
 
     def sample(self, step: int):
         local_seeds = self.batches[step]
-        blocks, inputs, edges = sample_blocks(self.store, local_seeds + self.lo, self.fanouts, self.generator,
+        draws = NodeDraws(self.ctx.draws.epoch_key("neighbors"))  # a node's neighbours: the epoch's, not the step's
+        blocks, inputs, edges = sample_blocks(self.store, local_seeds + self.lo, self.fanouts, draws,
                                              self.ctx.cfg.kernel)
         return local_seeds, blocks, inputs, edges, 1.0 / self.global_batch[step]
 
@@ -167,7 +170,8 @@ class Method(MiniBatchMethod):
         local_seeds, blocks, inputs, edges, weight = sampled
         x = self.store.features(inputs, 0)
         rows = torch.arange(local_seeds.numel(), device=x.device)
-        return Batch(BlockAggregator(blocks, self.ctx.comm), x, rows, self.ctx.part.y[local_seeds], weight, edges)
+        return Batch(BlockAggregator(blocks, self.ctx.comm, self.store.dataset_ids(inputs)), x, rows,
+                     self.ctx.part.y[local_seeds], weight, edges)
 
     def probes(self) -> dict:
         out = super().probes()

@@ -2,6 +2,11 @@
 own part, then parameter averaging. A local step is either a neighbour-sampled mini-batch from the
 part's own subgraph (LLCG's regime, nothing crosses ranks; on the mini-batch family's
 `BlockAggregator`) or a full-partition step (`local: full`, `PartitionParallelMethod`'s).
+
+Draws (benchmarks/draws.py): each local step sets `ctx.draws.at(epoch, step)`; a sampled step's seeds
+are the `batch_size` training nodes first in an order keyed by (seed, epoch, step, node) and its
+neighbours are keyed by (seed, epoch, step, layer, node), never by the rank. What a rank samples
+still depends on the partition: its training nodes and its part's own edges.
 """
 from __future__ import annotations
 
@@ -10,13 +15,13 @@ from typing import Literal
 
 import torch
 
-from benchmarks.families.minibatch import BlockAggregator, check_fanouts, per_layer, sampler_generator
+from benchmarks.families.minibatch import BlockAggregator, check_fanouts, per_layer
 from benchmarks.families.partition_parallel import PartitionParallelMethod
 from benchmarks.families.replicas import LocalStepOptions, PeriodicAveragingOptions
 from benchmarks.method import Method, RankContext, loss_share
 from benchmarks.options import option
 from benchmarks.partition import own_edges
-from benchmarks.sampling import sample_blocks
+from benchmarks.sampling import NodeDraws, in_id_order, keyed_order, sample_blocks
 from benchmarks.stores import ReplicatedStore
 
 
@@ -39,18 +44,26 @@ class LocalRoundOptions(LocalStepOptions, PeriodicAveragingOptions):
         check_fanouts("fanouts", self.fanouts, run)
 
 
-def sampled_step(method: Method, optimizer: torch.optim.Optimizer, store, x_of, y: torch.Tensor,
-                 train_nodes: torch.Tensor, batch_size: int, fanouts: list[int], generator,
+def sampled_batch(ctx: RankContext, store, train_nodes: torch.Tensor, batch_size: int, fanouts: list[int],
+                  what: tuple) -> tuple[torch.Tensor, list, torch.Tensor, int]:
+    """`batch_size` seeds drawn without replacement from `train_nodes` (store ids), the first in an
+    order keyed by (`what`, node), and their neighbours sampled from `store` keyed by (`what`, layer,
+    node), at the draws' position: (seeds, blocks, input nodes, sampled edges)."""
+    draws = ctx.draws
+    seeds = train_nodes[keyed_order(store.dataset_ids(train_nodes), draws.key("seeds", *what))[:batch_size]]
+    blocks, inputs, edges = sample_blocks(store, seeds, fanouts, NodeDraws(draws.key("neighbors", *what)),
+                                          ctx.cfg.kernel)
+    return seeds, blocks, inputs, edges
+
+
+def sampled_step(method: Method, optimizer: torch.optim.Optimizer, store, x_of, y: torch.Tensor, batch,
                  scaler: torch.amp.GradScaler | None = None) -> tuple[float, int]:
-    """One local Adam/SGD step (`method.optimize`, no gradient sum) on the mean loss of `batch_size`
-    seeds drawn without replacement from `train_nodes` (store ids), their neighbours sampled from
-    `store`; (loss, sampled edges)."""
+    """One local Adam/SGD step (`method.optimize`, no gradient sum) on the mean loss of a
+    `sampled_batch`'s seeds; (loss, sampled edges)."""
     ctx = method.ctx
-    n = train_nodes.numel()
-    seeds = train_nodes[torch.randperm(n, generator=generator, device=train_nodes.device)[:batch_size]]
-    blocks, inputs, edges = sample_blocks(store, seeds, fanouts, generator, ctx.cfg.kernel)
+    seeds, blocks, inputs, edges = batch
     ctx.model.train()
-    logits = ctx.model(x_of(inputs), BlockAggregator(blocks, ctx.comm))[:seeds.numel()]
+    logits = ctx.model(x_of(inputs), BlockAggregator(blocks, ctx.comm, store.dataset_ids(inputs)))[:seeds.numel()]
     loss = loss_share(logits, y[seeds], total=seeds.numel())
     method.optimize(loss, sync=None, optimizer=optimizer, scaler=scaler)
     return loss.item(), edges
@@ -74,27 +87,33 @@ class LocalRounds(PartitionParallelMethod):
         options, part = ctx.options, ctx.part
         self.round_steps = options.steps_of_round(ctx.cfg.epochs)
         self.sampled = options.local == "sampled"
-        self.sampled_edges = 0
+        self.sampled_edges = self.step_of_round = 0
         if self.sampled:
             indptr, indices = own_edges(part)
-            self.own = ReplicatedStore(indptr, indices, part.x)  # local ids, own degrees
+            ids = part.node_ids[:part.num_local]  # local ids, own degrees; dataset ids key the draws and masks
+            self.own = ReplicatedStore(indptr, in_id_order(indptr, indices, ids), part.x, ids)
             self.train_nodes = part.train_mask.nonzero().squeeze(1)
             self.batch_size = options.batch_size
             self.fanouts = per_layer(options.fanouts, ctx.cfg.layers)
-            self.generator = sampler_generator(ctx)
 
     def round_length(self, epoch: int) -> int:
         return self.round_steps[min(epoch, len(self.round_steps) - 1)]
 
+    def train_epoch(self, epoch: int) -> torch.Tensor:
+        self.step_of_round = 0
+        return super().train_epoch(epoch)
+
     def local_step(self, epoch: int) -> torch.Tensor:
         """One local step; this rank's share of the global mean training loss."""
         ctx = self.ctx
+        ctx.draws.at(epoch, self.step_of_round)  # every local step draws afresh (batch, neighbours, dropout)
+        self.step_of_round += 1
         if not self.sampled:
             return super().local_step(epoch)
         if self.train_nodes.numel() == 0:
             return torch.zeros(())
-        loss, edges = sampled_step(self, ctx.optimizer, self.own, lambda ids: ctx.part.x[ids], ctx.part.y,
-                                   self.train_nodes, self.batch_size, self.fanouts, self.generator)
+        batch = sampled_batch(ctx, self.own, self.train_nodes, self.batch_size, self.fanouts, ("local",))
+        loss, edges = sampled_step(self, ctx.optimizer, self.own, lambda ids: ctx.part.x[ids], ctx.part.y, batch)
         self.sampled_edges += edges
         return torch.as_tensor(loss * self.local_train / ctx.part.num_train_global)
 

@@ -18,6 +18,10 @@ Probes split each step's time into `sampling` (drawing the batch, with any reque
 it needs), `feature_fetch` (gathering the input rows), `compute` (forward, backward, optimizer) and
 `communication` (the gradient all-reduce); they are reported per rank (`summary.per_rank[].phase_time_s`)
 with the number of sampled edges and steps.
+
+Randomness: every draw is keyed (benchmarks/draws.py), never by the rank; the loop sets the position
+(`ctx.draws.at(epoch, step)`) before each step, and a sampler keys its draws at it (`Draws.epoch_key` for
+draws every step of an epoch shares: a node's sampled neighbours).
 """
 from __future__ import annotations
 
@@ -37,17 +41,21 @@ from benchmarks.probes import Timer
 from benchmarks.sampling import SAMPLER
 
 PHASES = ("sampling", "feature_fetch", "compute", "communication")
-SAMPLER_SEED = 0x5A3B1E00
 
 
 # --------------------------------------------------------------------------- aggregators
 class BlockAggregator(Aggregator):
     """Runs a model on sampled blocks (message-flow graphs): layer i aggregates block i, a CSR from
     its destination rows to its source rows, whose first rows are the destinations themselves.
-    Batch-norm statistics are those of this rank's batch (as DDP without SyncBatchNorm)."""
+    `ids`: the dataset ids of the input rows (layer 0's sources); layer l's sources are their first
+    rows, and dropout draws each row's mask by its id. Batch-norm statistics are those of this rank's
+    batch (as DDP without SyncBatchNorm)."""
 
-    def __init__(self, blocks: list[LocalAdjacency], comm: Comm):
-        self.blocks, self.comm = blocks, comm
+    def __init__(self, blocks: list[LocalAdjacency], comm: Comm, ids: torch.Tensor):
+        self.blocks, self.comm, self.ids = blocks, comm, ids
+
+    def row_ids(self, layer: int) -> torch.Tensor:
+        return self.ids[:self.blocks[layer].num_cols]
 
     def targets(self, h, layer: int):
         return h[:self.blocks[layer].num_rows]
@@ -106,9 +114,6 @@ class MiniBatchMethod(ReplicaAveraging):
         # Local steps minimise the rank's own mean loss: its share of the global mean, rescaled.
         share = self.local_train / ctx.part.num_train_global
         self.loss_scale = 1.0 if self.avg_every is None else 1.0 / max(share, 1e-12)
-        # The sampler's own stream, never the dropout masks' (torch's global generator, seeded with
-        # seed * 1000 + rank): equal seeds would draw the same numbers for masks and samples.
-        self.generator = sampler_generator(ctx)
         self.phase_time = dict.fromkeys(PHASES, 0.0)
         self.steps_done = self.sampled_edges = 0
         # Every rank's training-node count (known to all after one small gather at setup).
@@ -142,6 +147,7 @@ class MiniBatchMethod(ReplicaAveraging):
             steps = self.round_steps[min(epoch, len(self.round_steps) - 1)]
         total = 0.0
         for i in range(steps):
+            ctx.draws.at(epoch, i)  # this step's draws: its batch, neighbours, dropout masks
             if self.round_steps is None:
                 step = i
             else:  # a round walks on through the subclass's passes
@@ -197,11 +203,6 @@ def per_layer(fanouts: list[int], layers: int) -> list[int]:
     return list(fanouts) * (layers if len(fanouts) == 1 else 1)
 
 
-def sampler_generator(ctx: RankContext, salt: int = 0) -> torch.Generator:
-    """A sampler's own random stream, never the dropout masks' (torch's global generator)."""
-    return torch.Generator(device=ctx.device).manual_seed(SAMPLER_SEED + ctx.cfg.seed * 7919 + ctx.rank + salt)
-
-
 # --------------------------------------------------------------------------- subgraph samplers
 # Cluster-GCN and GraphSAINT train a full model on a subgraph of the rank's own part per step.
 class Subgraph:
@@ -221,5 +222,18 @@ class SubgraphMethod(MiniBatchMethod):
 
     def fetch(self, sub: Subgraph) -> Batch:
         part = self.ctx.part
-        return Batch(LocalAggregator(sub.adj, self.ctx.comm), part.x.index_select(0, sub.nodes), sub.rows,
+        return Batch(SubgraphAggregator(sub.adj, self.ctx.comm, part.node_ids.index_select(0, sub.nodes)),
+                     part.x.index_select(0, sub.nodes), sub.rows,
                      part.y.index_select(0, sub.nodes.index_select(0, sub.rows)), sub.weights, sub.adj.nnz)
+
+
+class SubgraphAggregator(LocalAggregator):
+    """A sampled subgraph's `LocalAggregator`: its rows are the subgraph's nodes (`ids`: their dataset
+    ids, which dropout draws each row's mask by), not the rank's rows."""
+
+    def __init__(self, adj: LocalAdjacency, comm: Comm, ids: torch.Tensor):
+        super().__init__(adj, comm)
+        self.ids = ids
+
+    def row_ids(self, layer: int) -> torch.Tensor:
+        return self.ids

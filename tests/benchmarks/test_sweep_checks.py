@@ -17,7 +17,7 @@ pytestmark = pytest.mark.fast
 
 @pytest.fixture
 def no_runs(monkeypatch):
-    def refuse(overrides, cfg):
+    def refuse(overrides, cfg, *_):
         raise AssertionError(f"a run started: {overrides}")
 
     monkeypatch.setattr(sweep, "run_one", refuse)

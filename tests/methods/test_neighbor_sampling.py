@@ -11,7 +11,7 @@ import torch
 
 from benchmarks.errors import UserError
 from benchmarks.runner import run
-from benchmarks.sampling import SAMPLER, relabel, sample_neighbors
+from benchmarks.sampling import NodeDraws, in_id_order, keyed_order, relabel, sample_neighbors
 from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, assert_matches, oracle, param_bytes, run_ok
 
@@ -26,17 +26,23 @@ def star_csr(degrees: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
 # Degrees covering the sampler's three regimes for fan-out 5: all (<= 5), top-k keys (6..10),
 # redraw duplicates (> 10).
 DEGREES = [1, 5, 6, 9, 10, 11, 40, 300]
-# The vectorised torch sampler always; pyg-lib's too where it is installed (it is used then).
-SAMPLERS = sorted({"torch", SAMPLER})
+# Training's keyed draws (a node's values from (key, its id)) and a generator's stream (tools, tests).
+DRAWS = ("keyed", "stream")
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS)
-def test_sampler_respects_fanout_draws_without_replacement_and_only_neighbours(sampler):
+def trial_draws(kind: str, seed: int, nodes: torch.Tensor):
+    """(draws, ids) for sampling `nodes` as independent trials: keyed draws need a distinct id per trial."""
+    if kind == "keyed":
+        return NodeDraws(seed), torch.arange(nodes.numel())
+    return torch.Generator().manual_seed(seed), None
+
+
+@pytest.mark.parametrize("kind", DRAWS)
+def test_sampler_respects_fanout_draws_without_replacement_and_only_neighbours(kind):
     indptr, indices = star_csr(DEGREES)
     nodes = torch.arange(len(DEGREES)).repeat(50)
-    gen = torch.Generator().manual_seed(0)
     for fanout in (1, 5, -1):
-        counts, positions = sample_neighbors(indptr, indices, nodes, fanout, gen, sampler)
+        counts, positions = sample_neighbors(indptr, indices, nodes, fanout, *trial_draws(kind, 0, nodes))
         deg = torch.tensor(DEGREES)[nodes]
         assert torch.equal(counts, deg if fanout < 0 else deg.clamp(max=fanout))
         drawn = indices[positions].split(counts.tolist())
@@ -45,15 +51,15 @@ def test_sampler_respects_fanout_draws_without_replacement_and_only_neighbours(s
             assert ((got // 1000 == node) & (got % 1000 < DEGREES[node])).all()  # real in-neighbours of `node`
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS)
+@pytest.mark.parametrize("kind", DRAWS)
 @pytest.mark.parametrize("degree", [7, 40])  # both sampling regimes for fan-out 5
-def test_sampler_frequencies_are_uniform(degree, sampler):
+def test_sampler_frequencies_are_uniform(degree, kind):
     """Each neighbour is drawn with probability k/d: chi-square over the d neighbours, and for a small
     case every k-subset equally likely."""
     k, trials = 5, 20000
     indptr, indices = star_csr([degree])
-    counts, positions = sample_neighbors(indptr, indices, torch.zeros(trials, dtype=torch.int64), k,
-                                         torch.Generator().manual_seed(1), sampler)
+    nodes = torch.zeros(trials, dtype=torch.int64)
+    counts, positions = sample_neighbors(indptr, indices, nodes, k, *trial_draws(kind, 1, nodes))
     freq = torch.bincount(indices[positions], minlength=degree).double()
     expected = trials * k / degree
     chi2 = (((freq - expected) ** 2) / expected).sum().item()
@@ -61,13 +67,13 @@ def test_sampler_frequencies_are_uniform(degree, sampler):
     assert chi2 < degree - 1 + 5 * math.sqrt(2 * (degree - 1)), chi2
 
 
-@pytest.mark.parametrize("sampler", SAMPLERS)
-def test_sampler_draws_every_subset_equally_often(sampler):
+@pytest.mark.parametrize("kind", DRAWS)
+def test_sampler_draws_every_subset_equally_often(kind):
     k, degree, trials = 2, 5, 30000  # 10 subsets; regime k < d <= 2k is top-k, d > 2k redraws
     for d in (4, degree):
         indptr, indices = star_csr([d])
-        _, positions = sample_neighbors(indptr, indices, torch.zeros(trials, dtype=torch.int64), k,
-                                        torch.Generator().manual_seed(2), sampler)
+        nodes = torch.zeros(trials, dtype=torch.int64)
+        _, positions = sample_neighbors(indptr, indices, nodes, k, *trial_draws(kind, 2, nodes))
         pairs = indices[positions].view(trials, k).sort(1).values
         subsets = torch.unique(pairs, dim=0, return_counts=True)[1].double()
         n = math.comb(d, k)
@@ -75,6 +81,43 @@ def test_sampler_draws_every_subset_equally_often(sampler):
         expected = trials / n
         chi2 = (((subsets - expected) ** 2) / expected).sum().item()
         assert chi2 < n - 1 + 5 * math.sqrt(2 * (n - 1)), (d, chi2)
+
+
+def test_keyed_sample_is_a_function_of_the_node_whatever_its_numbering():
+    """The same graph numbered two ways (as two partitions number it): with rows in dataset-id order
+    (`in_id_order`) and draws keyed by dataset id, every node draws the same in-neighbours (by dataset
+    id), asked for in any order, alone or among others; another key draws another sample."""
+    g = torch.Generator().manual_seed(3)
+    n = 300
+    deg = torch.randint(1, 40, (n,), generator=g)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(deg, 0)])
+    indices = torch.cat([torch.randperm(n, generator=g)[:int(d)] for d in deg])  # distinct sources per row
+    perm = torch.randperm(n, generator=g)  # new id -> dataset id
+    new_of_old = torch.argsort(perm)
+    # the renumbered CSR: row i is old row perm[i], its sources renumbered (and so reordered)
+    rows = [new_of_old[indices[indptr[o]:indptr[o + 1]]].sort().values for o in perm.tolist()]
+    indptr2 = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(deg[perm], 0)])
+    indices2 = torch.cat(rows)
+    assert not torch.equal(in_id_order(indptr2, indices2, perm), indices2)
+
+    def sampled(ip, ix, ids_of, nodes, key, fanout=5):
+        ix = in_id_order(ip, ix, ids_of)
+        counts, positions = sample_neighbors(ip, ix, nodes, fanout, NodeDraws(key), ids_of[nodes])
+        return {int(ids_of[v]): sorted(ids_of[ix[p]].tolist()) for v, p in zip(nodes, positions.split(counts.tolist()))}
+
+    every = sampled(indptr, indices, torch.arange(n), torch.arange(n), key=7)
+    some = torch.randperm(n, generator=g)[:50]
+    assert sampled(indptr2, indices2, perm, some, key=7) == {v: every[v] for v in perm[some].tolist()}
+    assert sampled(indptr, indices, torch.arange(n), torch.arange(n), key=8) != every
+
+
+def test_keyed_order_restricted_to_a_subset_is_the_subset_in_the_global_order():
+    ids = torch.randperm(1000, generator=torch.Generator().manual_seed(4))
+    whole = ids[keyed_order(ids, 11)]
+    part = ids[::3]
+    in_whole = whole[torch.isin(whole, part)]
+    assert torch.equal(part[keyed_order(part, 11)], in_whole)
+    assert not torch.equal(whole, ids[keyed_order(ids, 12)])
 
 
 def test_relabel_puts_destinations_first():
@@ -86,13 +129,12 @@ def test_relabel_puts_destinations_first():
     assert torch.equal(sources[columns], neighbors)
 
 
-# A neighbour-sampling run that, before training, samples the same seed set many times through both
-# stores (real process group, ranks asking each other) and records how often each global edge was
-# drawn at each hop; with every neighbour it checks the two stores give identical blocks and inputs.
+# A neighbour-sampling run that, before training, samples the same seed set through both stores (real
+# process group, ranks asking each other), with every neighbour and with fan-outs under 20 keys.
 STORES_PLUGIN = """
-from collections import Counter
 import torch
 from methods import neighbor_sampling as ns
+from benchmarks.sampling import NodeDraws
 
 
 class Method(ns.Method):
@@ -100,24 +142,19 @@ class Method(ns.Method):
         super().__init__(ctx)
         stores = {kind: ctx.graph_store(kind) for kind in ("replicated", "partitioned")}
         seeds = self.lo + torch.arange(0, ctx.part.num_local, 5)
-        full = {name: ns.sample_blocks(s, seeds, [-1] * len(self.fanouts), self.generator) for name, s in stores.items()}
-        (rb, ri, _), (pb, pi, _) = full["replicated"], full["partitioned"]
-        self.identical = (torch.equal(ri, pi) and torch.equal(stores["replicated"].features(ri, 0), stores["partitioned"].features(pi, 0))
-                          and all(torch.equal(a.indptr, b.indptr) and torch.equal(a.src, b.src)
-                                  and torch.equal(a.col_deg, b.col_deg) for a, b in zip(rb, pb)))
-        self.freq = {}
-        for name, store in stores.items():
-            counts = Counter()
-            for _ in range(150):
-                blocks, inputs, _ = ns.sample_blocks(store, seeds, self.fanouts, self.generator)
-                ids = [inputs] + [inputs[:b.num_rows] for b in blocks]
-                for layer, b in enumerate(blocks):
-                    src, dst = ids[layer][b.src].tolist(), ids[layer + 1][b.dst].tolist()
-                    counts.update((layer, s, d) for s, d in zip(src, dst))
-            self.freq[name] = {str(k): v for k, v in counts.items()}
+        self.identical, inputs = [], set()
+        for fanouts, key in [([-1] * len(self.fanouts), 0)] + [(self.fanouts, k) for k in range(20)]:
+            (rb, ri, _), (pb, pi, _) = (ns.sample_blocks(s, seeds, fanouts, NodeDraws(key)) for s in stores.values())
+            self.identical.append(
+                torch.equal(ri, pi) and torch.equal(stores["replicated"].features(ri, 0), stores["partitioned"].features(pi, 0))
+                and torch.equal(stores["replicated"].dataset_ids(ri), stores["partitioned"].dataset_ids(pi))
+                and all(torch.equal(a.indptr, b.indptr) and torch.equal(a.src, b.src)
+                        and torch.equal(a.col_deg, b.col_deg) for a, b in zip(rb, pb)))
+            inputs.add(tuple(ri.tolist()))
+        self.samples = len(inputs)
 
     def probes(self):
-        return {**super().probes(), "identical": self.identical, "freq": self.freq}
+        return {**super().probes(), "identical": self.identical, "samples": self.samples}
 """
 
 
@@ -127,21 +164,15 @@ def stores_plugin(write_plugins):
 
 
 def test_partitioned_and_replicated_stores_draw_the_same_blocks(make_cfg, stores_plugin):
+    """Both stores keep rows in dataset-id order and key draws by dataset id: under the same key they
+    draw identical blocks (with every neighbour, and with fan-outs), and another key another sample."""
     cfg = make_cfg("method=neighbor_sampling", "layers=2", "method.fanouts=[4,2]", "workers=3", "epochs=1",
                    *DATASETS["synthetic"])
     cfg["method"]["name"] = "ns_stores"
     _, record = run_ok(cfg)
-    worst, edges = 0.0, 0
     for rank in record["summary"]["per_rank"]:
-        assert rank["identical"]
-        rep, par = rank["freq"]["replicated"], rank["freq"]["partitioned"]
-        # Two samples of the same distribution: per edge, (a - b) / sqrt(a + b) is ~N(0, 1).
-        for key in set(rep) | set(par):
-            a, b = rep.get(key, 0), par.get(key, 0)
-            worst = max(worst, abs(a - b) / math.sqrt(a + b))
-            edges += 1
-    assert edges > 1000
-    assert worst < 5.5, worst  # max of |N(0,1)| over a few thousand edges stays near 4
+        assert all(rank["identical"]) and len(rank["identical"]) == 21
+        assert rank["samples"] == 21  # every key: another sample (and the full one)
 
 
 @pytest.mark.parametrize("dataset,models,workers,store", [

@@ -115,8 +115,9 @@ def test_graphsaint_walks_follow_edges_from_training_nodes(make_cfg):
     indptr, indices = own_edges(part)
     local = edge_set(indptr, indices)
     train = part.train_mask.nonzero().flatten()
-    roots = train[torch.randint(train.numel(), (500,), generator=method.generator)]
-    walks = random_walks(indptr, indices, roots, 4, method.generator)
+    generator = method.ctx.draws.generator("cpu", "test")
+    roots = train[torch.randint(train.numel(), (500,), generator=generator)]
+    walks = random_walks(indptr, indices, roots, 4, generator)
     assert walks.shape == (5, 500) and torch.equal(walks[0], roots)
     # each step goes from v to one of v's in-neighbours u: (u, v) is an edge of the part's own subgraph
     assert all((u, v) in local for v, u in zip(walks[:-1].flatten().tolist(), walks[1:].flatten().tolist()))
