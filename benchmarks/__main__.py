@@ -33,20 +33,27 @@ def main() -> None:
         sys.exit(2)
     from benchmarks import rank_server
     rank_server.start()  # its imports overlap this process's own (benchmarks/rank_server.py)
-    from analysis.preflight import check, check_only
     from benchmarks.cli import main as cli_main
 
+    check, check_only = preflight_checks()
     cli_main(preflight=check_only if check_memory else check)
+
+
+def preflight_checks():
+    """(the pre-flight memory check a run passes before its ranks start, the check alone that
+    `--check-memory` prints): the cost model's, from analysis/, which the runtime does not import."""
+    from analysis.preflight import check, check_only
+
+    return check, check_only
 
 
 def run_forked(config: dict) -> None:
     """A sweep's run forked from its warm parent (benchmarks/sweep.py `run_one`): what `python -m
     benchmarks` does with the configuration the sweep composed and checked, the pre-flight check
     included, without starting Python, importing torch or composing again."""
-    from analysis.preflight import check
     from benchmarks.cli import run_and_report
 
-    run_and_report(config, preflight=check)
+    run_and_report(config, preflight=preflight_checks()[0])
 
 
 if __name__ == "__main__":

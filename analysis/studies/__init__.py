@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analysis.studies import (boundary, digest, families, feature_cache, findings, gas, kernels, runtime, sampling,
-                              sar, savers)
+                              sar, savers, scaling)
 
 SECTIONS = {
     "findings": findings.section,
@@ -24,11 +24,12 @@ SECTIONS = {
     "families": families.section,
     "feature_cache": feature_cache.section,
     "gas": gas.section,
+    "scaling": scaling.section,
 }
 
 
 #: Studies whose table is also written as data beside a published page (`<page>.csv`).
-TABLES = {"findings": findings.csv}
+TABLES = {"findings": findings.csv, "scaling": scaling.csv}
 
 
 def of(records: list[dict], study: str) -> list[dict]:

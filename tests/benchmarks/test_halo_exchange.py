@@ -29,7 +29,7 @@ class ThreadComm(Comm):
         super().__init__(rank, world)
         self.board, self.barrier = board, barrier
 
-    def all_to_all(self, send, send_counts, recv_counts, category, layer=None):
+    def all_to_all(self, send, send_counts, recv_counts, category, layer=None, ids=None):
         self.board[self.rank] = send.split(send_counts)
         self.barrier.wait()
         got = [self.board[q][self.rank] for q in range(self.world)]

@@ -1,0 +1,213 @@
+"""Study `scaling` (experiment=scaling): what each approximation costs in accuracy, and saves in
+bytes, as the number of partitions P grows. Every approximate method runs beside its exact control
+(`sweep.controls`) and `full_halo` at each P on the same seeds; with training's randomness keyed by
+node, never by rank (benchmarks/draws.py), a method and its control at one seed share their dropout
+masks and initial weights, so the paired difference is the approximation's alone.
+
+Per (dataset, model, partitioner, method, P):
+  - the accuracy effect against the control, paired over seeds, with its 95 % interval
+    (analysis/paired.py), and its two-sided paired t-test p-value;
+  - the judgement after Holm's step-down correction over every comparison on the page (family-wise
+    5 %), beside the count an uncorrected 5 % test would flag by chance alone;
+  - halo bytes (every training byte but the gradient and parameter sums) and total bytes per epoch,
+    each over `full_halo`'s at the same P;
+  - the halo rows per node (every rank's halo summed, over the graph's nodes): how much boundary
+    the partition gives the approximation to approximate.
+
+One figure per family (the records' `about.family`): each method's effect against P, its interval
+as a band. Epoch times at more ranks than cores are time-slicing, not speed, and this page shows none."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from scipy import stats
+
+from analysis import figures, paired, records
+from analysis.markdown import fmt, image, md_table
+
+#: Traffic that is not the halo's: gradient and parameter sums, batch-norm statistics.
+SYNC = ("grad_allreduce", "param_avg", "norm")
+REFERENCE = "full_halo"
+ALPHA = 0.05
+
+
+def p_value(differences: list[float]) -> float:
+    """Two-sided paired t-test of mean 0 (NaN with fewer than 2 pairs; 1 when every pair is equal)."""
+    d = [x for x in differences if x == x]
+    if len(d) < 2:
+        return math.nan
+    if all(x == d[0] for x in d):
+        return 1.0 if d[0] == 0 else 0.0
+    return float(stats.ttest_1samp(d, 0.0).pvalue)
+
+
+def holm(p_values: list[float], alpha: float = ALPHA) -> list[bool]:
+    """Holm's step-down: which hypotheses are rejected at family-wise level `alpha` (NaN: never)."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if p == p)
+    rejected = [False] * len(p_values)
+    m = len(order)
+    for k, (p, i) in enumerate(order):
+        if p > alpha / (m - k):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def halo_rows_per_node(recs: list[dict]) -> dict[tuple, float]:
+    """(dataset, setting, workers) -> every rank's halo rows summed over the graph's nodes."""
+    out = {}
+    for r in recs:
+        part, graph = r.get("partition") or {}, r.get("graph") or {}
+        if part.get("halo_nodes_per_rank") and graph.get("nodes"):
+            out[(r["dataset"], r["setting"], int(r["workers"]))] = sum(part["halo_nodes_per_rank"]) / graph["nodes"]
+    return out
+
+
+def _bytes(g: pd.DataFrame) -> tuple[float, float]:
+    """Mean (halo, total) training bytes per epoch of the runs `g`."""
+    total = g["comm_bytes_per_epoch"].mean()
+    sync = g["comm_by_category"].map(lambda c: sum(v for k, v in c.items() if k in SYNC)).mean()
+    return total - sync, total
+
+
+def table(recs: list[dict]) -> pd.DataFrame:
+    runs = records.runs(recs)
+    about = records.abouts(recs)
+    ok = runs[runs["status"] == "ok"].copy()
+    ok["partitioner"] = ok["config"].map(lambda c: c.get("partitioner"))
+    halo_per_node = halo_rows_per_node(recs)
+    rows = []
+    keys = ["dataset", "model", "partitioner", "setting", "workers"]
+    for (dataset, model, partitioner, setting, workers), here in ok.groupby(keys, sort=True):
+        reference = here[here["variant"] == REFERENCE]
+        ref_halo, ref_total = _bytes(reference) if len(reference) else (math.nan, math.nan)
+        for variant, g in here.groupby("variant", sort=True):
+            control = g["control"].dropna()
+            if variant != g["method"].iloc[0] or not len(control):  # a control, or an exact method
+                continue
+            d = paired.differences(here, variant, control.iloc[0], "test_acc")
+            halo, total = _bytes(g)
+            a = about.get(g["method"].iloc[0], {})
+            rows.append({"dataset": dataset, "model": model, "partitioner": partitioner, "workers": int(workers),
+                         "method": variant, "family": a.get("family", "?"), "control": control.iloc[0],
+                         "effect": paired.effect(d), "p": p_value(d),
+                         "halo_vs_reference": halo / ref_halo if ref_halo else math.nan,
+                         "bytes_vs_reference": total / ref_total if ref_total else math.nan,
+                         "halo_rows_per_node": halo_per_node.get((dataset, setting, int(workers)), math.nan)})
+    t = pd.DataFrame(rows)
+    if not t.empty:
+        t["holm"] = holm(list(t["p"]))
+    t.attrs["groups"] = runs.attrs["groups"]
+    return t
+
+
+def _judged(r) -> str:
+    e = r["effect"]
+    if e.n < 2:
+        return "unresolved (fewer than 2 pairs)"
+    if r["holm"]:
+        return "resolved (Holm)"
+    return "resolved at 5 %, not after Holm" if e.resolved else "within noise"
+
+
+def markdown(t: pd.DataFrame) -> str:
+    return md_table(["method", "P", "accuracy effect vs control, pt [95 % CI] (pairs)", "p", "judged",
+                     "halo bytes × full_halo", "bytes × full_halo", "halo rows / node"],
+                    [[f"`{r['method']}`", r["workers"], f"{r['effect'].text()} vs `{r['control']}`",
+                      fmt(r["p"], 3), _judged(r), fmt(r["halo_vs_reference"], 3), fmt(r["bytes_vs_reference"], 3),
+                      fmt(r["halo_rows_per_node"], 2)]
+                     for r in t.sort_values(["method", "workers"]).to_dict("records")])
+
+
+def curve_in_words(t: pd.DataFrame, points: float = 1.0) -> list[str]:
+    """Per method: the smallest P at which the effect's interval leaves ±`points` (entirely outside),
+    or that it stays inside, or that the intervals are too wide to say."""
+    lines = []
+    for (dataset, model, partitioner, method), g in t.groupby(["dataset", "model", "partitioner", "method"]):
+        g = g.sort_values("workers")
+        where = f"{dataset} · {model} · {partitioner}: `{method}`"
+        out = [r for r in g.to_dict("records") if r["effect"].n >= 2
+               and (100 * r["effect"].low > points or 100 * r["effect"].high < -points)]
+        inside = [r for r in g.to_dict("records") if r["effect"].n >= 2
+                  and 100 * r["effect"].low >= -points and 100 * r["effect"].high <= points]
+        ps = ", ".join(str(w) for w in g["workers"])
+        if out:
+            r = out[0]
+            lines.append(f"- {where} leaves ±{points:g} pt at P={r['workers']}: {r['effect'].text()} pt")
+        elif len(inside) == len(g):
+            lines.append(f"- {where} stays within ±{points:g} pt at every P measured ({ps})")
+        else:
+            wide = ", ".join(str(r["workers"]) for r in g.to_dict("records") if r not in inside)
+            lines.append(f"- {where} never leaves ±{points:g} pt; at P={wide} the interval is too wide to say "
+                         "it stays inside")
+    return lines
+
+
+def effect_vs_workers(t: pd.DataFrame, out_dir) -> list[Path]:
+    """One panel per family: each method's accuracy effect against its control as P grows (log 2),
+    the 95 % interval as a band; dashed: 0 and ±1 point."""
+    sty = figures.style(t["method"], t.attrs.get("groups"))
+    panels = list(t.groupby(["family", "dataset", "model", "partitioner"], sort=True))
+    fig, axes = figures._grid(len(panels), size=(6.0, 4.2))
+    for ax, ((family, dataset, model, partitioner), g) in zip(axes.flat, panels):
+        for line in (-1, 1):
+            ax.axhline(line, color="grey", linestyle=":", linewidth=1)
+        ax.axhline(0, color="grey", linestyle="--", linewidth=1)
+        for method, m in g.groupby("method", sort=True):
+            m = m.sort_values("workers")
+            mean = [100 * e.mean for e in m["effect"]]
+            low = [100 * e.low if e.n >= 2 else math.nan for e in m["effect"]]
+            high = [100 * e.high if e.n >= 2 else math.nan for e in m["effect"]]
+            s = sty[method]
+            ax.plot(m["workers"], mean, label=method, color=s["color"], marker=s["marker"], markerfacecolor="none")
+            ax.fill_between(m["workers"], low, high, color=s["color"], alpha=0.15)
+        figures._workers_axis(ax, sorted(g["workers"].unique()))
+        ax.set_xlabel("partitions P (ranks)")
+        ax.set_ylabel("accuracy effect vs exact control (points)\nband: 95 % interval over paired seeds")
+        ax.set_title(f"{family} · {dataset} · {model} · {partitioner}")
+    figures._hide_unused(axes, len(panels))
+    fig.suptitle("Each approximation's accuracy effect as P grows")
+    figures._legend(fig, axes, False)
+    return figures.save(fig, out_dir, "effect_vs_workers")
+
+
+def section(recs: list[dict], out_dir: Path) -> list[str]:
+    t = table(recs)
+    if t.empty:
+        return ["## Study: scaling", "", "(no approximate method ran beside its control)", ""]
+    m = int(t["p"].notna().sum())
+    raw = int(sum(e.resolved for e in t["effect"]))
+    parts = ["## Study: scaling (each approximation against its control as P grows)", "",
+             "`experiment=scaling`. The accuracy effect is test accuracy at the best validation epoch, the method "
+             "minus its exact control seed by seed (same seeds, partition, initial weights and dropout masks: "
+             "every draw is keyed by node, never by rank), with a 95 % Student-t interval; *p* is the paired "
+             "t-test's. *judged*: Holm's step-down over all comparisons of this page at family-wise 5 %. "
+             f"{m} comparisons: {raw} intervals exclude 0 uncorrected, where about {ALPHA * m:.1f} would by chance "
+             f"alone; {int(t['holm'].sum())} stay resolved after Holm. *halo bytes*: every training byte but the "
+             "gradient and parameter sums, per epoch, over `full_halo`'s at the same P; *halo rows / node*: the "
+             "halos of all ranks summed, over the graph's nodes. Epoch times at more ranks than this machine's "
+             "cores are time-slicing and are not shown.", ""]
+    for (dataset, model, partitioner), g in t.groupby(["dataset", "model", "partitioner"], sort=True):
+        parts += [f"### {dataset} · {model} · {partitioner}", "", markdown(g), ""]
+    parts += ["The curve in words (±1 point, judged on each interval):", "", *curve_in_words(t), ""]
+    parts += [image(effect_vs_workers(t, out_dir / "figures" / "scaling"), out_dir), ""]
+    return parts
+
+
+def csv(recs: list[dict]) -> pd.DataFrame:
+    """The table as data (docs/results/scaling.csv, which `advise` reads): effects in points."""
+    t = table(recs)
+    if t.empty:
+        return t
+    def points(e, what):
+        return round(100 * getattr(e, what), 2) if e.n >= 2 else None
+    return pd.DataFrame({
+        "method": t["method"], "dataset": t["dataset"], "model": t["model"], "partitioner": t["partitioner"],
+        "workers": t["workers"], "control": t["control"], "pairs": [e.n for e in t["effect"]],
+        "effect_pt": [points(e, "mean") for e in t["effect"]],
+        "effect_low_pt": [points(e, "low") for e in t["effect"]],
+        "effect_high_pt": [points(e, "high") for e in t["effect"]],
+        "p": t["p"].round(4), "holm": t["holm"], "halo_vs_full_halo": t["halo_vs_reference"].round(4),
+        "bytes_vs_full_halo": t["bytes_vs_reference"].round(4), "halo_rows_per_node": t["halo_rows_per_node"].round(3)})
