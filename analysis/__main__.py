@@ -51,6 +51,7 @@ def main(argv=None) -> None:
                    "(default: results/advise/<graph>-<hardware>-<model>)")
     # the measured accuracy effects and the projection's validation (tests point them elsewhere)
     a.add_argument("--findings", default=None, help=argparse.SUPPRESS)
+    a.add_argument("--scaling", default=None, help=argparse.SUPPRESS)
     a.add_argument("--validation", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     from benchmarks.errors import UserError
@@ -170,6 +171,8 @@ def _check_advise(args) -> dict:
     g = stats["graph"]
     model = advise.model_of(args.model, g["features"], hidden, g["classes"], layers)
     findings = advise.read_table(args.findings or advise.FINDINGS, advise.FINDINGS_COLUMNS, "--findings")
+    findings += advise.curve_rows(advise.read_table(args.scaling or advise.SCALING, advise.SCALING_COLUMNS,
+                                                    "--scaling"))
     validation = advise.read_table(args.validation or advise.VALIDATION, advise.VALIDATION_COLUMNS, "--validation")
     out = args.out or f"results/advise/{Path(args.graph).stem}-{Path(args.hardware).stem}-{args.model}"
     check_writable("--out", out)

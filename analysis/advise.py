@@ -6,7 +6,9 @@ the cost model, on the graph's partition statistics (`projection.load_stats`) an
 profile: the path of `project --workers` without the records (`projection.project_setting`). Per
 worker count, the methods that fit a rank's memory ranked by projected epoch time, then those that do
 not, each beside what the suite measured of it at small scale: its accuracy effect against its exact
-control (docs/results/findings.csv) and the projection's validated error (docs/results/projection.csv).
+control at the measured P nearest the P asked, named, and said to be extrapolated beyond the largest
+P measured (docs/results/findings.csv at P=2, docs/results/scaling.csv as P grows), and the
+projection's validated error (docs/results/projection.csv).
 
 Writes `advise.md` (what it prints), `advise.json` and `figures/advise.png` / `.pdf`.
 """
@@ -22,12 +24,16 @@ RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
 #: What the suite measured: each method's accuracy effect (the `findings` study), and the
 #: projection's validation (`experiment=projection_validate`). Tests point these elsewhere.
 FINDINGS, VALIDATION = RESULTS / "findings.csv", RESULTS / "projection.csv"
+#: The `scaling` study: each approximation's effect against its control at several P.
+SCALING = RESULTS / "scaling.csv"
+SCALING_COLUMNS = ("method", "dataset", "model", "partitioner", "workers", "control", "pairs", "effect_pt",
+                   "effect_low_pt", "effect_high_pt")
 #: Their columns; those named in NUMBERS are read as numbers (empty: not applicable).
 FINDINGS_COLUMNS = ("method", "family", "exactness", "reference", "dataset", "model", "workers", "seeds", "test_acc",
                     "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single", "bytes_vs_control",
                     "bytes_per_epoch")
 VALIDATION_COLUMNS = ("quantity", "median_error", "largest_error", "runs", "hardware", "source")
-NUMBERS = {"workers", "seeds", "test_acc", "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single",
+NUMBERS = {"workers", "seeds", "pairs", "test_acc", "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single",
            "bytes_vs_control", "bytes_per_epoch", "median_error", "largest_error", "runs"}
 QUANTITIES = {"epoch_time": "epoch time", "working_set": "training working set"}
 MODELS = ("sage", "gcn", "gat")
@@ -60,6 +66,28 @@ def read_table(path, columns: tuple, option: str) -> list[dict]:
             except ValueError:
                 raise UserError(f"{option} {path} line {line}: {c} is {text!r}, not a number") from None
     return rows
+
+
+def curve_rows(scaling: list[dict]) -> list[dict]:
+    """The scaling study's rows as findings rows (the effect against the control at each P)."""
+    return [{"method": r["method"], "family": "", "exactness": "approximate", "reference": r["control"],
+             "dataset": r["dataset"], "model": r["model"], "workers": r["workers"], "seeds": r["pairs"],
+             "test_acc": None, "effect_pt": r["effect_pt"], "effect_low_pt": r["effect_low_pt"],
+             "effect_high_pt": r["effect_high_pt"]} for r in scaling]
+
+
+def nearest(accuracy: list[dict], p: int) -> tuple[dict | None, str]:
+    """The measured row of `accuracy` at the worker count nearest `p` (in ratio: 8 is as near 16 as
+    32), and how it stands to `p`: `at P=w`, or `at P=w, extrapolated to P=p` beyond the largest P
+    measured. The first dataset measured, as the findings list them."""
+    measured = [f for f in accuracy if f["dataset"] == accuracy[0]["dataset"] and f["workers"]] if accuracy else []
+    if not measured:
+        return None, ""
+    import math
+    best = min(measured, key=lambda f: (abs(math.log2(f["workers"] / p)), -f["workers"]))
+    w = int(best["workers"])
+    largest = max(int(f["workers"]) for f in measured)
+    return best, (f"at P={w}" if p <= largest else f"at P={w}, extrapolated to P={p}")
 
 
 def model_of(name: str, features: int, hidden: int, classes: int, layers: int):
@@ -120,7 +148,8 @@ def effect(finding: dict, short: bool = False) -> str:
         return text
     against = f" vs {finding['reference']}" if finding["reference"] else " (the reference)"
     seeds = f", {finding['seeds']:g} seeds" if finding["seeds"] is not None else ""
-    return f"{text}{against}, {finding['dataset']} · {finding['model']}{seeds}"
+    at = f", P={finding['workers']:g}" if finding.get("workers") else ""
+    return f"{text}{against}, {finding['dataset']} · {finding['model']}{at}{seeds}"
 
 
 def validated(validation: list[dict], hardware: str) -> str:
@@ -154,7 +183,7 @@ def markdown(result: dict) -> str:
         out = sorted((r for r in at if not r["fits"]), key=lambda r: r["projected_peak_mem_bytes"])
         has = number(result["memory_per_rank_bytes"][p] / GB)
         text += ["", f"## {p} workers", ""]
-        text += [f"Fit in the {has} GB a rank has, fastest first:", "", _ranked(fit)] if fit else \
+        text += [f"Fit in the {has} GB a rank has, fastest first:", "", _ranked(fit, p)] if fit else \
             [f"None fits in the {has} GB a rank has."]
         if out:
             text += ["", f"Do not fit in {has} GB:", "",
@@ -162,7 +191,7 @@ def markdown(result: dict) -> str:
                               [[r["method"], number(r["projected_peak_mem_bytes"] / GB), has,
                                 number(r["projected_epoch_s"]), r["about"]["kind"]] for r in out], aligned=True)]
     methods = {r["method"]: r for r in result["rows"]}.values()
-    text += ["", "## Accuracy effect, measured at small scale (the same at every P)", "",
+    text += ["", "## Accuracy effect, measured at small scale (each at the P it names)", "",
              md_table(["method", "kind", "accuracy effect"],
                       [[r["method"], r["about"]["kind"], "; ".join(map(effect, r["accuracy"])) or "not measured"]
                        for r in methods], aligned=True)]
@@ -175,12 +204,15 @@ def markdown(result: dict) -> str:
     return "\n".join(text) + "\n"
 
 
-def _ranked(rows: list[dict]) -> str:
-    """The methods that fit, in the order given; the accuracy effect of the first dataset measured."""
+def _ranked(rows: list[dict], p: int) -> str:
+    """The methods that fit at `p` workers, in the order given; the accuracy effect measured at the P
+    nearest `p` (`nearest`), named."""
+    def measured(r):
+        row, where = nearest(r["accuracy"], p)
+        return f"{effect(row, short=True)} {where}" if row else "not measured"
     return md_table(["#", "method", "epoch s", "peak GB/rank", "GB/epoch", "kind", "accuracy effect"],
                     [[i, r["method"], number(r["projected_epoch_s"]), number(r["projected_peak_mem_bytes"] / GB),
-                      number(r["projected_bytes_per_epoch"] / GB), r["about"]["kind"],
-                      effect(r["accuracy"][0], short=True) if r["accuracy"] else "not measured"]
+                      number(r["projected_bytes_per_epoch"] / GB), r["about"]["kind"], measured(r)]
                      for i, r in enumerate(rows, 1)], aligned=True)
 
 

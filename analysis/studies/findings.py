@@ -11,7 +11,11 @@ method, run at the preset's worker count beside its exact control and `single` o
   sampled methods; an exact method's effect is its noise against the oracle).
 
 `csv` is the same table as data: `python -m analysis report <dir> --publish docs/results/findings.md`
-writes it beside the page as `findings.csv`, which `python -m analysis advise` reads."""
+writes it beside the page as `findings.csv`, which `python -m analysis advise` reads.
+
+Beside the effect at the preset's P, each approximate method's effect at the largest P the `scaling`
+study measured, read from that study's published table (`SCALING`, docs/results/scaling.csv: the
+findings' records are at one P only), with the P named; "not measured" where it has none."""
 from __future__ import annotations
 
 import math
@@ -24,6 +28,24 @@ from analysis.markdown import fmt, image, md_table
 
 #: A run and `single` pair on these (single always runs at one worker); a run and its control on `PAIR_KEYS`.
 WITH_SINGLE = ["dataset", "model", "setting", "seed"]
+#: The scaling study's published table (analysis/studies/scaling.py `csv`); tests point it elsewhere.
+SCALING = Path(__file__).resolve().parents[2] / "docs" / "results" / "scaling.csv"
+
+
+def at_largest_p(method: str, dataset: str, model: str) -> str:
+    """`method`'s effect at the largest P of the scaling study on this dataset and model (METIS first),
+    with its P and pairs, from `SCALING`; "not measured" where there is none."""
+    if not SCALING.exists():
+        return "not measured"
+    t = pd.read_csv(SCALING)
+    t = t[(t["method"] == method) & (t["dataset"] == dataset) & (t["model"] == model) & t["effect_pt"].notna()]
+    if t.empty:
+        return "not measured"
+    t = t.assign(metis=t["partitioner"] == "metis").sort_values(["metis", "workers"])
+    r = t.iloc[-1]
+    noise = "" if r["effect_low_pt"] > 0 or r["effect_high_pt"] < 0 else ", within noise"
+    return (f"{r['effect_pt']:+.1f} [{r['effect_low_pt']:+.1f}, {r['effect_high_pt']:+.1f}] "
+            f"({int(r['pairs'])}{noise}) at P={int(r['workers'])}")
 
 
 def table(recs: list[dict]) -> pd.DataFrame:
@@ -56,6 +78,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
                      "dataset": dataset, "model": model, "workers": workers, "seeds": len(g),
                      "test_acc": g["test_acc"].mean(), "test_acc_std": g["test_acc"].std(ddof=1),
                      "effect": effect if variant != against else None,
+                     "at_largest_p": at_largest_p(variant, dataset, model) if kind == "approximate" else "",
                      "ws_vs_single": g["train_mem_bytes"].mean() / single_ws if single_ws else math.nan,
                      "bytes_reference": bytes_ref, "bytes_per_epoch": g["comm_bytes_per_epoch"].mean(),
                      "bytes_vs_reference": (g["comm_bytes_per_epoch"].mean() / ref_bytes
@@ -80,6 +103,7 @@ def csv(recs: list[dict]) -> pd.DataFrame:
         "effect_pt": [points(e, "mean") for e in t["effect"]],
         "effect_low_pt": [points(e, "low") for e in t["effect"]],
         "effect_high_pt": [points(e, "high") for e in t["effect"]],
+        "at_largest_p": t["at_largest_p"],
         "ws_vs_single": t["ws_vs_single"].round(3), "bytes_vs_control": t["bytes_vs_reference"].round(3),
         "bytes_per_epoch": t["bytes_per_epoch"].round(0)})
 
@@ -99,13 +123,14 @@ def _effect(r) -> str:
 
 def markdown(t: pd.DataFrame) -> str:
     return md_table(["method", "family", "exact, or what it approximates", "train WS/rank × single",
-                     "bytes/epoch × reference", "accuracy effect, pt [95 % CI] (pairs)", "test acc %",
-                     "where its paper says it wins"],
+                     "bytes/epoch × reference", "accuracy effect, pt [95 % CI] (pairs)",
+                     "effect at the largest P measured (scaling)", "test acc %", "where its paper says it wins"],
                     [[f"`{r['method']}`", r["family"], _what(r), fmt(r["ws_vs_single"], 2),
                       (f"{fmt(r['bytes_vs_reference'], 3)} × `{r['bytes_reference']}`"
                        if r["bytes_vs_reference"] == r["bytes_vs_reference"] else
                        f"{fmt(r['bytes_per_epoch'], 2, scale=1e6)} MB"),
-                      _effect(r), fmt(100 * r["test_acc"], 1, std=100 * r["test_acc_std"]), r["claim"]]
+                      _effect(r), r["at_largest_p"] or "–", fmt(100 * r["test_acc"], 1, std=100 * r["test_acc_std"]),
+                      r["claim"]]
                      for r in t.to_dict("records")])
 
 
@@ -133,8 +158,10 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "accuracy at the best validation epoch, the method minus its reference seed by seed, mean with a "
              "95 % Student-t interval, \"within noise\" where it contains 0. The reference is the exact control "
              "(the same method with its approximation off, same layer 0, partition and seeds) for an approximate "
-             "method and `single` for the others; an exact method's effect is its noise against the oracle "
-             "(dropout masks are drawn per rank). The last column is the paper's claim (`Method.claim`), not a "
+             "method and `single` for the others. Every draw of training is keyed by node, never by rank "
+             "(benchmarks/draws.py), so an exact method's effect against the oracle is 0 with an interval of 0, "
+             "and a method and its control share each seed's dropout masks. *effect at the largest P measured*: "
+             "the same effect from the `scaling` study (docs/results/scaling.md), at the largest P it ran. The last column is the paper's claim (`Method.claim`), not a "
              "measurement: the measured columns say whether this graph shows it.", ""]
     for (dataset, model), g in t.groupby(["dataset", "model"], sort=True):
         parts += [f"### {dataset} · {model} · {int(g['workers'].max())} workers", "", markdown(g), ""]

@@ -34,7 +34,11 @@ def files(tmp_path_factory) -> dict:
     measured = {"method": PROJECTED[0], "family": "f", "exactness": "approximate", "reference": "its control x=1",
                 "dataset": "cora", "model": "sage", "workers": 2, "seeds": 5, "test_acc": 0.8, "effect_pt": -0.4,
                 "effect_low_pt": -1.6, "effect_high_pt": 0.9}
+    at_four = {"method": PROJECTED[0], "dataset": "cora", "model": "sage", "partitioner": "metis", "workers": 4,
+               "control": "its control x=1", "pairs": 10, "effect_pt": 0.7, "effect_low_pt": 0.2,
+               "effect_high_pt": 1.2}
     return {"findings": csv_file(folder / "findings.csv", advise.FINDINGS_COLUMNS, [measured]),
+            "scaling": csv_file(folder / "scaling.csv", advise.SCALING_COLUMNS, [at_four]),
             "validation": csv_file(folder / "projection.csv", advise.VALIDATION_COLUMNS,
                                    [{"quantity": "epoch_time", "median_error": 0.2, "largest_error": 0.6, "runs": 10,
                                      "hardware": "this-machine", "source": "a test"}]),
@@ -43,7 +47,8 @@ def files(tmp_path_factory) -> dict:
 
 def run(capsys, files, out: Path, *args: str) -> str:
     main(["advise", "--graph", CITESEER, "--workers", "2,4", "--hidden", "16", "--out", str(out),
-          "--findings", str(files["findings"]), "--validation", str(files["validation"]), *args])
+          "--findings", str(files["findings"]), "--scaling", str(files["scaling"]),
+          "--validation", str(files["validation"]), *args])
     return capsys.readouterr().out
 
 
@@ -52,7 +57,8 @@ def advised(files) -> tuple[str, dict, Path]:
     """One run on a100-dgx: its advise.md (what it printed), advise.json and its folder."""
     out = files["folder"] / "a100"
     main(["advise", "--graph", CITESEER, "--hardware", "a100-dgx", "--workers", "2,4", "--hidden", "16",
-          "--out", str(out), "--findings", str(files["findings"]), "--validation", str(files["validation"])])
+          "--out", str(out), "--findings", str(files["findings"]), "--scaling", str(files["scaling"]),
+          "--validation", str(files["validation"])])
     return (out / "advise.md").read_text(), json.loads((out / "advise.json").read_text()), out
 
 
@@ -107,9 +113,22 @@ def test_the_accuracy_effect_is_read_from_the_findings_and_not_measured_elsewher
     text, result, _ = advised
     section = text.split("## Accuracy effect", 1)[1].split("##", 1)[0]
     lines = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| ")}
-    assert "-0.4 pt [-1.6, +0.9] vs its control x=1, cora · sage, 5 seeds" in lines[PROJECTED[0]]
+    assert "-0.4 pt [-1.6, +0.9] vs its control x=1, cora · sage, P=2, 5 seeds" in lines[PROJECTED[0]]
+    assert "+0.7 pt [+0.2, +1.2] vs its control x=1, cora · sage, P=4, 10 seeds" in lines[PROJECTED[0]]
     assert all("not measured" in lines[name] for name in PROJECTED[1:])
+    # each worker count's ranking names the effect measured at the P nearest it
+    for p, want in ((2, "-0.4 pt [-1.6, +0.9] at P=2"), (4, "+0.7 pt [+0.2, +1.2] at P=4")):
+        ranked = text.split(f"## {p} workers", 1)[1].split("##", 1)[0]
+        assert any(f"| {PROJECTED[0]} " in line and want in line for line in ranked.splitlines()), p
     assert "Validated on this-machine (10 runs): epoch time within 20 % median (60 % largest); on a100-dgx" in text
+
+
+def test_an_effect_beyond_the_largest_p_measured_is_named_extrapolated():
+    rows = [{"method": "m", "dataset": "cora", "workers": w, "effect_pt": e} for w, e in ((2, 0.1), (8, -0.5))]
+    assert advise.nearest(rows, 2) == (rows[0], "at P=2")
+    assert advise.nearest(rows, 6) == (rows[1], "at P=8")
+    assert advise.nearest(rows, 64) == (rows[1], "at P=8, extrapolated to P=64")
+    assert advise.nearest([], 4) == (None, "")
 
 
 def test_the_figure_and_files_are_written(advised):

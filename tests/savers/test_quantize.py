@@ -44,3 +44,21 @@ def test_integer_codes_are_unbiased_and_within_one_step(name, bits):
 def test_an_unknown_level_is_refused():
     with pytest.raises(UserError, match="unknown comm.quantize 'int3'"):
         Codec("int3")
+
+
+def test_stochastic_rounding_of_a_nodes_row_is_keyed_by_the_node_not_the_sender():
+    """`Comm.rounding_noise`: the uniforms of node v's row depend on (category, layer, v, column), so
+    two ranks sending v (another layout) round it alike; another layer draws other uniforms."""
+    from benchmarks.comm import Comm
+    from benchmarks.quantize import Codec
+
+    codec, rows = Codec("int4"), torch.randn(6, 10)
+    ids = torch.tensor([5, 17, 3, 99, 42, 8])
+    a, b = Comm(rank=0, world=2, seed=3), Comm(rank=1, world=4, seed=3)
+    u = a.rounding_noise(codec, rows, ids, "halo_fwd", 1)
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    assert torch.equal(b.rounding_noise(codec, rows[perm], ids[perm], "halo_fwd", 1), u[perm])
+    assert not torch.equal(a.rounding_noise(codec, rows, ids, "halo_fwd", 2), u)
+    assert float(u.min()) >= 0 and float(u.max()) < 1
+    assert a.rounding_noise(codec, rows, None, "halo_fwd", 1) is None  # no ids: the codec's own stream
+    assert torch.equal(codec.decode(codec.encode(rows, u), (6, 10)), codec.decode(codec.encode(rows, u), (6, 10)))

@@ -21,6 +21,15 @@ ACC = {"single": (0.80, 0.82, 0.81), "full_halo": (0.81, 0.81, 0.81), "bns_gcn":
        "bns_gcn boundary_fraction=1.0": (0.80, 0.81, 0.80), "neighbor_sampling": (0.77, 0.78, 0.76)}
 
 
+@pytest.fixture(autouse=True)
+def scaling_table(tmp_path, monkeypatch):
+    """The scaling study's published table, hand-made: `bns_gcn` at P=8, 10 pairs."""
+    path = tmp_path / "scaling.csv"
+    path.write_text("method,dataset,model,partitioner,workers,control,pairs,effect_pt,effect_low_pt,effect_high_pt\n"
+                    "bns_gcn,cora,sage,metis,4,c,10,-0.5,-0.9,-0.1\nbns_gcn,cora,sage,metis,8,c,10,-1.5,-2.0,-1.0\n")
+    monkeypatch.setattr(findings, "SCALING", path)
+
+
 def _records() -> list[dict]:
     out = []
     for seed in range(3):
@@ -50,6 +59,7 @@ def test_each_method_is_set_against_its_control_or_single_with_paired_intervals(
     ns = t.loc["neighbor_sampling"]
     assert ns["exactness"] == "sampled" and ns["reference"] == "single"  # paired with single across workers
     assert ns["effect"].mean == pytest.approx(-0.04, abs=1e-9) and ns["bytes_vs_reference"] == pytest.approx(4.0)
+    assert bns["at_largest_p"] == "-1.5 [-2.0, -1.0] (10) at P=8" and ns["at_largest_p"] == ""
     assert t.loc["single"]["effect"] is None and t.loc["full_halo"]["effect"].n == 3
     csv = findings.csv(_records()).set_index("method")
     assert csv.loc["bns_gcn", "effect_pt"] == pytest.approx(-1.33) and pd.isna(csv.loc["single", "effect_pt"])
