@@ -29,7 +29,8 @@ from pathlib import Path
 # One configuration = these columns; seeds are averaged within one.
 KEYS = ["dataset", "model", "variant", "workers", "setting"]
 METRICS = ["epoch_time_s", "peak_rss_bytes", "peak_pss_bytes", "peak_pss_sum_bytes", "peak_mem_bytes",
-           "train_mem_bytes", "comm_bytes_per_epoch", "comm_bytes_per_round", "best_val_acc", "test_acc", "train_time_s"]
+           "train_mem_bytes", "comm_bytes_per_epoch", "comm_bytes_per_round", "best_val_acc", "test_acc", "train_time_s",
+           "cores"]
 
 
 class NoRecords(ValueError):
@@ -233,10 +234,16 @@ def _lookup(agg: pd.DataFrame, where, column: str) -> float:
 def speedup(agg: pd.DataFrame) -> pd.DataFrame:
     """Adds `speedup_vs_1` (epoch time of the same variant with 1 worker over this one's) and
     `speedup_vs_single` (epoch time of `single` on the same dataset, model and setting over this
-    one's); NaN where the baseline is missing or failed. Means over seeds are divided."""
+    one's); NaN where the baseline is missing or failed, and where the run had more ranks than its
+    machine's cores: its epoch time is the cores' time-slicing between ranks, not a speed. Means over
+    seeds are divided."""
     out = agg.copy()
     vs1, vss = [], []
     for _, row in agg.iterrows():
+        if row.get("cores", math.nan) == row.get("cores", math.nan) and row["workers"] > row["cores"]:
+            vs1.append(math.nan)
+            vss.append(math.nan)
+            continue
         same = (agg["dataset"] == row["dataset"]) & (agg["model"] == row["model"]) & (agg["setting"] == row["setting"])
         t1 = _lookup(agg, same & (agg["variant"] == row["variant"]) & (agg["workers"] == 1), "epoch_time_s")
         ts = _lookup(agg, same & (agg["method"] == "single"), "epoch_time_s")

@@ -100,7 +100,7 @@ def ran_kernel(cfg: RunConfig, log) -> str:
     or `spmm` where `native` cannot run (no compiler, CUDA), said once in one line (`native.resolve`;
     the adjacency and dropout then take torch's kernels by themselves, `native.usable`). The config
     keeps the asked kernel: the run is the same run, by another implementation of the same products
-    (dropout masks: the same distribution, another sample)."""
+    (and the same dropout masks: benchmarks/draws.py computes native.c's hash in torch)."""
     return native.resolve(cfg.kernel, cfg.device, log)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from benchmarks.aggregation import LocalAdjacency
-from benchmarks.draws import element_hash, key_of
+from benchmarks.draws import element_hash, element_hashes, key_of
 from benchmarks.graph import concat_ranges, edge_rows
 
 #: The sampler the record names (`summary.per_rank[].sampler`). pyg-lib's compiled sampler is not
@@ -30,8 +30,7 @@ class NodeDraws:
         return NodeDraws(key_of(self.key, "layer", layer))
 
     def __call__(self, ids: torch.Tensor, width: int, round: int = 0) -> torch.Tensor:
-        index = ids.to(torch.int64)[:, None] * width + torch.arange(width, device=ids.device)
-        return element_hash(index, key_of(self.key, "round", round)).double() / 2 ** 32
+        return element_hashes(ids, width, key_of(self.key, "round", round)).double() / 2 ** 32
 
 
 class StreamDraws:

@@ -15,8 +15,10 @@ first (GCN, GAT, narrowing SAGE layers), so those layers move more bytes. The pa
 all-reduce stays fresh, every step (`Method.optimize`).
 
 Dropout (`halo_dropout`): `receiver` (the reference: `buffer.update` then `dropout`) sends the
-undropped input and each receiver draws its own mask on the halo rows every step; `sender` sends
-the rows its owner dropped out (the masks `full_halo`'s owners draw). Layer 0 (`layer0`, default
+undropped input and each receiver drops the (stale) halo rows out every step with this step's mask
+of each node (keyed by node: the mask its owner draws now; under `draws=per_rank`, the receiver's
+own, as the reference's per-process generators draw it); `sender` sends the rows its owner dropped
+out a step earlier (`full_halo`'s masks, one epoch stale with the rows). Layer 0 (`layer0`, default
 `precomputed`: the authors' `--use-pp`, which every shipped script sets) is exact and fetches the
 halo's input features once (category `halo_inputs`); `families.partition_parallel.LAYER0`.
 

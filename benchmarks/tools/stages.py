@@ -150,7 +150,7 @@ def _rank(cfg_dict: dict, rank: int, world: int, folder: str, init_method: str, 
         part = load_part(folder, rank)
         steps["load_part_s"], steps["rss_after_load_bytes"] = time.perf_counter() - t0, rss_bytes()
         MemoryProbe(torch.device("cpu"))  # as run_rank: the probe exists before the context is built
-        torch.manual_seed(run.seed * 1000 + rank)
+        torch.manual_seed(run.seed)  # as run_rank: every draw of training is keyed (benchmarks/draws.py)
         t0 = time.perf_counter()
         ctx = make_context(run, rank, world, part, torch.device("cpu"), Path(folder))
         steps["make_context_s"], steps["rss_after_context_bytes"] = time.perf_counter() - t0, rss_bytes()
