@@ -164,6 +164,8 @@ class Widths:
         self.ctx, self.comm, self.plan = ctx, ctx.comm, ctx.plan
         self.adaptive = bits == "adaptive"
         self.variance_weight, self.group_size = variance_weight, group_size
+        # Forward rows are nodes' rows: their rounding is keyed by node (`post`, benchmarks/draws.py);
+        # backward rows are partial gradient sums, the layout's own: rounded from the rank's stream.
         generator = torch.Generator(ctx.device).manual_seed(7_000_003 * (ctx.cfg.seed + 1) + ctx.rank)
         self.codecs = {b: Codec(f"int{b}", generator) for b in WIDTHS}
         self.codecs[FULL] = None
@@ -202,11 +204,14 @@ class Widths:
         if self.adaptive and not self.comm.recompute.active:
             self.trace(rows, key)
         out = rows.new_empty((sum(self.counts[direction][1]), *rows.shape[1:]))
+        ids = self.comm.draws.ids_of(self.plan.send_idx) if direction == "halo_fwd" else None
         parts = []
         for route in self.routes[key]:
             send = rows if route.send_index is None else rows.index_select(0, route.send_index)
+            sent = ids if ids is None or route.send_index is None else ids.index_select(0, route.send_index)
             pending = self.channels[direction].all_to_all_start(send, route.send_counts, route.recv_counts, direction,
-                                                                layer, slot=route.bits, codec=self.codecs[route.bits])
+                                                                layer, slot=route.bits, codec=self.codecs[route.bits],
+                                                                ids=sent)
             if route.recv_index is None:
                 out = pending.out  # every row has this width: the received tensor is the result
             parts.append((pending, route.recv_index))
