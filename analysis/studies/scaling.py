@@ -122,26 +122,25 @@ def markdown(t: pd.DataFrame) -> str:
 
 
 def curve_in_words(t: pd.DataFrame, points: float = 1.0) -> list[str]:
-    """Per method: the smallest P at which the effect's interval leaves ±`points` (entirely outside),
-    or that it stays inside, or that the intervals are too wide to say."""
+    """Per method: its effect at each P, then the smallest P at which the interval lies entirely
+    outside ±`points`, or that every interval lies inside, or the P at which an interval reaches
+    beyond ±`points` without leaving it (too wide to say)."""
     lines = []
     for (dataset, model, partitioner, method), g in t.groupby(["dataset", "model", "partitioner", "method"]):
-        g = g.sort_values("workers")
-        where = f"{dataset} · {model} · {partitioner}: `{method}`"
-        out = [r for r in g.to_dict("records") if r["effect"].n >= 2
-               and (100 * r["effect"].low > points or 100 * r["effect"].high < -points)]
-        inside = [r for r in g.to_dict("records") if r["effect"].n >= 2
-                  and 100 * r["effect"].low >= -points and 100 * r["effect"].high <= points]
-        ps = ", ".join(str(w) for w in g["workers"])
+        rows = g.sort_values("workers").to_dict("records")
+        paired_rows = [r for r in rows if r["effect"].n >= 2]
+        curve = "; ".join(f"P={r['workers']}: {r['effect'].text()}" for r in rows)
+        out = [r for r in paired_rows if 100 * r["effect"].low > points or 100 * r["effect"].high < -points]
+        wide = [r for r in paired_rows if r not in out
+                and (100 * r["effect"].low < -points or 100 * r["effect"].high > points)]
         if out:
-            r = out[0]
-            lines.append(f"- {where} leaves ±{points:g} pt at P={r['workers']}: {r['effect'].text()} pt")
-        elif len(inside) == len(g):
-            lines.append(f"- {where} stays within ±{points:g} pt at every P measured ({ps})")
+            verdict = f"leaves ±{points:g} pt at P={out[0]['workers']}"
+        elif not wide and len(paired_rows) == len(rows):
+            verdict = f"stays within ±{points:g} pt at every P measured"
         else:
-            wide = ", ".join(str(r["workers"]) for r in g.to_dict("records") if r not in inside)
-            lines.append(f"- {where} never leaves ±{points:g} pt; at P={wide} the interval is too wide to say "
-                         "it stays inside")
+            verdict = (f"leaves ±{points:g} pt at no P measured; at P={', '.join(str(r['workers']) for r in wide)} "
+                       f"its interval reaches beyond ±{points:g} pt (too wide to say it stays inside)")
+        lines.append(f"- {dataset} · {model} · {partitioner}: `{method}` {verdict} ({curve})")
     return lines
 
 

@@ -57,7 +57,8 @@ def test_holm_is_step_down_over_the_page():
 def test_the_curve_in_words_and_the_published_table():
     t = scaling.table(_records())
     lines = scaling.curve_in_words(t)
-    assert lines == ["- cora · sage · metis: `bns_gcn` leaves ±1 pt at P=8: -3.0 [-4.2, -1.8] (3) pt"]
+    assert lines == ["- cora · sage · metis: `bns_gcn` leaves ±1 pt at P=8 (P=2: +0.0 [+0.0, +0.0] (3, within noise); "
+                     "P=8: -3.0 [-4.2, -1.8] (3))"]
     csv = scaling.csv(_records()).set_index("workers")
     assert csv.loc[8, "effect_pt"] == -3.0 and csv.loc[8, "pairs"] == 3 and bool(csv.loc[8, "holm"])
     text = "\n".join(scaling.section(_records(), __import__("pathlib").Path("/tmp/scaling-test")))
