@@ -48,6 +48,11 @@ class Effect:
                 f" ({self.n}{noise})")
 
 
+def points(e: Effect | None, what: str) -> float | None:
+    """`e`'s mean, low or high (`what`) in points, to 0.01; None without an interval (fewer than 2 pairs)."""
+    return round(100 * getattr(e, what), 2) if e is not None and e.n >= 2 else None
+
+
 def within(e: Effect | None, points: float) -> str:
     """A goal "no more than `points` below" on an accuracy effect, judged on its interval: met when
     the interval's lower end is above -points, NOT met when its upper end is below, else unresolved."""

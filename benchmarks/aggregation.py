@@ -478,9 +478,8 @@ def halo_transpose(halo: torch.Tensor, plan: HaloPlan, comm: Comm, num_rows: int
 def exchange_rows(h: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, layer) -> torch.Tensor:
     """The halo rows of `h` (rows peers need sent, my halo rows received, in halo order); no autograd.
     `h`'s rows are the rank's own, so a lossy codec rounds them keyed by node (`Comm.all_to_all`'s ids)."""
-    ids = comm.draws.ids_of(plan.send_idx)
     return comm.all_to_all(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts, category, layer,
-                           ids=ids)
+                           ids=sent_ids(comm, plan))
 
 
 def return_rows(halo: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, layer, num_rows: int) -> torch.Tensor:
@@ -493,10 +492,14 @@ def return_rows(halo: torch.Tensor, plan: HaloPlan, comm: Comm, category: str, l
 def start_exchange_rows(h: torch.Tensor, plan: HaloPlan, channel: Channel, category: str, layer, slot: int = 0):
     """`exchange_rows` posted on a method's channel (`Comm.channel`) without waiting: a `comm.Pending`
     whose `wait()` returns the rows."""
-    comm = channel.comm
-    ids = comm.draws.ids_of(plan.send_idx)
     return channel.all_to_all_start(h.index_select(0, plan.send_idx), plan.send_counts, plan.recv_counts, category,
-                                    layer, slot, ids=ids)
+                                    layer, slot, ids=sent_ids(channel.comm, plan))
+
+
+def sent_ids(comm: Comm, plan: HaloPlan) -> torch.Tensor | None:
+    """The dataset ids of the rows `plan` sends, for a lossy codec's keyed rounding; None without a
+    codec (no lookup on every exchange of a run that sends rows as they are)."""
+    return None if comm.codec is None else comm.draws.ids_of(plan.send_idx)
 
 
 class _AllReduceSum(torch.autograd.Function):

@@ -138,10 +138,6 @@ class Draws:
             return h
         return NodeDropout.apply(h, p, self.key(*what), self.ids_for(h.shape[0], ids, h.device), self.use_native)
 
-    def uniform(self, ids: torch.Tensor, *what) -> torch.Tensor:
-        """One uniform value in [0, 1) per id (float64), keyed by `what` at the current position."""
-        return element_hash(ids.to(torch.int64), self.key(*what)).double() / 2 ** 32
-
     def uniform_elements(self, ids: torch.Tensor, width: int, *what) -> torch.Tensor:
         """[len(ids), width] float32 uniforms in [0, 1), element (r, c) a function of (what, ids[r], c)."""
         return (element_hashes(ids, width, self.key(*what)) >> 8).float() / 2 ** 24

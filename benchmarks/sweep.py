@@ -364,18 +364,22 @@ def _run_forked(run) -> str:
 
 def run_one(overrides: list[str], run, warm: bool = False) -> dict | None:
     """The run `overrides` compose to (`run`, checked): forked from this warm sweep (`warm`), else
-    `python -m benchmarks <overrides>` in a fresh process; the record it wrote (None if none)."""
+    `python -m benchmarks <overrides>` in a fresh process; prints its last line and returns the record
+    it wrote (None if none: refused before it started, a UserError)."""
     import json
 
-    from benchmarks.leftovers import killed_with_parent
+    lines = (_run_forked(run) if warm else _run_fresh(overrides)).strip().splitlines() or ["(no output)"]
+    print(f"  {lines[-1]}", flush=True)
+    try:
+        return json.loads(path_of(run).read_text())
+    except (OSError, ValueError):
+        return None
 
-    if warm:
-        lines = _run_forked(run).strip().splitlines() or ["(no output)"]
-        print(f"  {lines[-1]}", flush=True)
-        try:
-            return json.loads(path_of(run).read_text())
-        except (OSError, ValueError):
-            return None
+
+def _run_fresh(overrides: list[str]) -> str:
+    """`python -m benchmarks <overrides>` in its own process, waited for; its stdout, or the last line
+    of its stderr where it printed nothing. A stop stops it as a user would."""
+    from benchmarks.leftovers import killed_with_parent
 
     # The run dies with the sweep, even a SIGKILLed one (its ranks then die with it); a stop is below.
     # COMPOSED: the sweep composed and checked this run before it started the first (`expand`), so
@@ -394,12 +398,7 @@ def run_one(overrides: list[str], run, warm: bool = False) -> dict | None:
             proc.kill()  # its ranks die with it (leftovers.die_with_launcher)
             proc.communicate()
         raise
-    lines = stdout.strip().splitlines() or stderr.strip().splitlines()[-1:] or ["(no output)"]
-    print(f"  {lines[-1]}", flush=True)
-    try:
-        return json.loads(path_of(run).read_text())
-    except (OSError, ValueError):
-        return None  # refused before it started (a UserError): no record
+    return stdout if stdout.strip() else "\n".join(stderr.strip().splitlines()[-1:])
 
 
 def field(record: dict, dotted: str):

@@ -94,15 +94,13 @@ def csv(recs: list[dict]) -> pd.DataFrame:
     t = table(recs)
     if t.empty:
         return t
-    def points(e, what):
-        return round(100 * getattr(e, what), 2) if e is not None and e.n >= 2 else None
     return pd.DataFrame({
         "method": t["method"], "family": t["family"], "exactness": t["exactness"], "reference": t["reference"],
         "dataset": t["dataset"], "model": t["model"], "workers": t["workers"], "seeds": t["seeds"],
         "test_acc": t["test_acc"].round(4),
-        "effect_pt": [points(e, "mean") for e in t["effect"]],
-        "effect_low_pt": [points(e, "low") for e in t["effect"]],
-        "effect_high_pt": [points(e, "high") for e in t["effect"]],
+        "effect_pt": [paired.points(e, "mean") for e in t["effect"]],
+        "effect_low_pt": [paired.points(e, "low") for e in t["effect"]],
+        "effect_high_pt": [paired.points(e, "high") for e in t["effect"]],
         "at_largest_p": t["at_largest_p"],
         "ws_vs_single": t["ws_vs_single"].round(3), "bytes_vs_control": t["bytes_vs_reference"].round(3),
         "bytes_per_epoch": t["bytes_per_epoch"].round(0)})

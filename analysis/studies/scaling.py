@@ -200,13 +200,11 @@ def csv(recs: list[dict]) -> pd.DataFrame:
     t = table(recs)
     if t.empty:
         return t
-    def points(e, what):
-        return round(100 * getattr(e, what), 2) if e.n >= 2 else None
     return pd.DataFrame({
         "method": t["method"], "dataset": t["dataset"], "model": t["model"], "partitioner": t["partitioner"],
         "workers": t["workers"], "control": t["control"], "pairs": [e.n for e in t["effect"]],
-        "effect_pt": [points(e, "mean") for e in t["effect"]],
-        "effect_low_pt": [points(e, "low") for e in t["effect"]],
-        "effect_high_pt": [points(e, "high") for e in t["effect"]],
+        "effect_pt": [paired.points(e, "mean") for e in t["effect"]],
+        "effect_low_pt": [paired.points(e, "low") for e in t["effect"]],
+        "effect_high_pt": [paired.points(e, "high") for e in t["effect"]],
         "p": t["p"].round(4), "holm": t["holm"], "halo_vs_full_halo": t["halo_vs_reference"].round(4),
         "bytes_vs_full_halo": t["bytes_vs_reference"].round(4), "halo_rows_per_node": t["halo_rows_per_node"].round(3)})
