@@ -31,11 +31,16 @@ run: $(STAMP)
 	$(BIN)/python -m benchmarks.sweep experiment=quickstart results_dir=$(RESULTS); status=$$?; \
 	$(BIN)/python -m analysis report $(RESULTS) && exit $$status
 
+# One pytest-xdist worker per core, each kept to its core (tests/conftest.py), a test file a worker
+# (--dist loadfile: a file's module-scoped oracles and fixtures stay in one process); TEST_WORKERS=0: one process.
+TEST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
 test: $(TEST_STAMP)
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 test-fast: $(TEST_STAMP)
-	$(BIN)/python -m pytest -m fast
+	$(PYTEST) -m fast
 
 gpu-check: $(STAMP)
 	@# the CUDA/NCCL paths CI cannot run (benchmarks/tools/gpu_check.py): one rank per GPU; never part of `make test`

@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass
 
 import pandas as pd
-from scipy import stats
 
 #: What two runs share to be a pair: everything but the variant.
 PAIR_KEYS = ["dataset", "model", "setting", "workers", "seed"]
@@ -74,6 +73,8 @@ def effect(differences) -> Effect:
     if n < 2:
         return Effect(1, mean, math.nan, math.nan)
     sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    from scipy import stats  # here: importing scipy.stats takes ~1.4 s, which a command that pairs nothing never pays
+
     half = stats.t.ppf(0.5 + LEVEL / 2, n - 1) * sd / math.sqrt(n)
     return Effect(n, mean, mean - half, mean + half)
 

@@ -6,6 +6,7 @@ with no YAML (benchmarks/method_configs.py), so anything that composes after imp
 (`python -m benchmarks`, the sweep driver, the tests) can choose any plugin."""
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 import signal
@@ -64,9 +65,20 @@ def composition_error(e: Exception, overrides: list[str]) -> UserError:
 
 
 def config_of(overrides: list[str]) -> dict:
-    """The run configuration these overrides compose to, resolved (Hydra's errors raised as they are)."""
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
+    """The run configuration these overrides compose to, resolved (Hydra's errors raised as they are).
+    Composed once per process for each distinct command line and plugin path (`_COMPOSED`: about 0.1 s a
+    compose; a sweep checks every run before the first starts, a test session composes the same few
+    configurations again and again); each caller gets a copy of its own."""
+    key = (tuple(overrides), os.environ.get("GNNBENCH_METHODS_PATH", ""))
+    if key not in _COMPOSED:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            _COMPOSED[key] = OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
+    return copy.deepcopy(_COMPOSED[key])
+
+
+#: (overrides, plugin path) -> the resolved configuration: the YAML under conf/ and the plugins' own are
+#: read as they are when first composed (a process that edits them while it runs composes what it first read).
+_COMPOSED: dict[tuple, dict] = {}
 
 
 def check_composes(argv: list[str]) -> None:

@@ -24,9 +24,14 @@ def context():
 def serve() -> None:
     """Start the fork server now and wait until it is up: a warm sweep's runs, forked from it, all
     fork their ranks from this one server (`adopt`)."""
+    _ensure_running()
+
+
+def _ensure_running() -> None:
+    """Start the fork server unless it runs (or this process adopted one: `adopt`)."""
     from multiprocessing import forkserver
     context()
-    forkserver.ensure_running()
+    forkserver._forkserver.ensure_running()  # the instance's: `adopt` replaces it (the module's alias is bound)
 
 
 def adopt() -> None:
@@ -46,6 +51,4 @@ def start() -> None:
     idle; it exits with this process."""
     if "RANK" in os.environ or "workers=1" in sys.argv[1:]:  # a torchrun rank; one in-process rank
         return
-    from multiprocessing import forkserver
-    context()
-    forkserver.ensure_running()
+    _ensure_running()

@@ -250,10 +250,35 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
         raise not_written
 
 
+class _Output:
+    """The launcher's standard output or error, handed to a rank: the fork server a rank is forked
+    from has its own, which is the launcher's only when the launcher started it (a run forked from a
+    warm sweep shares the sweep's server, and writes its output elsewhere). Sent as a descriptor
+    through the server (multiprocessing's `DupFd`, at pickling), put in place by `_take_outputs`."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __reduce__(self):
+        from multiprocessing import reduction
+        return _inherited_fd, (reduction.DupFd(self.fd),)
+
+
+def _inherited_fd(dup) -> int:
+    return dup.detach()
+
+
+def _take_outputs(outputs: tuple[int, int]) -> None:
+    for fd, target in zip(outputs, (1, 2)):
+        os.dup2(fd, target)
+        os.close(fd)
+
+
 def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: str, scratch: str,
-                  init_method: str, plugin_path: str) -> None:
+                  init_method: str, plugin_path: str, outputs: tuple[int, int]) -> None:
     """Entry point of a spawned rank. The launcher owns the run: a Ctrl-C or hang-up reaches it (and
     it stops the ranks), not each rank with a traceback of its own; and a rank never outlives it."""
+    _take_outputs(outputs)  # what a rank prints is its launcher's output
     faulthandler.enable()  # a rank killed by a fatal signal still prints its Python stack
     # What the fork server imported is never garbage: the memory probe's collection skips it
     # instead of walking (and so copying) every inherited page of objects.
@@ -301,7 +326,8 @@ def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -
     init_method = f"file://{(scratch / 'store').resolve()}"
     plugin_path = os.environ.get("GNNBENCH_METHODS_PATH", "")
     procs = [ctx.Process(target=_rank_process, name=f"gnnbench-rank{r}",
-                         args=(pickle.dumps(p), builder, r, str(folder), str(scratch), init_method, plugin_path))
+                         args=(pickle.dumps(p), builder, r, str(folder), str(scratch), init_method, plugin_path,
+                               (_Output(sys.stdout.fileno()), _Output(sys.stderr.fileno()))))
              for r in range(p.world)]
     started = time.time()
     failed = []

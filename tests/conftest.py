@@ -1,17 +1,21 @@
 """Shared fixtures: the real Hydra config shrunk for tests, and the real datasets shipped in data/."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
-
-from benchmarks import method_configs  # noqa: F401 (Hydra's source of method/<plugin> configs)
 from benchmarks import native
+from benchmarks.cli import config_of
 from benchmarks.datasets import DATA
-from benchmarks.registry import CONF
+
+# Under pytest-xdist (`-n 2`), each worker keeps to a core of its own, and so does everything it starts
+# (affinity is inherited): a run then sizes its thread pools to that core (probes.cores), and two
+# workers' thread pools never spin against each other on the same core.
+if "PYTEST_XDIST_WORKER" in os.environ and hasattr(os, "sched_setaffinity"):
+    _cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {_cores[int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw")) % len(_cores)]})
 
 # The native kernels built (or, where they cannot be, the fallback said) once, here: the session's
 # commands inherit that it was said (`native.SAID`), so a test reading a command's output sees the
@@ -40,11 +44,13 @@ def make_cfg(tmp_path, request):
     """compose(overrides...) -> resolved config dict with records and caches under tmp_path."""
 
     def make(*overrides: str) -> dict:
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose("config", overrides=[
-                f"results_dir={tmp_path / 'results'}", f"cache_dir={tmp_path / 'cache'}",
-                "log_every=0", "epochs=3", "hidden=16", "dropout=0", "eval_every=1", *overrides])
-        return OmegaConf.to_container(cfg, resolve=True)
+        # composed once a session for each distinct list (cli.config_of), the folders set after
+        cfg = config_of(["log_every=0", "epochs=3", "hidden=16", "dropout=0", "eval_every=1", *overrides])
+        named = {o.split("=", 1)[0] for o in overrides}
+        for key, folder in (("results_dir", "results"), ("cache_dir", "cache")):
+            if key not in named:
+                cfg[key] = str(tmp_path / folder)
+        return cfg
 
     return make
 

@@ -22,7 +22,6 @@ import math
 from pathlib import Path
 
 import pandas as pd
-from scipy import stats
 
 from analysis import figures, paired, records
 from analysis.markdown import fmt, image, md_table
@@ -40,6 +39,8 @@ def p_value(differences: list[float]) -> float:
         return math.nan
     if all(x == d[0] for x in d):
         return 1.0 if d[0] == 0 else 0.0
+    from scipy import stats  # lazily, as analysis/paired.py does
+
     return float(stats.ttest_1samp(d, 0.0).pvalue)
 
 

@@ -17,6 +17,7 @@ from benchmarks import runner
 from benchmarks.config import check as check_config
 from benchmarks.datasets import PROJECT_ROOT
 from benchmarks.errors import UserError
+from tests import commands
 from tests.conftest import SMALL_SYNTHETIC
 
 fast = pytest.mark.fast
@@ -128,13 +129,11 @@ def test_the_command_line_refuses_in_one_line_and_a_sweep_records_it_and_goes_on
     env = {**os.environ, MEMORY_ENV: str(1 << 20)}
     args = ["method=full_halo", "dataset=cora", "workers=2", "epochs=1", f"results_dir={tmp_path / 'r'}",
             f"cache_dir={tmp_path / 'c'}"]
-    out = subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=PROJECT_ROOT, capture_output=True,
-                         text=True, timeout=300, env=env)
+    out = commands.run("benchmarks", *args, env=env)
     assert out.returncode == 2 and out.stdout == "", out.stderr
     (line,) = out.stderr.strip().splitlines()  # that line alone: no rank started, so none said anything
     assert line.startswith("error: full_halo with 2 workers needs about "), out.stderr
-    sweep = subprocess.run([sys.executable, "-m", "benchmarks.sweep", *args, "resume=false"], cwd=PROJECT_ROOT,
-                           capture_output=True, text=True, timeout=300, env=env)
+    sweep = commands.run("benchmarks.sweep", *args, "resume=false", env=env)
     assert sweep.returncode == 1, sweep.stderr
     said = sweep.stdout.strip().splitlines()
     assert said[-1] == "sweep: 1 runs: 0 ran, 0 kept, 1 failed"
@@ -148,7 +147,6 @@ def test_check_memory_prints_the_answer_and_runs_nothing(tmp_path):
             f"cache_dir={tmp_path / 'c'}", "--check-memory"]
     for memory, code, start in ((1 << 40, 0, "fits: full_halo with 2 workers needs about "),
                                 (1 << 20, 2, "would not fit: full_halo with 2 workers needs about ")):
-        out = subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=PROJECT_ROOT, capture_output=True,
-                             text=True, timeout=300, env={**os.environ, MEMORY_ENV: str(memory)})
+        out = commands.run("benchmarks", *args, env={**os.environ, MEMORY_ENV: str(memory)})
         assert out.returncode == code and out.stdout.startswith(start), (out.stdout, out.stderr)
     assert not list((tmp_path / "r").glob("*.json"))  # nothing ran, nothing is recorded

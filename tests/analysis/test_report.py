@@ -1,17 +1,14 @@
 """`python -m analysis report` on a fresh sweep: every table and every figure."""
 from __future__ import annotations
 
-import subprocess
-import sys
 
-from benchmarks.datasets import PROJECT_ROOT
 from benchmarks.registry import method_names
+from tests import commands
 from tests.analysis.test_figures import FIGURES
 
 
 def analysis_cli(*args):
-    return subprocess.run([sys.executable, "-m", "analysis", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                          timeout=300)
+    return commands.run("analysis", *args)
 
 
 def test_report_on_a_fresh_sweep_has_every_table_and_figure(quickstart, tmp_path):

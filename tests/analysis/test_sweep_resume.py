@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
-from benchmarks.datasets import PROJECT_ROOT
 from benchmarks.registry import method_names
 from benchmarks.runner import run
+from tests import commands
 from tests.analysis.conftest import sweep
 from tests.conftest import SMALL_SYNTHETIC
 
@@ -50,10 +48,9 @@ def test_runner_skips_a_run_whose_ok_record_exists(make_cfg):
 def test_a_multirun_goes_on_past_a_failed_job(tmp_path):
     # `-m` is the sweep engine: full_halo with 40 workers on a 30-node graph is refused once its graph
     # is loaded; single runs anyway; the exit status says a run failed
-    out = subprocess.run([sys.executable, "-m", "benchmarks", "-m", "method=full_halo,single", "workers=40",
-                          "dataset.nodes=30", "dataset.classes=3", "epochs=2", "hidden=8", "log_every=0",
-                          f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"],
-                         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    out = commands.run("benchmarks", "-m", "method=full_halo,single", "workers=40", "dataset.nodes=30",
+                       "dataset.classes=3", "epochs=2", "hidden=8", "log_every=0", f"results_dir={tmp_path / 'r'}",
+                       f"cache_dir={tmp_path / 'c'}")
     assert out.returncode == 1, out.stderr
     assert "error: workers=40 exceeds the 30 nodes" in out.stdout and "1 failed" in out.stdout
     # the next run's line counts the failure, and estimates the time left from the run that failed

@@ -10,13 +10,12 @@ from benchmarks.registry import method_names
 from benchmarks.datasets import PROJECT_ROOT
 from benchmarks.errors import UserError
 from benchmarks.runner import run
+from tests import commands
 from tests.conftest import SMALL_SYNTHETIC
 
 
 def cli(tmp_path, *args):
-    return subprocess.run([sys.executable, "-m", "benchmarks", *args, f"results_dir={tmp_path / 'r'}",
-                           f"cache_dir={tmp_path / 'c'}"], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                          timeout=300)
+    return commands.run("benchmarks", *args, f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}")
 
 
 def test_cli_runs_one_configuration_and_says_where_the_record_went(tmp_path):

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -17,6 +15,7 @@ from benchmarks.datasets import PROJECT_ROOT
 from benchmarks.errors import UserError
 from benchmarks.config import check
 from benchmarks.method import method_class, method_defaults
+from tests import commands
 from tests.conftest import SMALL_SYNTHETIC
 
 
@@ -93,9 +92,8 @@ def test_an_out_of_tree_plugin_without_yaml_takes_its_options_on_the_command_lin
     env = {**os.environ, "GNNBENCH_METHODS_PATH": str(folder)}
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "benchmarks", *args, "workers=1", "epochs=2", "log_every=0",
-                               *SMALL_SYNTHETIC, f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"],
-                              cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+        return commands.run("benchmarks", *args, "workers=1", "epochs=2", "log_every=0", *SMALL_SYNTHETIC,
+                            f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}", env=env)
 
     out = cli("method=scaled", "method.scale=2.5", "method.flavour=fancy")
     assert out.returncode == 0, out.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from benchmarks.aggregation import HaloAggregator
 from benchmarks.datasets import load_dataset
@@ -39,6 +38,8 @@ class PygModel(torch.nn.Module):
 
 def pyg_twin(name, ours):
     """A PyG model holding our model's weights (the graph already has its self-loops)."""
+    from torch_geometric.nn import GATConv, GCNConv, SAGEConv  # here, not at collection: PyG takes ~2.5 s to import
+
     convs = []
     for layer in ours.layers:
         if name == "gcn":

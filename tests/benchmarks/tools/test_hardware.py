@@ -13,6 +13,7 @@ import yaml
 from benchmarks.tools import hardware
 from benchmarks.errors import UserError
 from benchmarks.tools.hardware import HardwareProfile, load_profile, profile_names
+from tests import commands
 
 PROFILE = {
     "name": "demo",
@@ -152,8 +153,7 @@ def test_latency_and_bandwidth_fit():
 
 
 def test_quick_calibration_writes_a_valid_profile(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "benchmarks.tools.calibrate", "--quick", "--out", str(tmp_path),
-                          "--name", "t"], capture_output=True, text=True, timeout=120)
+    out = commands.run("benchmarks.tools.calibrate", "--quick", "--out", str(tmp_path), "--name", "t", timeout=120)
     assert out.returncode == 0, out.stderr
     path = tmp_path / "t.yaml"
     assert f"wrote {path}" in out.stdout and "Warning" not in out.stderr
@@ -173,6 +173,5 @@ def test_quick_calibration_writes_a_valid_profile(tmp_path):
     # the GEMM's share at 2 widths
     assert len(measured) == 24 and all(v > 0 for v in measured)
     assert set(profile.sources) >= {"memory_bandwidth", "gather_bandwidth", "dense_flops.fp32", "intra_node"}
-    bad = subprocess.run([sys.executable, "-m", "benchmarks.tools.calibrate", "--quick", "--name", "../x"],
-                         capture_output=True, text=True)
+    bad = commands.run("benchmarks.tools.calibrate", "--quick", "--name", "../x")
     assert bad.returncode == 2 and "must be a plain file name" in bad.stderr
