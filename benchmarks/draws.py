@@ -48,7 +48,15 @@ def _fmix32(h: torch.Tensor) -> torch.Tensor:
 
 
 def element_hash(i: torch.Tensor, key: int) -> torch.Tensor:
-    """native.c's dropout_hash(i, key): a uniform 32-bit value (int64 tensor) per element index i >= 0."""
+    """native.c's dropout_hash(i, key): a uniform 32-bit value (int64 tensor) per element index i >= 0;
+    computed there where it can be (CPU, int64, kernels built: the samplers' draws), else in torch."""
+    if native.hashes_usable(i):
+        return native.element_hash(i, key)
+    return torch_element_hash(i, key)
+
+
+def torch_element_hash(i: torch.Tensor, key: int) -> torch.Tensor:
+    """`element_hash` in torch's int64 arithmetic (CUDA, a build that failed; held equal to native.c's)."""
     k1, k2 = key & MASK32, (key >> 32) & MASK32
     inner = _fmix32((i & MASK32) ^ k1)
     return _fmix32(inner ^ ((k2 + _mul32(i >> 32, 0x9E3779B9)) & MASK32))

@@ -283,6 +283,24 @@ void gnn_dropout_rows(const float *x, float *out, const int64_t *ids, int64_t ro
     parallel_rows(row_dropout_chunk, &a, NULL, rows, threads);
 }
 
+/* The hash alone, of any element indices: out[j] = dropout_hash(i[j]) as a 32-bit value in an int64, the
+ * keyed uniforms a sampler draws per node (benchmarks/draws.py `element_hash`). Chunks of rows of one. */
+typedef struct {
+    const int64_t *i;
+    int64_t *out;
+    uint32_t k1, k2;
+} hash_args;
+
+static void hash_chunk(void *p, int64_t lo, int64_t hi) {
+    const hash_args *a = (const hash_args *)p;
+    for (int64_t j = lo; j < hi; j++) a->out[j] = (int64_t)dropout_hash((uint64_t)a->i[j], a->k1, a->k2);
+}
+
+void gnn_element_hash(const int64_t *i, int64_t *out, int64_t n, uint32_t k1, uint32_t k2, int threads) {
+    hash_args a = {i, out, k1, k2};
+    parallel_rows(hash_chunk, &a, NULL, n, threads);
+}
+
 /* ------------------------------------------------------------------ GAT's edge softmax */
 /* alpha[e,h] = softmax over row v's edges of LeakyReLU(el[u,h] + er[v,h]) (u = indices[e]); rows without
  * edges have none. One pass per row for the maximum, one for exp and the sum, one to normalise. */

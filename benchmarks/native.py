@@ -37,6 +37,7 @@ SIGNATURES = {
     "gnn_head_spmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_i64, _c_int],
     "gnn_head_sddmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_i64, _c_int],
     "gnn_dropout_rows": [_ptr, _ptr, _ptr, _c_i64, _c_i64, _c_u32, _c_u32, _c_u32, _c_float, _c_int],
+    "gnn_element_hash": [_ptr, _ptr, _c_i64, _c_u32, _c_u32, _c_int],
     "gnn_edge_softmax": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
     "gnn_edge_softmax_backward": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
     "gnn_gather_sum": [_ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_int],
@@ -195,6 +196,20 @@ def gather_sum(indptr, perm, values: torch.Tensor) -> torch.Tensor:
 
 def _threshold(p: float) -> int:
     return min(int(p * 2 ** 32), 2 ** 32 - 1)
+
+
+def hashes_usable(i: torch.Tensor) -> bool:
+    """Whether `element_hash` can take these element indices: int64, on the CPU, library built."""
+    return i.dtype == torch.int64 and i.device.type == "cpu" and _library()[0] is not None
+
+
+def element_hash(i: torch.Tensor, key: int) -> torch.Tensor:
+    """draws.element_hash's value per element index (int64 >= 0), through native.c's `dropout_hash`."""
+    i = i.contiguous()
+    out = torch.empty_like(i)
+    _library()[0].gnn_element_hash(_p(i), _p(out), i.numel(), key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF,
+                                   _threads(i.numel() * 16))
+    return out
 
 
 def dropout_rows(x: torch.Tensor, p: float, key: int, ids: torch.Tensor) -> torch.Tensor:

@@ -45,10 +45,10 @@ def adopt() -> None:
         server.ensure_running = resource_tracker.ensure_running
 
 
-def start() -> None:
-    """Start the fork server now, in the background, unless this process is a torchrun rank or was
-    told `workers=1` (neither forks ranks). A launch that turns out to need none (one process, a refused config) leaves it
-    idle; it exits with this process."""
-    if "RANK" in os.environ or "workers=1" in sys.argv[1:]:  # a torchrun rank; one in-process rank
+def start(argv: list[str] | None = None) -> None:
+    """Start the fork server now, in the background, unless this process is a torchrun rank or its
+    command line (`argv`, default this process's) says `workers=1` (neither forks ranks). A launch that
+    turns out to need none (one process, a refused config) leaves it idle; it exits with this process."""
+    if "RANK" in os.environ or "workers=1" in (sys.argv[1:] if argv is None else argv):
         return
     _ensure_running()

@@ -14,6 +14,9 @@ What a preset sweeps (all optional; docs/analysis.md has an example of each):
 - `sweep.where`: `[{if: {key: value or [values]}, add: [overrides]}]`: extra overrides for the runs
   whose overrides match (a larger graph for `dataset: synthetic`); later entries win.
 - `sweep.skip`: `[{key: value or [values]}]`: runs that match one entry are not run.
+- `sweep.minutes`: how long the whole sweep took on the machine the preset was timed on, which the
+  sweep's first line states before anything runs (the time left that each run's line gives follows
+  this machine).
 - `sweep.controls: true`: every run's exact control (`config.control_config`: the approximation
   switched off, the same seed, partition, model and layer 0) is run too, unless the sweep has it
   already, so the report can pair each approximation with its control seed by seed.
@@ -56,7 +59,7 @@ from benchmarks.cli import COMPOSED, check_composes, composition_error, config_o
 from benchmarks.registry import CONF, check_overrides, method_names
 from benchmarks.errors import Stopped, UserError, stop_on_signals
 from benchmarks.options import Options, option, validate
-from benchmarks.progress import progress_line, time_left
+from benchmarks.progress import duration, progress_line, time_left
 from benchmarks.record import SUMMARY_FIELDS
 
 
@@ -401,6 +404,25 @@ def _run_fresh(overrides: list[str]) -> str:
     return stdout if stdout.strip() else "\n".join(stderr.strip().splitlines()[-1:])
 
 
+def first_line(runs: list[list[str]], minutes: float | None, warm: bool) -> str:
+    """What the sweep is about to do, before it does it: `sweep: 41 runs to go (method: 21 values; workers:
+    1, 2), about 2 min on the machine the preset was timed on; each forked from this warm process (...)`.
+    The estimate is the preset's own `sweep.minutes` (measured for its whole sweep); the time left that
+    each run's line gives follows what this machine does."""
+    values: dict[str, list[str]] = {}
+    for overrides in runs:
+        for o in overrides:
+            key, value = o.split("=", 1)
+            if value not in values.setdefault(key, []):
+                values[key].append(value)
+    axes = [f"{k}: {len(v)} values" if len(v) > 3 else f"{k}: {', '.join(v)}" for k, v in values.items() if len(v) > 1]
+    about = f"about {duration(minutes * 60)} on the machine its preset was timed on" if minutes else None
+    how = (f"each forked from this warm process (torch, the runner and the datasets loaded once; {SWEEP_FORK}=off "
+           "starts each afresh)") if warm else "each in a fresh process"
+    return f"sweep: {len(runs)} runs to go" + (f" ({'; '.join(axes)})" if axes else "") + \
+        (f", {about}" if about else "") + f"; {how}"
+
+
 def field(record: dict, dotted: str):
     for part in dotted.split("."):
         record = record[part]
@@ -469,6 +491,9 @@ def sweep(argv: list[str]) -> None:
     argv = [a for a in argv if a != "--dry-run"]
     try:
         check_overrides(argv)
+        if not dry_run:  # the ranks' fork server imports torch while this process does (`warm_up` uses it)
+            from benchmarks import rank_server
+            rank_server.start(argv)
         check_composes(argv)
         try:
             runs, missing = expand(argv)
@@ -499,9 +524,8 @@ def sweep(argv: list[str]) -> None:
     # Warm only for plain runs: a bisection's probes may not fit, and run as fresh processes.
     warm = not dry_run and spec is None and any(waiting) and warm_up(
         [cfg for cfg, wait in zip(configs, waiting) if wait])
-    if warm:
-        print(f"sweep: {sum(waiting)} runs to go, each forked from this warm process (torch, the runner and "
-              f"the datasets loaded once; {SWEEP_FORK}=off starts each afresh)", flush=True)
+    if not dry_run and any(waiting):
+        print(first_line([o for o, wait in zip(runs, waiting) if wait], section.get("minutes"), warm), flush=True)
     ran, ran_s = 0, 0.0
     for i, (overrides, cfg) in enumerate(zip(runs, configs), 1):
         head = f"[{i}/{len(runs)}] {' '.join(overrides)}"

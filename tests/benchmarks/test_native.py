@@ -14,7 +14,7 @@ import torch
 
 from benchmarks import native
 from benchmarks.aggregation import LocalAdjacency
-from benchmarks.draws import Draws, keep_mask
+from benchmarks.draws import Draws, element_hash, keep_mask, torch_element_hash
 
 pytestmark = [pytest.mark.fast,
               pytest.mark.skipif(native.unavailable() is not None, reason=f"native kernels: {native.unavailable()}")]
@@ -105,7 +105,19 @@ def test_native_and_torch_masks_are_one_function_of_node_and_column(width):
     g = torch.Generator().manual_seed(width)
     ids = torch.randint(0, 2 ** 31, (500,), generator=g)
     for key in (0, 12345, 2 ** 63 - 25, 0xDEADBEEF12345678):
-        assert torch.equal(dropout_mask(500, width, 0.4, key, ids), keep_mask(ids, width, 0.4, key))
+        in_torch = torch_element_hash(ids[:, None] * width + torch.arange(width), key) >= int(0.4 * 2 ** 32)
+        assert torch.equal(dropout_mask(500, width, 0.4, key, ids), in_torch)
+        assert torch.equal(keep_mask(ids, width, 0.4, key), in_torch)  # the samplers' hash, through native.c
+
+
+def test_the_samplers_hash_is_native_cs_and_torchs_alike():
+    """`element_hash` (a sampler's keyed uniforms) computes in native.c where it can; torch's arithmetic
+    gives the same values for every index, past 2^32 included, and every key."""
+    g = torch.Generator().manual_seed(0)
+    i = torch.cat([torch.randint(0, 2 ** 40, (100_000,), generator=g), torch.arange(70)])
+    for key in (0, 1, 2 ** 64 - 1, 0xDEADBEEF12345678):
+        assert native.hashes_usable(i)
+        assert torch.equal(element_hash(i, key), torch_element_hash(i, key))
 
 
 def test_a_rows_mask_follows_its_node_wherever_the_row_sits():
