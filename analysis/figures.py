@@ -112,8 +112,11 @@ def _legend(fig, axes, extra_failed: bool) -> None:
         handles.setdefault("failed run", plt.Line2D([], [], marker="x", color="red", linestyle=""))
     if not handles:  # e.g. only `single` runs: nothing sends, nothing to name
         return
-    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(len(handles), 4),
-               frameon=False)
+    ncol = min(len(handles), 4)
+    # the legend's rows are added to the figure's height: kept within it, they would squash the axes
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, height + 0.25 * math.ceil(len(handles) / ncol))
+    fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=ncol, frameon=False)
 
 
 def speedup_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
@@ -214,7 +217,11 @@ def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path
     """Training bytes per epoch (all ranks) against workers, and their split by category."""
     sty = style(agg["variant"], agg.attrs.get("groups"))
     groups = list(_groups(agg))
-    fig, axes = _grid(len(groups), per_group=2)
+    # Tall enough for a bar per sending run (the quickstart has about 20): a fixed height collapses the
+    # axes to nothing.
+    sending = comm[comm["bytes_per_epoch"] > 0].groupby(["dataset", "model", "setting"])[["variant", "workers"]]
+    bars = max((len(g.drop_duplicates()) for _, g in sending), default=0)
+    fig, axes = _grid(len(groups), per_group=2, size=(5.2, max(3.8, 0.2 * bars + 1.5)))
     # One colour per category across every panel (Set2 has 8 colours, tab20 twenty).
     categories = sorted(comm.loc[comm["bytes_per_epoch"] > 0, "category"].unique())
     palette = plt.get_cmap("Set2" if len(categories) <= 8 else "tab20")

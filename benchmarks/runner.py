@@ -268,6 +268,17 @@ def _inherited_fd(dup) -> int:
     return dup.detach()
 
 
+def _outputs() -> tuple[_Output, _Output]:
+    """This launcher's standard output and error, as `_rank_process` takes them (fds 1 and 2 where the
+    streams have no descriptor of their own: a test's captured stream)."""
+    def fd(stream, default: int) -> int:
+        try:
+            return stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return default
+    return _Output(fd(sys.stdout, 1)), _Output(fd(sys.stderr, 2))
+
+
 def _take_outputs(outputs: tuple[int, int]) -> None:
     for fd, target in zip(outputs, (1, 2)):
         os.dup2(fd, target)
@@ -327,7 +338,7 @@ def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -
     plugin_path = os.environ.get("GNNBENCH_METHODS_PATH", "")
     procs = [ctx.Process(target=_rank_process, name=f"gnnbench-rank{r}",
                          args=(pickle.dumps(p), builder, r, str(folder), str(scratch), init_method, plugin_path,
-                               (_Output(sys.stdout.fileno()), _Output(sys.stderr.fileno()))))
+                               _outputs()))
              for r in range(p.world)]
     started = time.time()
     failed = []
