@@ -18,7 +18,7 @@ import pytest
 from benchmarks.datasets import PROJECT_ROOT
 from benchmarks.leftovers import on_this_host, owner_tag
 from tests.benchmarks.test_launcher import free_port
-from tests.benchmarks.test_stopping import Launched, assert_all_gone
+from tests.benchmarks.test_stopping import Launched, as_from_a_terminal, assert_all_gone
 from tests.conftest import SMALL_SYNTHETIC
 
 
@@ -181,6 +181,7 @@ class Calibrating(Launched):
         self.tmp.mkdir()
         self.proc = subprocess.Popen([sys.executable, "-c", ENDLESS_EXCHANGE, str(tmp_path / "out")], cwd=PROJECT_ROOT,
                                      text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                     preexec_fn=as_from_a_terminal,
                                      env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(self.tmp),
                                           "PYTHONPATH": str(PROJECT_ROOT)})
         self.out, self.err = [], []

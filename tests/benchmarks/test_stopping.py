@@ -22,6 +22,15 @@ from tests.conftest import SMALL_SYNTHETIC
 ENDLESS = ["workers=3", "epochs=100000", "hidden=16", "log_every=1", "eval_every=1", *SMALL_SYNTHETIC]
 
 
+def as_from_a_terminal() -> None:
+    """In the child before it starts: SIGINT and SIGQUIT as a terminal's shell leaves them, handled by
+    default. A process started in the background of a non-interactive shell (`cmd &`, some CI runners)
+    ignores both, its children inherit that, and a command leaves a signal it was told to ignore ignored
+    (errors.stop_on_signals): the tests' Ctrl-C would then reach nothing."""
+    for s in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(s, signal.SIG_DFL)
+
+
 class Launched:
     """A `python -m <module> ...` process in its own session (a terminal's process group), with its
     output collected line by line as it comes."""
@@ -29,7 +38,7 @@ class Launched:
     def __init__(self, module: str, args: list[str]):
         self.proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=PROJECT_ROOT, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                     env={**os.environ, "OMP_NUM_THREADS": "1"})
+                                     preexec_fn=as_from_a_terminal, env={**os.environ, "OMP_NUM_THREADS": "1"})
         self.out, self.err = [], []
         self.readers = [threading.Thread(target=lambda s=s, d=d: d.extend(s), daemon=True)
                         for s, d in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
@@ -59,7 +68,12 @@ class Launched:
             self.proc.send_signal(sig)
 
     def finish(self, timeout: float = 60) -> int:
-        rc = self.proc.wait(timeout)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:  # the test fails, and leaves nothing running behind it
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise
         for r in self.readers:
             r.join(10)
         return rc
