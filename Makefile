@@ -31,9 +31,11 @@ run: $(STAMP)
 	$(BIN)/python -m benchmarks.sweep experiment=quickstart results_dir=$(RESULTS); status=$$?; \
 	$(BIN)/python -m analysis report $(RESULTS) && exit $$status
 
-# One pytest-xdist worker per core, each kept to its core (tests/conftest.py), a test file a worker
-# (--dist loadfile: a file's module-scoped oracles and fixtures stay in one process); TEST_WORKERS=0: one process.
-TEST_WORKERS ?= auto
+# One pytest-xdist worker per core this process may use (nproc: the affinity mask, which xdist's `auto`
+# ignores where psutil is installed), at most 8, each kept to its core (tests/conftest.py), a test file a
+# worker (--dist loadfile: a file's module-scoped oracles and fixtures stay in one process);
+# TEST_WORKERS=0: one process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 8 ] && n=8; echo $$n)
 PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test: $(TEST_STAMP)

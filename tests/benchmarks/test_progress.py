@@ -28,3 +28,14 @@ def test_a_progress_line_leaves_out_what_says_nothing():
     assert progress_line("[7/40] method=sar workers=2", "1 failed so far", "~3 min left") == \
         "[7/40] method=sar workers=2 · 1 failed so far · ~3 min left"
     assert progress_line("[1/40] method=sar", None, None) == "[1/40] method=sar"
+
+
+def test_a_sweeps_first_line_says_what_it_will_run_and_the_presets_own_time():
+    from benchmarks.sweep import first_line
+
+    runs = [[f"method={m}", f"workers={w}", "epochs=30"] for m in ("a", "b", "c", "d") for w in (1, 2)]
+    line = first_line(runs, 1.5, warm=True)
+    assert line.startswith("sweep: 8 runs to go (method: 4 values; workers: 1, 2), about 2 min on the machine its "
+                           "preset was timed on; each forked from this warm process"), line
+    assert "epochs" not in line  # a key every run shares is not an axis
+    assert first_line(runs[:1], None, warm=False) == "sweep: 1 runs to go; each in a fresh process"
