@@ -142,11 +142,16 @@ class RunConfig(RunOptions):
         """The plugin module the method runs (`pipegcn` for the alias `pipegcn_gf`)."""
         return self.method_cls.__module__.rpartition(".")[2]
 
+    @property
+    def dataset_section(self) -> dict:
+        """The `dataset` section as plain values (its name and options): what `datasets.load_dataset` reads."""
+        return {"name": self.dataset_name, **as_dict(self.dataset)}
+
     def as_dict(self) -> dict:
         """The complete configuration as plain values: every key, every option filled in."""
         top = as_dict(self, declared_by=RunOptions)
         method = {"name": self.method_name, **({"plugin": self.plugin} if self.plugin != self.method_name else {})}
-        return {**top, "dataset": {"name": self.dataset_name, **as_dict(self.dataset)},
+        return {**top, "dataset": self.dataset_section,
                 "model": {"name": self.model_name, **as_dict(self.model)},
                 "memory": as_dict(self.memory), "comm": as_dict(self.comm), "method": {**method, **as_dict(self.method)}}
 

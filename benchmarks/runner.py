@@ -113,7 +113,7 @@ def prepare(cfg: RunConfig, world: int, log=print):
     """Load and partition. Returns (what the record says about it, what a rank loads from: the
     whole graph's one part for one rank, else the partition cache folder)."""
     t0 = time.perf_counter()
-    graph = load_dataset(cfg.as_dict()["dataset"], cfg.data_root)
+    graph = load_dataset(cfg.dataset_section, cfg.data_root)
     load_s = time.perf_counter() - t0
     if world > graph.num_nodes:
         raise UserError(f"workers={world} exceeds the {graph.num_nodes} nodes of {graph.name}; use at most {graph.num_nodes}")

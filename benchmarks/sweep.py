@@ -299,7 +299,7 @@ def warm_up(configs: list) -> bool:
     _RUN_THREADS = torch.get_num_threads()
     torch.set_num_threads(1)
     for cfg in configs:
-        datasets.preload(cfg.as_dict()["dataset"], cfg.data_root)
+        datasets.preload(cfg.dataset_section, cfg.data_root)
     if any(ranks_of(cfg) > 1 for cfg in configs):
         rank_server.serve()
     gc.freeze()  # what is loaded now is never garbage: a run's collections skip it instead of copying it

@@ -11,6 +11,7 @@ method or alias and reach plugins only through the registry; plugins and familie
 run config, never the raw dict."""
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -58,11 +59,32 @@ def test_the_cost_model_reaches_plugins_only_through_the_registry():
         assert not [m for m in imports(path) if m.split(".")[0] == "methods"], path
 
 
+def raw_reads(tree: ast.AST) -> list[str]:
+    """Where a configuration is read as a dict: `cfg[...]`, `cfg.get(...)` (or `config`), and any
+    `....as_dict()[...]` / `....as_dict().get(...)`, by line."""
+    def is_raw(node) -> bool:
+        return (isinstance(node, ast.Name) and node.id in ("cfg", "config")) or (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "as_dict")
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and is_raw(node.value):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+                and is_raw(node.func.value):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_raw_read_finder_sees_every_form():
+    code = "cfg['a']; config.get('b'); run.as_dict()['dataset']; run.as_dict().get('c'); run.dataset; d['e']"
+    assert [f.split(": ", 1)[1] for f in raw_reads(ast.parse(code))] == [
+        "cfg['a']", "config.get('b')", "run.as_dict()['dataset']", "run.as_dict().get('c')"]
+
+
 def test_plugins_and_families_read_the_typed_config():
-    raw = re.compile(r"\bcfg\[|\bcfg\.get\(|\bconfig\[|\bconfig\.get\(")
     for path in files("methods/*.py", "benchmarks/families/*.py", "benchmarks/train.py", "benchmarks/runner.py",
                       "benchmarks/method.py"):
-        assert not raw.search(path.read_text()), path
+        assert not raw_reads(ast.parse(path.read_text())), (path, raw_reads(ast.parse(path.read_text())))
 
 
 #: The one module above both the runtime and analysis, and what it may take from analysis.

@@ -46,7 +46,7 @@ def main(argv=None) -> None:
         raise SystemExit(f"error: --workers must be whole numbers separated by commas (got {a.workers!r})")
     variants = [shlex.split(v) for v in a.variant] or [[]]
     base = plan(config_of(a.overrides)).cfg
-    graph = load_dataset(base.as_dict()["dataset"], base.data_root)
+    graph = load_dataset(base.dataset_section, base.data_root)
     memory = preflight.machine_memory()
     print(f"graph: {graph.num_nodes} nodes, {graph.num_edges} edges; machine memory {preflight.size(memory)}; "
           f"margin {preflight.MARGIN * 100:.0f} %; a launcher holds {preflight.size(LAUNCHER_BYTES)}")

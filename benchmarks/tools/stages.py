@@ -101,7 +101,7 @@ def _stage(name: str, fn):
 def generate(run) -> tuple[object, list[dict]]:
     from benchmarks.datasets import load_dataset
 
-    graph, gen = _stage("generate", lambda: load_dataset(run.as_dict()["dataset"], run.data_root))
+    graph, gen = _stage("generate", lambda: load_dataset(run.dataset_section, run.data_root))
     gen["graph"] = graph.summary()
     _, fp = _stage("fingerprint", graph.fingerprint)
     return graph, [gen, fp]

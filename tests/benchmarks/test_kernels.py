@@ -93,8 +93,11 @@ def test_bad_values_are_one_line(make_cfg, overrides, message):
     assert str(e.value).startswith(message) and len(str(e.value).splitlines()) == 1, str(e.value)
 
 
-def test_the_new_keys_plan(make_cfg):
-    plan(make_cfg("kernel=messages", "partitioner=metis_edges"))
+def test_kernel_messages_and_metis_edges_plan_as_given(make_cfg):
+    """Both keys pass the schema and reach the run's typed configuration unchanged (nothing resolves
+    `messages` to another kernel, nor `metis_edges` to another partitioner)."""
+    p = plan(make_cfg("kernel=messages", "partitioner=metis_edges", "workers=2"))
+    assert (p.cfg.kernel, p.cfg.partitioner, p.world) == ("messages", "metis_edges", 2)
 
 
 def test_metis_edges_lowers_the_edge_imbalance_of_a_skewed_graph():
