@@ -12,8 +12,8 @@ parent (and the parent with the test session). A sweep forked here forks its own
 
 What this leaves to real fresh processes: how a command starts (`python -m benchmarks` starting its
 fork server before it imports torch) and what a signal does to it. The tests of stopping, process
-ownership, torchrun, the warm sweep's isolation and the native build without a compiler start
-`sys.executable` themselves."""
+ownership, torchrun and the native build without a compiler start `sys.executable` themselves (the
+warm sweep's isolation test forks its sweeps here, and has the runs it compares with started fresh)."""
 from __future__ import annotations
 
 import atexit

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
-from benchmarks.datasets import PROJECT_ROOT
+from tests import commands
 from tests.conftest import SMALL_SYNTHETIC
 
 COMMON = ["dataset=synthetic", *SMALL_SYNTHETIC, "epochs=3", "hidden=16", "dropout=0.5", "eval_every=1",
@@ -19,10 +18,11 @@ METHODS = ("full_halo", "neighbor_sampling")
 
 
 def sweep(tmp_path, results: str, *args: str, fork: bool = True) -> subprocess.CompletedProcess:
+    """The sweep command (itself forked from the tests' warm parent, tests/commands.py); with `fork`
+    off, each of its runs is a fresh `python -m benchmarks` process."""
     env = {**os.environ, "GNNBENCH_SWEEP_FORK": "on" if fork else "off"}
-    out = subprocess.run([sys.executable, "-m", "benchmarks.sweep", *COMMON, *args,
-                          f"results_dir={tmp_path / results}", f"cache_dir={tmp_path / 'cache'}"],
-                         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, env=env)
+    out = commands.run("benchmarks.sweep", *COMMON, *args, f"results_dir={tmp_path / results}",
+                       f"cache_dir={tmp_path / 'cache'}", env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     return out
 
@@ -44,7 +44,7 @@ def measured(folder) -> dict:
 def test_two_runs_in_one_warm_sweep_give_the_records_they_give_alone(tmp_path):
     warm = sweep(tmp_path, "warm", f"method={','.join(METHODS)}")
     assert "each forked from this warm process" in warm.stdout
+    alone = sweep(tmp_path, "alone", f"method={','.join(METHODS)}", fork=False)  # each run a fresh process
+    assert "forked" not in alone.stdout and "each in a fresh process" in alone.stdout
     for method in METHODS:
-        alone = sweep(tmp_path, f"alone-{method}", f"method={method}", fork=False)
-        assert "forked" not in alone.stdout
-        assert measured(tmp_path / f"alone-{method}")[method] == measured(tmp_path / "warm")[method], method
+        assert measured(tmp_path / "alone")[method] == measured(tmp_path / "warm")[method], method
