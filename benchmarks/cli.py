@@ -66,19 +66,19 @@ def composition_error(e: Exception, overrides: list[str]) -> UserError:
 
 def config_of(overrides: list[str]) -> dict:
     """The run configuration these overrides compose to, resolved (Hydra's errors raised as they are).
-    Composed once per process for each distinct command line and plugin path (`_COMPOSED`: about 0.1 s a
+    Composed once per process for each distinct command line and plugin path (`_CONFIGS`: about 0.1 s a
     compose; a sweep checks every run before the first starts, a test session composes the same few
     configurations again and again); each caller gets a copy of its own."""
     key = (tuple(overrides), os.environ.get("GNNBENCH_METHODS_PATH", ""))
-    if key not in _COMPOSED:
+    if key not in _CONFIGS:
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            _COMPOSED[key] = OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
-    return copy.deepcopy(_COMPOSED[key])
+            _CONFIGS[key] = OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
+    return copy.deepcopy(_CONFIGS[key])
 
 
 #: (overrides, plugin path) -> the resolved configuration: the YAML under conf/ and the plugins' own are
 #: read as they are when first composed (a process that edits them while it runs composes what it first read).
-_COMPOSED: dict[tuple, dict] = {}
+_CONFIGS: dict[tuple, dict] = {}
 
 
 def check_composes(argv: list[str]) -> None:

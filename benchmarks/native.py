@@ -208,7 +208,7 @@ def element_hash(i: torch.Tensor, key: int) -> torch.Tensor:
     i = i.contiguous()
     out = torch.empty_like(i)
     _library()[0].gnn_element_hash(_p(i), _p(out), i.numel(), key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF,
-                                   _threads(i.numel() * 16))
+                                   _threads(i.numel() * 16))  # a hash: about 16 integer operations
     return out
 
 

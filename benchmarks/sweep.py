@@ -276,6 +276,12 @@ def kept(run) -> dict | None:
 SWEEP_FORK = "GNNBENCH_SWEEP_FORK"
 
 
+def forking() -> bool:
+    """Whether this sweep may fork its runs (`GNNBENCH_SWEEP_FORK` is not off; CUDA runs start fresh
+    whatever it says: `warm_up`)."""
+    return os.environ.get(SWEEP_FORK, "on").lower() not in ("0", "off", "false", "no")
+
+
 def warm_up(configs: list) -> bool:
     """Make this sweep the warm parent of its runs: import what a run imports (torch, the runner, the
     pre-flight check, torch._dynamo, which every optimizer imports), start the ranks' fork server and
@@ -284,8 +290,7 @@ def warm_up(configs: list) -> bool:
     not survive a fork). What torch computes here (loading a dataset) runs on one thread: an OpenMP
     thread pool does not survive a fork either (a forked run's first parallel operation would hang),
     and a pool that was never started is started afresh in each run (`_forked_run`)."""
-    if os.environ.get(SWEEP_FORK, "on").lower() in ("0", "off", "false", "no") or any(
-            c.device != "cpu" for c in configs):
+    if not forking() or any(c.device != "cpu" for c in configs):
         return False
     import gc
 
@@ -312,28 +317,45 @@ _RUN_THREADS = 1
 
 def _forked_run(config: dict, output: str) -> None:
     """A run in a child forked from the warm sweep: `python -m benchmarks`'s work (the entry point's
-    `run_forked`) on the configuration the sweep composed and checked, its output into `output`, its
-    exit status that command's. It dies with the sweep, and fork its ranks from the sweep's fork server."""
+    `run_forked`) on the configuration the sweep composed and checked, its output into `output`."""
+    from benchmarks.__main__ import run_forked
+
+    become_child(lambda: run_forked(config), output, output, _RUN_THREADS)
+
+
+def become_child(work, stdout: str, stderr: str, threads: int) -> None:
+    """In a child forked from a warm parent (`warm_up`, or the tests' tests/commands.py): die with the
+    parent, write to the files `stdout` and `stderr` (one path: one file for both), read nothing, fork
+    ranks from the parent's fork server, compute on `threads` threads (a pool of its own); then
+    `work()`, and exit with the status a fresh `python -m` process would have: its SystemExit's (a
+    message printed, as Python prints it), 1 with the traceback for anything else."""
     import traceback
 
     from benchmarks import rank_server
-    from benchmarks.__main__ import run_forked
     from benchmarks.leftovers import killed_with_parent
 
     killed_with_parent()
-    fd = os.open(output, os.O_WRONLY | os.O_TRUNC)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    opened: dict[str, int] = {}
+    for fd, path in ((1, stdout), (2, stderr)):
+        if path not in opened:
+            opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(opened[path], fd)
+    for target in opened.values():
+        os.close(target)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     rank_server.adopt()
     import torch
-    torch.set_num_threads(_RUN_THREADS)  # a pool of its own (`warm_up`)
+    torch.set_num_threads(threads)
     code = 0
     try:
-        run_forked(config)
+        work()
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else int(e.code is not None)
-    except BaseException:  # noqa: BLE001 (a bug: its traceback is the run's output)
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 (a bug: its traceback is the output, as in a fresh process)
         traceback.print_exc()
         code = 1
     sys.stdout.flush()
@@ -491,7 +513,7 @@ def sweep(argv: list[str]) -> None:
     argv = [a for a in argv if a != "--dry-run"]
     try:
         check_overrides(argv)
-        if not dry_run:  # the ranks' fork server imports torch while this process does (`warm_up` uses it)
+        if not dry_run and forking():  # the ranks' fork server imports torch while this does (`warm_up` uses it)
             from benchmarks import rank_server
             rank_server.start(argv)
         check_composes(argv)

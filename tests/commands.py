@@ -116,40 +116,17 @@ def _wait(pid: int, timeout: float) -> int | None:
 def _command(request: dict, threads: int) -> None:
     """In the forked child: become `python -m <module> <args>` in the request's folder and environment."""
     import runpy
-    import traceback
 
-    code = 0
-    try:
-        from benchmarks import rank_server
-        from benchmarks.leftovers import killed_with_parent
+    from benchmarks.sweep import become_child
 
-        killed_with_parent()
+    def work() -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.dup2(target, fd)
-            os.close(target)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
-        rank_server.adopt()
-        import torch
-
-        torch.set_num_threads(threads)  # a pool of its own, as a fresh process has
         sys.argv = [request["module"], *request["args"]]
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else int(e.code is not None)
-        if isinstance(e.code, str):
-            print(e.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001 (a bug: its traceback is the command's output, as in a fresh process)
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+
+    become_child(work, request["stdout"], request["stderr"], threads)
 
 
 if __name__ == "__main__":
