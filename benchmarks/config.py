@@ -20,7 +20,7 @@ from benchmarks.aggregation import KERNELS
 from benchmarks.draws import DRAWS
 from benchmarks.errors import UserError, choose
 from benchmarks.method import method_class
-from benchmarks.models import MODELS, PRECISIONS, MemoryOptions, ModelOptions
+from benchmarks.models import DECAYED, MODELS, PRECISIONS, MemoryOptions, ModelOptions
 from benchmarks.options import RESERVED, Options, as_dict, defaults, option, seed_option, validate
 from benchmarks.registry import aliases
 from benchmarks.partition import PARTITIONERS
@@ -45,6 +45,11 @@ class RunOptions(Options):
     epochs: int = option(50, "training epochs", ge=1, message="epochs must be a positive integer (got {value!r})")
     lr: float = option(0.01, "learning rate", ge=0)
     weight_decay: float = option(0.0, "Adam's weight decay", ge=0)
+    weight_decay_layers: Literal[DECAYED] = option(
+        "all", "the parameters weight decay applies to: all (Adam's default); first (the first layer's: Kipf & "
+               "Welling, tkipf/gcn models.py); all_but_last (every layer but the output one: GAS's "
+               "reg_weight_decay, rusty1s/pyg_autoscale); weights (every weight, no bias: GAT's L2, PetarV-/GAT "
+               "utils/layers.py via models/base_gattn.py). Named in a record's variant")
     hidden: int = option(128, "channels of every hidden layer", ge=1,
                          message="hidden must be a positive integer (got {value!r})")
     layers: int = option(3, "GNN layers", ge=1, message="layers must be a positive integer (got {value!r})")
@@ -167,7 +172,7 @@ def check(cfg: dict) -> RunConfig:
             raise UserError(f"the config has no {section} (choose one with {section}=<name>)")
     dataset = cfg["dataset"]
     options_cls = datasets.options(dataset["name"])
-    generator_keys = {f.name for f in fields(datasets.SyntheticOptions)} - {"name"}
+    generator_keys = {f.name for f in fields(datasets.SyntheticOptions)} - {f.name for f in fields(datasets.DatasetOptions)}
     if options_cls is not datasets.SyntheticOptions and generator_keys & set(dataset):
         key = min(generator_keys & set(dataset))
         raise UserError(f"dataset.{key} is an option of dataset=synthetic, not of dataset={dataset['name']} "
@@ -196,7 +201,9 @@ def check(cfg: dict) -> RunConfig:
 
 
 #: The savers and axes that compose with any method, in the order a record's variant names them.
-SAVER_AXES = ("kernel", "draws", "memory", "precision", "comm")
+SAVER_AXES = ("kernel", "draws", "memory", "precision", "comm", "dataset.transform", "weight_decay_layers")
+#: The axes of the regime, not of the method: every method applies them (`check_savers` asks no plugin).
+REGIME_AXES = ("dataset.transform", "weight_decay_layers")
 
 
 def moved_savers(cfg: dict) -> list[tuple[str, object]]:
@@ -210,6 +217,11 @@ def moved_savers(cfg: dict) -> list[tuple[str, object]]:
         if key in SAVERS:
             default = defaults(SAVERS[key])
             moved += [(f"{key}.{k}", v) for k, v in sorted((cfg.get(key) or {}).items()) if default.get(k) != v]
+        elif "." in key:  # one option of a section (`dataset.transform`)
+            section, option = key.split(".")
+            value = (cfg.get(section) or {}).get(option, defaults(datasets.DatasetOptions)[option])
+            if value != defaults(datasets.DatasetOptions)[option]:
+                moved.append((key, value))
         elif cfg.get(key, top[key]) != top[key]:
             moved.append((key, cfg[key]))
     return moved
@@ -219,6 +231,8 @@ def check_savers(run: RunConfig) -> None:
     """Refuse, in one line, a saver or axis that `run`'s method does not apply (`Method.applies`)."""
     applies, name = run.method_cls.applies, run.method_name
     for option, value in moved_savers(run.as_dict()):
+        if option in REGIME_AXES:
+            continue
         section = option.partition(".")[0] if "." in option else ""
         if {section, option, f"{option}={value}"} & applies:
             continue

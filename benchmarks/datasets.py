@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
 
@@ -25,11 +25,24 @@ DATA = PROJECT_ROOT / "data"  # Cora and CiteSeer ship here (data/README.md); do
 
 
 # --------------------------------------------------------------------------- options
+#: `dataset.transform`: what is done to the features once the graph is loaded, before partitioning, the
+#: same for every method and layout. `row_normalize` divides each row by its sum (a row summing to 0
+#: stays 0), as the reference codes of GCN (tkipf/gcn utils.py `preprocess_features`), GAT
+#: (PetarV-/GAT utils/process.py `preprocess_features`) and GAS (rusty1s/pyg_autoscale
+#: `T.NormalizeFeatures()`) do to the Planetoid features.
+TRANSFORMS = ("none", "row_normalize")
+
+
 @dataclass(frozen=True)
 class DatasetOptions(Options):
-    """A real dataset's section: its name alone (the files decide the rest)."""
+    """A real dataset's section: its name and the feature transform (the files decide the rest)."""
 
     reserved: ClassVar[tuple[str, ...]] = ("name",)
+
+    transform: Literal[TRANSFORMS] = option(
+        "none", "the features' preprocessing, applied once before partitioning: none (as the files hold them) or "
+                "row_normalize (each row divided by its sum, as the GCN, GAT and GAS reference codes do). "
+                "Named in a record's variant, so one setting holds both")
 
 
 @dataclass(frozen=True)
@@ -350,13 +363,23 @@ def preload(dataset_cfg, data_root=None) -> None:
 
 
 def load_dataset(dataset_cfg, data_root=None) -> Graph:
-    """Load the dataset described by the `dataset` config group (a preloaded one as it is)."""
+    """Load the dataset described by the `dataset` config group (a preloaded one as it is), its
+    `transform` applied."""
     preloaded = _PRELOADED.get(_preload_key(dataset_cfg, data_root))
     if preloaded is not None:
         return preloaded
     cfg = dict(dataset_cfg)
     name = choose("dataset", cfg.pop("name"), LOADERS)
-    if name == "synthetic":
-        return synthetic(**cfg)
-    root = resolve_data_root(data_root)
-    return LOADERS[name](name, root)
+    transform = choose("dataset.transform", cfg.pop("transform", "none"), TRANSFORMS)
+    graph = synthetic(**cfg) if name == "synthetic" else LOADERS[name](name, resolve_data_root(data_root))
+    return transformed(graph, transform)
+
+
+def transformed(graph: Graph, transform: str) -> Graph:
+    """`graph` with its features transformed (`TRANSFORMS`); a new Graph, the loaded one untouched (a
+    warm sweep's preloaded graph is shared by its runs)."""
+    if transform == "none":
+        return graph
+    sums = graph.x.sum(1, keepdim=True, dtype=torch.float64)
+    inverse = torch.where(sums == 0, torch.zeros_like(sums), 1.0 / sums)  # tkipf/gcn: r_inv[isinf] = 0
+    return replace(graph, x=(graph.x.double() * inverse).to(graph.x.dtype))

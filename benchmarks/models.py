@@ -288,6 +288,30 @@ class ModelOptions(Options):
                             f"(each head has hidden / heads channels)")
 
 
+#: `weight_decay_layers`: which parameters weight decay applies to (`decay_groups`).
+DECAYED = ("all", "first", "all_but_last", "weights")
+
+
+def decay_groups(model: GNN, weight_decay: float, which: str = "all") -> list[dict]:
+    """The optimizer's parameter groups: weight decay on the parameters `which` names (`DECAYED`; a
+    hidden layer's batch norm goes with its layer), none on the rest. Each group keeps the model's
+    parameter order, so every rank's optimizer state lines up."""
+    choose("weight_decay_layers", which, DECAYED)
+    last = len(model.layers) - 1
+    decayed = set()
+    for name, p in model.named_parameters():
+        parts = name.split(".")
+        index = int(parts[1]) if parts[0] in ("layers", "norms") else None
+        if (which == "all" or (which == "first" and index == 0)
+                or (which == "all_but_last" and index is not None and index < last)
+                or (which == "weights" and parts[-1] != "bias")):
+            decayed.add(name)
+    params = list(model.named_parameters())
+    groups = [{"params": [p for n, p in params if n in decayed], "weight_decay": weight_decay},
+              {"params": [p for n, p in params if n not in decayed], "weight_decay": 0.0}]
+    return [g for g in groups if g["params"]]
+
+
 def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, dropout: float,
                 seed: int, heads: int = 4, batch_norm: bool = False, checkpoint: str = "none",
                 precision: str = "fp32", offload: str = "none", heads_concat: bool = True) -> GNN:

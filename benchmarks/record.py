@@ -49,7 +49,12 @@ def config_hash(cfg: dict) -> str:
 def setting_config(cfg: dict) -> dict:
     """What a run shares with the runs it is compared to: its configuration less the axes and
     where things are."""
-    return {k: v for k, v in cfg.items() if k not in (*AXES, *NON_SEMANTIC)}
+    setting = {k: v for k, v in cfg.items() if k not in (*AXES, *NON_SEMANTIC)}
+    for axis in AXES:  # an axis that is one option of a section (`dataset.transform`)
+        section, _, option = axis.partition(".")
+        if option and isinstance(setting.get(section), dict):
+            setting[section] = {k: v for k, v in setting[section].items() if k != option}
+    return setting
 
 
 def _digest(obj, length: int) -> str:

@@ -20,7 +20,7 @@ from benchmarks.comm import Comm
 from benchmarks.config import RunConfig
 from benchmarks.draws import Draws
 from benchmarks.method import RankContext
-from benchmarks.models import build_model
+from benchmarks.models import build_model, decay_groups
 from benchmarks.partition import Part
 from benchmarks.probes import MemoryProbe, Timer
 from benchmarks.progress import time_left
@@ -51,7 +51,7 @@ def make_context(cfg: RunConfig, rank: int, world: int, part: Part, device: torc
         # Every rank built the same weights from the seed; the broadcast makes it a guarantee.
         for t in [*model.parameters(), *model.buffers()]:
             comm.broadcast(t.data, 0, "setup")
-        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        optimizer = torch.optim.Adam(decay_groups(model, cfg.weight_decay, cfg.weight_decay_layers), lr=cfg.lr)
     return RankContext(cfg, rank, world, device, comm, part, adj, plan, model, optimizer, partition_folder,
                        local_rank=rank if local_rank is None else local_rank,
                        local_world=world if local_world is None else local_world)

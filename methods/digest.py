@@ -156,7 +156,7 @@ class StoreHalo(StaleHalo):
 
 class Method(PartitionParallelMethod):
     approximates = 'halo rows stale between syncs every `sync_every` epochs'
-    claim = 'slow networks: syncs every few epochs instead of every layer'
+    claim = '(Chai et al., arXiv 2206.00057) slow networks: syncs every few epochs instead of every layer'
     exact_control = {"name": "full_halo"}  # with the same layer0
     #: No fp16: DIGEST-A's workers push their gradients to the parameter server, which steps them
     #: (no local optimizer step to unscale or skip), and the flag is the class's, both modes'.
@@ -186,6 +186,9 @@ class Method(PartitionParallelMethod):
             if self.asynchronous and self.layer0 == "exchanged":
                 raise UserError("method.layer0=exchanged exchanges layer 0 with every peer every step, which "
                                 "method.asynchronous=true never waits for; set method.layer0=cached or precomputed")
+            if self.asynchronous and run is not None and run.weight_decay_layers != "all":
+                raise UserError(f"method.asynchronous=true steps through a parameter server that decays every "
+                                f"parameter; drop weight_decay_layers={run.weight_decay_layers}")
             if self.asynchronous and self.sync == "blocking":
                 raise UserError("method.sync=blocking does not apply to method.asynchronous=true (DIGEST-A's store "
                                 "never waits for a peer); set method.sync=overlapped")

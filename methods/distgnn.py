@@ -87,8 +87,10 @@ class PartialAggregator(Aggregator):
 
 
 class Method(FullGraphMethod):
-    approximates = 'remote partial aggregates delayed by `delay` epochs'
-    claim = 'CPU clusters with vertex-cut partitions: communication off the critical path'
+    approximates = ('remote partial aggregates all refreshed every `delay` + 1 epochs, blocking, and reused in '
+                    'between (ages 0..`delay`)')
+    claim = ('(Md et al., SC\'21) CPU clusters with vertex-cut partitions: cd-r sends one bin of partial aggregates '
+             'each epoch, asynchronously, off the critical path; this plugin\'s refresh blocks (docs/distgnn.md)')
     exact_control = {"delay": 0}
 
     @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from benchmarks.families.partition_parallel import LAYER0, LayerZeroExact, layer
 
 
 class Method(FullGraphMethod):
-    claim = 'the exact distributed baseline (vanilla domain parallelism)'
+    claim = 'description: the exact distributed baseline (vanilla domain parallelism)'
     @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):
         layer0: Literal[LAYER0] = layer0_option("exchanged")

@@ -141,8 +141,8 @@ class GasAggregator(Aggregator):
 
 class Method(SubgraphMethod):
     approximates = "out-of-batch neighbours' rows from per-layer history tables (stale, no gradient)"
-    claim = ("graphs too large for full-batch on one device: the device holds a batch, the histories sit in host "
-             "memory, accuracy close to full-batch")
+    claim = ("(Fey et al., ICML 2021) graphs too large for full-batch on one device: the device holds a batch, "
+             "the histories sit in host memory, accuracy close to full-batch")
     #: One process whatever `workers` says (as `single`): pyg_autoscale trains on one device, with no data
     #: parallelism in the repository. Not a refusal of workers > 1: every registered method must compose
     #: with the default workers=2 (tests/benchmarks/test_method_configs.py) and the findings preset runs

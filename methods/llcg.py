@@ -31,13 +31,15 @@ from benchmarks.families.local_rounds import LocalRoundOptions, LocalRounds, sam
 from benchmarks.families.minibatch import check_fanouts, per_layer
 from benchmarks.families.replicas import model_state
 from benchmarks.method import local_loss
+from benchmarks.models import decay_groups
 from benchmarks.options import option
 from benchmarks.stores import replicated_store
 
 
 class Method(LocalRounds):
     approximates = 'local training on parts (cut edges dropped), corrected by a server'
-    claim = 'many workers, slow network: parameter averages only, accuracy restored by the correction'
+    claim = ('(Ramezani et al., ICLR 2022) many workers, slow network: parameter averages only, accuracy '
+             'restored by the correction')
     exact_control = {"name": "full_halo"}
 
     @dataclass(frozen=True)
@@ -64,8 +66,9 @@ class Method(LocalRounds):
         options, part = ctx.options, ctx.part
         self.correction_steps = options.correction_steps
         self.sampled_correction = options.correction == "sampled"
-        self.server_optimizer = torch.optim.Adam(ctx.model.parameters(), lr=options.server_lr or ctx.cfg.lr,
-                                                 weight_decay=ctx.cfg.weight_decay)
+        self.server_optimizer = torch.optim.Adam(decay_groups(ctx.model, ctx.cfg.weight_decay,
+                                                              ctx.cfg.weight_decay_layers),
+                                                 lr=options.server_lr or ctx.cfg.lr)
         # fp16: the correction's own loss scale. The workers' scales drift apart over local steps
         # (each skips its own overflows); the correction's steps are every rank's (`full`: gradients
         # summed, so every rank skips alike) or the server's alone (`sampled`).

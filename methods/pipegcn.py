@@ -173,7 +173,7 @@ def age_summary(ages: list[int | None]) -> dict:
 
 class Method(FullGraphMethod):
     approximates = 'halo rows and gradients one epoch stale, exchange pipelined'
-    claim = 'communication-bound full-graph training: exchange hidden behind compute'
+    claim = '(Wan et al., ICLR 2022) communication-bound full-graph training: exchange hidden behind compute'
     exact_control = {"pipeline": False, "smooth_features": False, "smooth_grads": False}
 
     @dataclass(frozen=True)

@@ -37,7 +37,7 @@ class PygNet(torch.nn.Module):
 
 
 class Method(MethodBase):
-    claim = "the external anchor: what a user writes from PyG's examples"
+    claim = "description: the external anchor, what a user writes from PyG's examples"
     single_process = True
     builds_model = False
     # None of the savers: PyG's layers run outside the suite model (its autocast, checkpointing and
@@ -54,6 +54,9 @@ class Method(MethodBase):
                                 f"model={run.model_name}")
             if run.batch_norm:
                 raise UserError("pyg_plain has no batch norm; use batch_norm=false")
+            if run.weight_decay_layers != "all":
+                raise UserError(f"pyg_plain decays every parameter of PyG's network; drop "
+                                f"weight_decay_layers={run.weight_decay_layers}")
 
     def __init__(self, ctx: RankContext):
         super().__init__(ctx)

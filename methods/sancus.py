@@ -171,7 +171,7 @@ class SancusAggregator(HaloAggregator):
 
 class Method(FullGraphMethod):
     approximates = 'halo blocks not re-sent while they change less than a threshold'
-    claim = 'slowly changing embeddings: skipped broadcasts cut halo bytes'
+    claim = '(Peng et al., PVLDB 2022) slowly changing embeddings: skipped broadcasts cut halo bytes'
     exact_control = {"threshold": 0.0}
 
     @dataclass(frozen=True)
