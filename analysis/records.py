@@ -169,7 +169,8 @@ def _run_row(r: dict) -> dict:
         # only where a method states its rounds (an averaging round is not an epoch); NaN otherwise
         "comm_bytes_per_round": _num(s and s.get("comm_bytes_per_round")),
         "best_val_acc": _num(s and s.get("best_val_acc")),
-        "test_acc": _num(s and s.get("test_acc_at_best_val")),
+        # the model the run's stopping rule reports (records older than the rule: the best validation's)
+        "test_acc": _num(s and s.get("test_acc_selected", s.get("test_acc_at_best_val"))),
         "train_time_s": value("train_time_s"),
         "comm_by_category": {c: float(b) for c, b in r["comm"]["bytes_per_epoch_by_category"].items()} if s else {},
         "config": dict(r["config"]), "setting_config": dict(r["setting_config"]),

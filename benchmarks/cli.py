@@ -31,8 +31,13 @@ def summary_line(record: dict) -> str:
         return f"{head}: FAILED: {record['error']}"
     s = record["summary"]
     gib = 1024 ** 3
-    acc = (f"best val {s['best_val_acc']:.4f}, test {s['test_acc_at_best_val']:.4f}"
-           if s["best_val_acc"] is not None else "no evaluation")
+    if s["best_val_acc"] is None:
+        acc = "no evaluation"
+    elif s.get("selected_epoch", s["best_epoch"]) != s["best_epoch"]:  # a stopping rule chose another model
+        acc = (f"stopped at epoch {record['history'][-1]['epoch'] + 1}, model of epoch {s['selected_epoch'] + 1}: "
+               f"val {s['val_acc_selected']:.4f}, test {s['test_acc_selected']:.4f}")
+    else:
+        acc = f"best val {s['best_val_acc']:.4f}, test {s['test_acc_at_best_val']:.4f}"
     return (f"{head}: epoch {s['epoch_time_s_median']:.4f} s (median), {acc}, "
             f"peak RSS {s['peak_rss_bytes_max'] / gib:.2f} GiB/rank (train +{s['train_mem_delta_bytes_max'] / gib:.3f}), "
             f"comm {s['comm_bytes_per_epoch'] / 1e6:.2f} MB/epoch")

@@ -25,6 +25,7 @@ from benchmarks.options import RESERVED, Options, as_dict, defaults, option, see
 from benchmarks.registry import aliases
 from benchmarks.partition import PARTITIONERS
 from benchmarks.quantize import CommOptions
+from benchmarks.stopping import STOPPING
 
 #: The sections of a run config, each one config group (`method=...`) with its own options.
 SECTIONS = ("method", "dataset", "model")
@@ -50,6 +51,13 @@ class RunOptions(Options):
                "Welling, tkipf/gcn models.py); all_but_last (every layer but the output one: GAS's "
                "reg_weight_decay, rusty1s/pyg_autoscale); weights (every weight, no bias: GAT's L2, PetarV-/GAT "
                "utils/layers.py via models/base_gattn.py). Named in a record's variant")
+    stopping: Literal[STOPPING] = option(
+        "none", "early stopping (benchmarks/stopping.py): none (every epoch runs; the model of the best validation "
+                "accuracy is reported); window (Kipf & Welling: stop once the validation loss exceeds the mean of "
+                "the `patience` epochs before; the last model is reported); patience (Velickovic et al.: stop after "
+                "`patience` epochs in which neither validation accuracy nor loss improved; the last model that "
+                "improved both is reported). Needs eval_every=1")
+    patience: int = option(10, "stopping's window (window) or patience (patience), in epochs", ge=1)
     hidden: int = option(128, "channels of every hidden layer", ge=1,
                          message="hidden must be a positive integer (got {value!r})")
     layers: int = option(3, "GNN layers", ge=1, message="layers must be a positive integer (got {value!r})")
@@ -111,6 +119,9 @@ class RunOptions(Options):
                                          "(variants, extra overrides, skips, controls, bisection: docs/analysis.md)")
 
     def check(self, run) -> None:
+        if self.stopping != "none" and self.eval_every != 1:
+            raise UserError(f"stopping={self.stopping} reads every epoch's validation: set eval_every=1 "
+                            f"(got eval_every={self.eval_every})")
         if (self.backend_name == "nccl") != (self.device == "cuda"):
             raise UserError(f"backend={self.backend_name} does not fit device={self.device}: use gloo on cpu and nccl on "
                             "cuda (or backend=auto)")

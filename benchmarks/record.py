@@ -29,6 +29,7 @@ from benchmarks.options import RESERVED
 from benchmarks.outputs import write_or_keep
 from benchmarks.probes import MemoryProbe, cores
 from benchmarks.progress import progress_line
+from benchmarks.stopping import selected
 
 # Keys that say where things are or how chatty a run is, not what is measured.
 NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "force",
@@ -147,16 +148,20 @@ def warmup_dropped(epochs: int, warmup_epochs: int) -> int:
 #: bisection may hold to a bound (`sweep.Bisect.field`).
 SUMMARY_FIELDS = ("epoch_time_s_median", "epoch_time_s_p90", "warmup_epochs_dropped", "train_time_s",
                   *MemoryProbe.SUMMARY, "comm_bytes_per_epoch", "best_val_acc", "test_acc_at_best_val",
-                  "best_epoch", "final_train_loss", "edges_per_s")
+                  "best_epoch", "selected_epoch", "val_acc_selected", "test_acc_selected", "final_train_loss",
+                  "edges_per_s")
 
 
-def summarize(history: list[dict], per_rank: list[dict], warmup_epochs: int) -> dict:
-    """Per-run summary from the history (identical on every rank) and the ranks' probes."""
+def summarize(history: list[dict], per_rank: list[dict], warmup_epochs: int, stopping: str = "none") -> dict:
+    """Per-run summary from the history (identical on every rank) and the ranks' probes. `best_*`: the
+    epoch of the best validation accuracy; `*_selected`: the model the stopping rule reports
+    (`stopping.selected`; the same epoch under stopping=none), the test accuracy analysis reads."""
     times = [h["epoch_time_s"] for h in history]
     drop = warmup_dropped(len(times), warmup_epochs)
     kept = sorted(times[drop:])
     evaluated = [h for h in history if h["val_acc"] is not None]
     best = max(evaluated, key=lambda h: h["val_acc"]) if evaluated else None
+    chosen = selected(history, stopping)
     return {
         "epoch_time_s_median": statistics.median(kept),
         "epoch_time_s_p90": kept[min(len(kept) - 1, int(0.9 * len(kept)))],
@@ -167,6 +172,9 @@ def summarize(history: list[dict], per_rank: list[dict], warmup_epochs: int) -> 
         "best_val_acc": best["val_acc"] if best else None,
         "test_acc_at_best_val": best["test_acc"] if best else None,
         "best_epoch": best["epoch"] if best else None,
+        "selected_epoch": chosen["epoch"] if chosen else None,
+        "val_acc_selected": chosen["val_acc"] if chosen else None,
+        "test_acc_selected": chosen["test_acc"] if chosen else None,
         "final_train_loss": history[-1]["train_loss"],
     }
 
@@ -180,7 +188,7 @@ class RecordBuilder:
                  control: str | None = None):
         self.path, self.progress = record_path(run), Path(scratch) / "progress.jsonl"
         self.epochs, self.log_every = run.epochs, run.log_every
-        self.warmup_epochs = run.warmup_epochs
+        self.warmup_epochs, self.stopping = run.warmup_epochs, run.stopping
         cfg = run.as_dict()
         setting = setting_config(cfg)
         self.record = {
@@ -214,7 +222,7 @@ class RecordBuilder:
         for r in per_rank:
             for cat, b in r["comm_bytes_by_category"].items():
                 by_cat[cat] = by_cat.get(cat, 0) + b
-        summary = summarize(history, per_rank, self.warmup_epochs)
+        summary = summarize(history, per_rank, self.warmup_epochs, self.stopping)
         record = {**self.record, "status": "ok", "finished_at": now(), "history": history,
                   "summary": {**summary, "per_rank": per_rank,
                               "edges_per_s": self.record["graph"]["edges"] / summary["epoch_time_s_median"]},

@@ -25,6 +25,7 @@ from benchmarks.partition import Part
 from benchmarks.probes import MemoryProbe, Timer
 from benchmarks.progress import time_left
 from benchmarks.recompute import Recompute
+from benchmarks.stopping import Stopper
 from benchmarks.record import warmup_dropped
 
 
@@ -61,13 +62,24 @@ def make_context(cfg: RunConfig, rank: int, world: int, part: Part, device: torc
 def evaluate(ctx: RankContext, agg, model: torch.nn.Module) -> dict[str, float]:
     """Exact full-graph inference (halo exchange, no gradient); accuracy over the global splits."""
     model.eval()
-    pred = model(ctx.part.x, agg).argmax(-1)
-    correct = pred == ctx.part.y
+    logits = model(ctx.part.x, agg)
+    correct = logits.argmax(-1) == ctx.part.y
     masks = (ctx.part.train_mask, ctx.part.val_mask, ctx.part.test_mask)
-    counts = torch.stack([v for m in masks for v in ((correct & m).sum(), m.sum())]).double()
+    val = ctx.part.val_mask
+    val_loss = torch.nn.functional.cross_entropy(logits[val], ctx.part.y[val], reduction="sum")
+    counts = torch.stack([*(v for m in masks for v in ((correct & m).sum(), m.sum())), val_loss]).double()
     ctx.comm.all_reduce(counts, "eval")
     accs = [(counts[2 * i] / counts[2 * i + 1]).item() if counts[2 * i + 1] else float("nan") for i in range(3)]
-    return dict(zip(("train_acc", "val_acc", "test_acc"), accs))
+    val_loss = (counts[6] / counts[3]).item() if counts[3] else float("nan")
+    return {**dict(zip(("train_acc", "val_acc", "test_acc"), accs)), "val_loss": val_loss}
+
+
+def decay_penalty(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:
+    """0.5 x weight_decay x the squared norm of the parameters that decay: the weight-decay term of the
+    loss Adam's `weight_decay` is the gradient of (tf.nn.l2_loss), which `stopping=window` adds to the
+    validation loss as tkipf/gcn's `model.loss` does."""
+    return sum(0.5 * g["weight_decay"] * float(sum((p.detach().float() ** 2).sum() for p in g["params"]))
+               for g in optimizer.param_groups if g["weight_decay"])
 
 
 def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.device, on_epoch=None,
@@ -87,6 +99,7 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
     eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, categories=("eval", "eval"))
     eval_every = cfg.eval_every
     history, window, grads = [], [], None
+    stopper = Stopper(cfg.stopping, cfg.patience)
 
     memory.start_training()
     started = time.perf_counter()
@@ -119,6 +132,8 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
                 check_finite(entries)
             memory.resume()
         memory.epoch_done(epoch)
+        if cfg.stopping != "none" and should_stop(ctx, method, stopper, history[-1]):
+            break
     ctx.comm.drain()  # transfers a method posted and nothing waited for (its last pipelined posts)
 
     per_rank = {"rank": rank, **memory.result(), "comm_bytes_by_category": ctx.comm.by_category(),
@@ -131,6 +146,19 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
                 "work_per_layer": ctx.model.work(part.num_local, part.indices.numel()) if ctx.model else None,
                 "threads": torch.get_num_threads(), **method.probes()}
     return {"history": history, "per_rank": ctx.comm.all_gather_object(per_rank), "grads": grads}
+
+
+def should_stop(ctx: RankContext, method, stopper: Stopper, entry: dict) -> bool:
+    """The stopping rule's verdict after `entry` (evaluated: `stopping` needs eval_every=1), rank 0's
+    for every rank: the inputs are reduced over ranks, but a method with a parameter server may hold
+    parameters that differ by rank, and every rank must leave the loop together."""
+    val_loss = entry["val_loss"]
+    if stopper.rule == "window":
+        optimizer = ctx.optimizer if ctx.optimizer is not None else getattr(method, "optimizer", None)
+        val_loss += decay_penalty(method.evaluation_model(), optimizer) if optimizer is not None else 0.0
+    verdict = torch.tensor([float(stopper.stop(val_loss, entry["val_acc"]))], device=ctx.device)
+    ctx.comm.broadcast(verdict, 0, "eval")
+    return bool(verdict.item())
 
 
 class Diverged(Exception):
@@ -162,6 +190,6 @@ def reduce_window(ctx: RankContext, window: list[tuple[float, float, float]], la
     seconds = ctx.comm.all_reduce(seconds.contiguous(), "probe", op=torch.distributed.ReduceOp.MAX)
     sums = ctx.comm.all_reduce(torch.tensor([w[1:] for w in window], dtype=f64, device=device), "probe")
     first = last_epoch - len(window) + 1
-    return [{"epoch": first + i, "train_loss": sums[i, 0].item(), "val_acc": None, "test_acc": None,
+    return [{"epoch": first + i, "train_loss": sums[i, 0].item(), "val_acc": None, "test_acc": None, "val_loss": None,
              "train_acc": None, "epoch_time_s": seconds[i].item(), "comm_bytes": int(sums[i, 1].item())}
             for i in range(len(window))]
