@@ -177,8 +177,11 @@ class LocalAdjacency:
 
     def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, row_deg: torch.Tensor, col_deg: torch.Tensor,
                  edge_scale: torch.Tensor | None = None, attention_ignores_scale: bool = False,
-                 kernel: str = "spmm"):
+                 kernel: str = "spmm", col_ids: torch.Tensor | None = None):
         self.kernel = choose("kernel", kernel, KERNELS)
+        # The dataset id of every column ([local | halo], `Part.node_ids`; None: a column's index is its
+        # id): what keys a per-edge draw (`model.attention_dropout`) by the edge, not by its layout.
+        self.col_ids = col_ids
         self.num_rows, self.num_cols = indptr.numel() - 1, col_deg.numel()
         self.nnz = indices.numel()
         self.indptr = indptr.long()  # int64 offsets, for segment reductions
@@ -303,20 +306,30 @@ class LocalAdjacency:
         """Reduce per-edge values over each destination's in-edges (empty rows: 0 for sum, -inf for max)."""
         return torch.segment_reduce(values, reduce, offsets=self.indptr, axis=0)
 
+    def edge_ids(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each edge's (destination, source) dataset ids, in CSR order."""
+        ids = self.col_ids
+        if ids is None:
+            return self.dst, self.src
+        return ids.index_select(0, self.dst), ids.index_select(0, self.src)
+
     @in_fp32
-    def attention(self, z_src: torch.Tensor, z_dst: torch.Tensor, att_src, att_dst, negative_slope: float):
-        """GAT aggregation given all source rows (z_src, [num_cols, H, C]) and destination rows."""
+    def attention(self, z_src: torch.Tensor, z_dst: torch.Tensor, att_src, att_dst, negative_slope: float,
+                  drop_edges: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        """GAT aggregation given all source rows (z_src, [num_cols, H, C]) and destination rows.
+        `drop_edges`: dropout of the normalised coefficients ([E, H], CSR order), GAT's attention dropout."""
         if self.edge_scale is not None and not self.attention_ignores_scale:
             raise ValueError("this adjacency has an edge_scale, which attention cannot apply; build it with "
                              "attention_ignores_scale=True to softmax over its edges unscaled")
         if self.native(z_src, z_dst):
             el, er = (z_src * att_src).sum(-1), (z_dst * att_dst).sum(-1)
-            return self.weighted_sum(EdgeSoftmax.apply(el, er, self, negative_slope), z_src)
-        e = self.logits(z_src, (z_dst * att_dst).sum(-1), att_src, negative_slope)
-        # Softmax per destination; the max shift is a constant for the gradient, so it is detached.
-        ex = torch.exp(e - self.segment(e.detach(), "max").index_select(0, self.dst))
-        alpha = ex / self.segment(ex, "sum").index_select(0, self.dst)
-        return self.weighted_sum(alpha, z_src)
+            alpha = EdgeSoftmax.apply(el, er, self, negative_slope)
+        else:
+            e = self.logits(z_src, (z_dst * att_dst).sum(-1), att_src, negative_slope)
+            # Softmax per destination; the max shift is a constant for the gradient, so it is detached.
+            ex = torch.exp(e - self.segment(e.detach(), "max").index_select(0, self.dst))
+            alpha = ex / self.segment(ex, "sum").index_select(0, self.dst)
+        return self.weighted_sum(alpha if drop_edges is None else drop_edges(alpha), z_src)
 
 
 class HaloPlan:
@@ -370,7 +383,8 @@ def keep_halo_rows(part, adj: LocalAdjacency, plan: HaloPlan, kept_halo: torch.T
     scale = adj.edge_scale if edge_scale is None else edge_scale
     restricted = LocalAdjacency(torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)]),
                                 new_col.index_select(0, adj.src[kept_edge]), adj.row_deg, adj.col_deg[kept_col],
-                                None if scale is None else scale[kept_edge], attention_ignores_scale, adj.kernel)
+                                None if scale is None else scale[kept_edge], attention_ignores_scale, adj.kernel,
+                                None if adj.col_ids is None else adj.col_ids[kept_col])
     return restricted, HaloPlan(plan.send_idx[kept_sent],
                                 [int(k.sum()) for k in kept_sent.split(plan.send_counts)],
                                 [int(k.sum()) for k in kept_halo.split(plan.recv_counts)])
@@ -535,7 +549,10 @@ class Aggregator:
     def propagate(self, h: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         raise NotImplementedError
 
-    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2) -> torch.Tensor:
+    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2,
+                  dropout: float = 0.0) -> torch.Tensor:
+        """GAT's aggregation; `dropout`: of the normalised coefficients, keyed by edge (training only,
+        passed only where the method applies `model.attention_dropout`)."""
         raise NotImplementedError
 
     def targets(self, h: torch.Tensor, layer: int) -> torch.Tensor:
@@ -548,10 +565,10 @@ class Aggregator:
         return self.propagate(F.linear(h, weight), norm, layer)
 
     def attention_linear(self, h: torch.Tensor, weight: torch.Tensor, heads: int, att_src, att_dst, layer: int,
-                         negative_slope: float = 0.2) -> torch.Tensor:
+                         negative_slope: float = 0.2, dropout: float = 0.0) -> torch.Tensor:
         """attention(z) with z = h W^T viewed as [N, heads, C]."""
         z = F.linear(h, weight).view(h.shape[0], heads, weight.shape[0] // heads)  # also for 0 rows
-        return self.attention(z, att_src, att_dst, layer, negative_slope)
+        return self.attention(z, att_src, att_dst, layer, negative_slope, **({"dropout": dropout} if dropout else {}))
 
     def node_sum(self, t: torch.Tensor) -> torch.Tensor:
         """Sum of per-rank partial sums, differentiable (backward all-reduces the gradient)."""
@@ -582,7 +599,11 @@ class HaloAggregator(Aggregator):
     def propagate(self, h: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         return self.adj.spmm(norm, self.sources(h, layer))
 
-    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
+    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2, dropout: float = 0.0):
         n, heads, ch = z.shape
         z_src = self.sources(z.reshape(n, heads * ch), layer).view(-1, heads, ch)
-        return self.adj.attention(z_src, z, att_src, att_dst, negative_slope)
+        drop = None
+        if dropout:  # keyed by the edge's two dataset ids: every layout drops the same coefficients
+            drop = functools.partial(self.comm.draws.edge_dropout, p=dropout, what=("attention", layer),
+                                     edge_ids=self.adj.edge_ids())
+        return self.adj.attention(z_src, z, att_src, att_dst, negative_slope, drop)

@@ -241,6 +241,9 @@ def moved_savers(cfg: dict) -> list[tuple[str, object]]:
 def check_savers(run: RunConfig) -> None:
     """Refuse, in one line, a saver or axis that `run`'s method does not apply (`Method.applies`)."""
     applies, name = run.method_cls.applies, run.method_name
+    if run.model.attention_dropout and "model.attention_dropout" not in applies:
+        raise UserError(f"method={name} does not apply model.attention_dropout (its attention draws no per-edge "
+                        f"mask); methods that do: the exact halo exchange's (single, full_halo)")
     for option, value in moved_savers(run.as_dict()):
         if option in REGIME_AXES:
             continue

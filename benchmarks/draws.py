@@ -146,6 +146,19 @@ class Draws:
             return h
         return NodeDropout.apply(h, p, self.key(*what), self.ids_for(h.shape[0], ids, h.device), self.use_native)
 
+    def edge_dropout(self, alpha: torch.Tensor, p: float, what: tuple,
+                     edge_ids: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """Inverted dropout of per-edge values `alpha` ([E, H], e.g. GAT's normalised attention), the
+        mask of (edge, column) a function of (key(*what), the edge's destination and source dataset
+        ids, column): the same edge loses the same coefficients in every layout."""
+        if p == 0 or alpha.numel() == 0:
+            return alpha
+        key = self.key(*what)
+        dst, src = (t.to(torch.int64) for t in edge_ids)
+        pair = element_hash((dst << 32) | element_hash(src, key), key)  # one 32-bit value per edge
+        keep = keep_mask(pair, alpha.shape[1], p, key)
+        return alpha * keep.to(alpha.dtype) * (1.0 / (1.0 - p))
+
     def uniform_elements(self, ids: torch.Tensor, width: int, *what) -> torch.Tensor:
         """[len(ids), width] float32 uniforms in [0, 1), element (r, c) a function of (what, ids[r], c)."""
         return (element_hashes(ids, width, self.key(*what)) >> 8).float() / 2 ** 24

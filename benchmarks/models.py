@@ -87,9 +87,10 @@ class GATLayer(nn.Module):
     logits LeakyReLU(a_src . z_u + a_dst . z_v), softmax over v's in-edges (self-loop included)."""
 
     def __init__(self, d_in: int, d_out: int, heads: int, concat: bool, negative_slope: float = 0.2,
-                 bias: bool = True):
+                 bias: bool = True, attention_dropout: float = 0.0):
         super().__init__()
         self.heads, self.out_per_head, self.concat = heads, d_out, concat
+        self.attention_dropout = attention_dropout
         self.negative_slope = negative_slope
         self.weight = _glorot(heads * d_out, d_in)
         self.att_src = _glorot(1, heads, d_out)
@@ -106,7 +107,10 @@ class GATLayer(nn.Module):
         return _work(edges, width, rows, 2 * rows * d_in * width + 2 * 2 * rows * width, edge_ops=edges * self.heads)
 
     def forward(self, h, agg, layer: int):
-        out = agg.attention_linear(h, self.weight, self.heads, self.att_src, self.att_dst, layer, self.negative_slope)
+        # the paper's dropout of the normalised coefficients, in training only
+        drop = {"dropout": self.attention_dropout} if self.training and self.attention_dropout else {}
+        out = agg.attention_linear(h, self.weight, self.heads, self.att_src, self.att_dst, layer, self.negative_slope,
+                                   **drop)
         out = out.reshape(out.shape[0], self.heads * self.out_per_head) if self.concat else out.mean(1)
         return out + self.bias if self.bias is not None else out
 
@@ -281,8 +285,14 @@ class ModelOptions(Options):
                                       "output layer has one head; false = every layer has `heads` heads of full "
                                       "width (hidden, or the classes), averaged (DGL GATConv + mean, as SAR)")
 
+    attention_dropout: float = option(
+        0.0, "GAT: dropout of the normalised attention coefficients in training, keyed by edge (the GAT paper's "
+             "0.6; PetarV-/GAT utils/layers.py `coef_drop`)", ge=0, lt=1)
+
     def check_for(self, model: str, hidden: int) -> None:
         """Checks that need the model's name (`config.check` calls it once the section is valid)."""
+        if self.attention_dropout and model != "gat":
+            raise UserError(f"model.attention_dropout applies to model=gat, not model={model}")
         if model == "gat" and self.heads_concat and hidden % self.heads:
             raise UserError(f"hidden={hidden} must be divisible by model.heads={self.heads} for GAT "
                             f"(each head has hidden / heads channels)")
@@ -314,7 +324,8 @@ def decay_groups(model: GNN, weight_decay: float, which: str = "all") -> list[di
 
 def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, dropout: float,
                 seed: int, heads: int = 4, batch_norm: bool = False, checkpoint: str = "none",
-                precision: str = "fp32", offload: str = "none", heads_concat: bool = True) -> GNN:
+                precision: str = "fp32", offload: str = "none", heads_concat: bool = True,
+                attention_dropout: float = 0.0) -> GNN:
     choose("model", name, MODELS)
     dims = [d_in] + [hidden] * (num_layers - 1) + [d_out]
     # A bias right before batch norm is cancelled by it (its gradient is zero up to rounding, which
@@ -323,12 +334,14 @@ def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if name == "gat" and not heads_concat:  # `model.heads_concat=false`: heads averaged everywhere
-            layers = [GATLayer(dims[i], dims[i + 1], heads, False, bias=bias[i]) for i in range(num_layers)]
+            layers = [GATLayer(dims[i], dims[i + 1], heads, False, bias=bias[i], attention_dropout=attention_dropout)
+                      for i in range(num_layers)]
         elif name == "gat":
             if hidden % heads:
                 raise UserError(f"hidden={hidden} must be divisible by model.heads={heads} for GAT")
-            layers = [GATLayer(dims[i], hidden // heads, heads, True, bias=bias[i])
-                      for i in range(num_layers - 1)] + [GATLayer(dims[-2], d_out, 1, False)]
+            layers = [GATLayer(dims[i], hidden // heads, heads, True, bias=bias[i], attention_dropout=attention_dropout)
+                      for i in range(num_layers - 1)] + [GATLayer(dims[-2], d_out, 1, False,
+                                                                  attention_dropout=attention_dropout)]
         else:
             cls = {"gcn": GCNLayer, "sage": SAGELayer, "mlp": MLPLayer}[name]
             layers = [cls(dims[i], dims[i + 1], bias=bias[i]) for i in range(num_layers)]

@@ -41,14 +41,16 @@ def make_context(cfg: RunConfig, rank: int, world: int, part: Part, device: torc
     recompute = Recompute(None if memory.checkpoint == "none" else memory.checkpoint_halo)
     draws = Draws(cfg.seed, part.node_ids[:part.num_local], cfg.draws, rank, cfg.kernel)
     comm = Comm(rank, world, cfg.comm.quantize, cfg.comm.quantize_grads, cfg.seed, device, recompute, draws)
-    adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg, kernel=cfg.kernel)
+    adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg, kernel=cfg.kernel,
+                         col_ids=part.node_ids)
     plan = HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist())
     model = optimizer = None
     if cfg.method_cls.builds_model:
         model = build_model(cfg.model_name, part.x.shape[1], cfg.hidden, part.num_classes, cfg.layers, cfg.dropout,
                             cfg.seed, heads=cfg.model.heads, batch_norm=cfg.batch_norm, checkpoint=memory.checkpoint,
                             precision=cfg.precision, offload=memory.offload,
-                            heads_concat=cfg.model.heads_concat).to(device)
+                            heads_concat=cfg.model.heads_concat,
+                            attention_dropout=cfg.model.attention_dropout).to(device)
         # Every rank built the same weights from the seed; the broadcast makes it a guarantee.
         for t in [*model.parameters(), *model.buffers()]:
             comm.broadcast(t.data, 0, "setup")

@@ -14,15 +14,25 @@ from dataclasses import dataclass
 from typing import Literal
 
 from benchmarks.aggregation import HaloAggregator
+from benchmarks.errors import UserError
 from benchmarks.families.full_graph import FullGraphMethod
 from benchmarks.families.partition_parallel import LAYER0, LayerZeroExact, layer0_aggregator, layer0_option
 
 
 class Method(FullGraphMethod):
     claim = 'description: the exact distributed baseline (vanilla domain parallelism)'
+    # the exact halo exchange's attention keys its dropout by edge (aggregation.HaloAggregator)
+    applies = FullGraphMethod.applies | {"model.attention_dropout"}
+
     @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):
         layer0: Literal[LAYER0] = layer0_option("exchanged")
+
+        def check(self, run) -> None:
+            super().check(run)
+            if self.layer0 != "exchanged" and run is not None and run.model and run.model.attention_dropout:
+                raise UserError(f"model.attention_dropout is applied by the halo exchange's attention, which "
+                                f"method.layer0={self.layer0} replaces at layer 0; use method.layer0=exchanged")
 
     def make_aggregator(self):
         ctx = self.ctx

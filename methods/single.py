@@ -9,7 +9,8 @@ class Method(FullGraphMethod):
     claim = 'description: the oracle, exact full-batch training in one process, when the graph fits'
     single_process = True
     # One process: no halo, nothing crosses ranks.
-    applies = FullGraphMethod.applies - {"comm", "memory"} | {"memory.checkpoint", "memory.offload"}
+    applies = (FullGraphMethod.applies - {"comm", "memory"}
+               | {"memory.checkpoint", "memory.offload", "model.attention_dropout"})
 
     # ------------------------------------------------------------------ the cost model's hooks
     @classmethod

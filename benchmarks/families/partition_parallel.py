@@ -130,14 +130,15 @@ class LayerZeroExact(Aggregator):
     def propagate(self, h, norm: str, layer: int):
         return self.at(layer).propagate(h, norm, layer)
 
-    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
-        return self.at(layer).attention(z, att_src, att_dst, layer, negative_slope)
+    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2, **dropout):
+        return self.at(layer).attention(z, att_src, att_dst, layer, negative_slope, **dropout)
 
     def propagate_linear(self, h, weight, norm: str, layer: int):
         return self.at(layer).propagate_linear(h, weight, norm, layer)
 
-    def attention_linear(self, h, weight, heads: int, att_src, att_dst, layer: int, negative_slope: float = 0.2):
-        return self.at(layer).attention_linear(h, weight, heads, att_src, att_dst, layer, negative_slope)
+    def attention_linear(self, h, weight, heads: int, att_src, att_dst, layer: int, negative_slope: float = 0.2,
+                         **dropout):
+        return self.at(layer).attention_linear(h, weight, heads, att_src, att_dst, layer, negative_slope, **dropout)
 
     def node_sum(self, t: torch.Tensor) -> torch.Tensor:
         return self.sampled.node_sum(t)
