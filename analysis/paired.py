@@ -2,8 +2,10 @@
 
 A run's seed fixes its initial weights, its dropout masks and its partition, so two variants run on
 the same seeds differ, seed by seed, only by what tells them apart. An effect is the mean of those
-per-seed differences with a 95 % Student-t interval (n - 1 degrees of freedom); it is *resolved*
-when the interval excludes 0 and "within noise" otherwise. Each approximate method's record names
+per-seed differences with a 95 % Student-t interval (n - 1 degrees of freedom), read by one rule
+(`reading`; docs/analysis.md, "Reading an interval"): "resolved" when it excludes 0 after the page's
+multiplicity correction, "within noise" when it contains 0 and lies within +-1 point, "not resolved"
+otherwise. Each approximate method's record names
 its exact control (`control`, the variant of `benchmarks.method.control_config`), so:
   - the approximation's effect is method - control (same layer 0, model, partition, seeds);
   - the treatment's effect is control - the plain exact method (`full_halo`): what the control
@@ -20,6 +22,22 @@ import pandas as pd
 PAIR_KEYS = ["dataset", "model", "setting", "workers", "seed"]
 PLAIN = "full_halo"  # the plain exact method every treatment is measured against
 LEVEL = 0.95
+#: An interval that contains 0 and lies within +-NOISE_POINTS points is "within noise"; wider, "not resolved".
+NOISE_POINTS = 1.0
+
+
+def reading(low_pt: float, high_pt: float, corrected: bool | None = None) -> str:
+    """The reading of a 95 % interval [`low_pt`, `high_pt`] in points, by the suite's one rule
+    (docs/analysis.md, "Reading an interval"): "resolved" when it excludes 0 and survives the page's
+    multiplicity correction (`corrected`: True or False where the page applies one, e.g. Holm's;
+    None where it applies none, and then an exclusion is reported as "excludes 0 at 5 %,
+    uncorrected"); an exclusion that does not survive it is "not resolved"; an interval that
+    contains 0 is "within noise" when it lies within +-`NOISE_POINTS`, else "not resolved"."""
+    if low_pt > 0 or high_pt < 0:
+        if corrected is None:
+            return "excludes 0 at 5 %, uncorrected"
+        return "resolved" if corrected else "not resolved"
+    return "within noise" if -NOISE_POINTS <= low_pt and high_pt <= NOISE_POINTS else "not resolved"
 
 
 @dataclass
@@ -36,13 +54,15 @@ class Effect:
         return self.n >= 2 and (self.low > 0 or self.high < 0)
 
     def text(self, scale: float = 100.0, digits: int = 1) -> str:
-        """`+1.3 [-0.8, +3.4] (5)`: the mean and interval times `scale` (points for accuracies), the
-        pairs in parentheses, and "within noise" when the interval contains 0."""
+        """`+1.3 [-0.8, +3.4] (5, not resolved)`: the mean and interval times `scale` (points for
+        accuracies), the pairs in parentheses and, when the interval contains 0, its `reading`
+        ("within noise" or "not resolved"); an interval that excludes 0 carries no word, since only
+        the page's multiplicity correction can call it resolved."""
         if self.n == 0:
             return "–"
         if self.n < 2:
             return f"{scale * self.mean:+.{digits}f} (1 pair: no interval)"
-        noise = "" if self.resolved else ", within noise"
+        noise = "" if self.resolved else ", " + reading(scale * self.low, scale * self.high)
         return (f"{scale * self.mean:+.{digits}f} [{scale * self.low:+.{digits}f}, {scale * self.high:+.{digits}f}]"
                 f" ({self.n}{noise})")
 

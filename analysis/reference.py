@@ -95,7 +95,7 @@ SCALING = {"memory_scaling_factor": ("train_mem_bytes", "training working set, f
 VARIANT_RATIOS = {"memory_ratio_vanilla_over_sar": ("train_mem_bytes", "training working set ratio")}
 
 # The keys a row should state for a `full` claim to mean much; the ones it leaves blank are listed.
-CORE_KEYS = ("layers", "hidden", "dropout", "lr", "epochs|rounds|early_stopping")
+CORE_KEYS = ("layers", "hidden", "dropout", "lr", "epochs|rounds|stopping")
 CERTAINTY = {"verified": "verified against the source", "readme": "stated in the source's README or docs",
              "abstract": "from the abstract", "figure-estimate": "read from a figure",
              "recalled": "recalled, unverified"}

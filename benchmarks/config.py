@@ -33,6 +33,26 @@ SECTIONS = ("method", "dataset", "model")
 SAVERS = {"memory": MemoryOptions, "comm": CommOptions}
 
 
+#: A paper preset's regime, item by item (`regime`): what the reference code does besides the method.
+REGIME_ITEMS = ("preprocessing", "regularisation", "stopping", "runs")
+REGIME_VERDICTS = ("followed:", "deviation:")
+
+
+def check_regime(regime: dict) -> None:
+    """Every item of a preset's `regime` is there, and each says whether it is followed or how it deviates."""
+    missing = [item for item in REGIME_ITEMS if item not in regime]
+    unknown = sorted(set(regime) - set(REGIME_ITEMS))
+    if missing or unknown:
+        raise UserError(f"regime must name each of {', '.join(REGIME_ITEMS)} (missing: {', '.join(missing) or 'none'}; "
+                        f"unknown: {', '.join(unknown) or 'none'})")
+    for item in REGIME_ITEMS:
+        said = regime[item]
+        items = said if isinstance(said, list) else [said]
+        for text in items:
+            if not isinstance(text, str) or not text.startswith(REGIME_VERDICTS):
+                raise UserError(f"regime.{item} must start with 'followed:' or 'deviation:' (got {text!r})")
+
+
 @dataclass(frozen=True)
 class RunOptions(Options):
     """The top-level keys of a run config (conf/config.yaml says the same, with the defaults)."""
@@ -49,8 +69,9 @@ class RunOptions(Options):
     weight_decay_layers: Literal[DECAYED] = option(
         "all", "the parameters weight decay applies to: all (Adam's default); first (the first layer's: Kipf & "
                "Welling, tkipf/gcn models.py); all_but_last (every layer but the output one: GAS's "
-               "reg_weight_decay, rusty1s/pyg_autoscale); weights (every weight, no bias: GAT's L2, PetarV-/GAT "
-               "utils/layers.py via models/base_gattn.py). Named in a record's variant")
+               "reg_weight_decay, rusty1s/pyg_autoscale). GAT's reference decays every variable (PetarV-/GAT "
+               "models/base_gattn.py: its filter of bias names matches no TensorFlow variable name): all. Named "
+               "in a record's variant")
     stopping: Literal[STOPPING] = option(
         "none", "early stopping (benchmarks/stopping.py): none (every epoch runs; the model of the best validation "
                 "accuracy is reported); window (Kipf & Welling: stop once the validation loss exceeds the mean of "
@@ -113,12 +134,17 @@ class RunOptions(Options):
                                 "one line, before any rank starts")
     reproduces: Optional[str] = option(None, "set by paper presets: the table of results/reference/papers.csv "
                                              "the report compares the run with")
+    regime: Optional[dict] = option(None, "set by presets that claim a paper's regime: each item of it "
+                                          f"({', '.join(REGIME_ITEMS)}) as 'followed: <how>' or 'deviation: "
+                                          "<what differs>' (tests/test_paper_presets.py; not hashed)")
     study: Optional[str] = option(None, "set by study presets: the section of `python -m analysis report` that "
                                         "reads the run")
     sweep: Optional[dict] = option(None, "set by presets: how `python -m benchmarks.sweep` expands them "
                                          "(variants, extra overrides, skips, controls, bisection: docs/analysis.md)")
 
     def check(self, run) -> None:
+        if self.regime is not None:
+            check_regime(self.regime)
         if self.stopping != "none" and self.eval_every != 1:
             raise UserError(f"stopping={self.stopping} reads every epoch's validation: set eval_every=1 "
                             f"(got eval_every={self.eval_every})")

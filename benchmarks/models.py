@@ -299,7 +299,7 @@ class ModelOptions(Options):
 
 
 #: `weight_decay_layers`: which parameters weight decay applies to (`decay_groups`).
-DECAYED = ("all", "first", "all_but_last", "weights")
+DECAYED = ("all", "first", "all_but_last")
 
 
 def decay_groups(model: GNN, weight_decay: float, which: str = "all") -> list[dict]:
@@ -313,8 +313,7 @@ def decay_groups(model: GNN, weight_decay: float, which: str = "all") -> list[di
         parts = name.split(".")
         index = int(parts[1]) if parts[0] in ("layers", "norms") else None
         if (which == "all" or (which == "first" and index == 0)
-                or (which == "all_but_last" and index is not None and index < last)
-                or (which == "weights" and parts[-1] != "bias")):
+                or (which == "all_but_last" and index is not None and index < last)):
             decayed.add(name)
     params = list(model.named_parameters())
     groups = [{"params": [p for n, p in params if n in decayed], "weight_decay": weight_decay},

@@ -19,9 +19,11 @@ epoch the gradient of R goes back to the ranks that computed it (the transpose's
 exchange of the owners' gradients); in between no gradient crosses ranks through the graph. `delay: 0`
 sends every epoch: exact (`full_halo` up to float summation order), its exact control.
 
-Reconstructed, not the paper's: DistGNN's cd-r spreads the split vertices over r bins, sends one bin
-per epoch asynchronously and uses it r epochs later (steady traffic, every aggregate r epochs old);
-here every aggregate is refreshed at once every r + 1 epochs, blocking (bursty traffic, ages 0..r).
+Not the paper's schedule: DistGNN's cd-r spreads the split vertices over r bins, sends one bin per
+epoch asynchronously and uses it r epochs later (steady traffic off the critical path, every
+aggregate r epochs old); here every aggregate is refreshed at once every r + 1 epochs and the
+refresh blocks (bursty traffic on the critical path, ages 0..r: a mean age of r/2, half cd-r's).
+docs/distgnn.md.
 Layer 0 is treated like every other layer (its partials are of the owner-side projected inputs).
 Linear aggregations only (GCN, SAGE): GAT's softmax does not split into partial sums.
 

@@ -1,18 +1,20 @@
-"""`tensor_parallel`: GNN tensor parallelism after NeutronTP (Ai, Yuan, Ling, Wang, Zhang, Fu, Chen,
-Gu, Yu, "NeutronTP: Load-Balanced Distributed Full-Graph GNN Training with Tensor Parallelism",
-PVLDB 18(2):173-186, 2024, arXiv 2412.20379). No public code of it was found, and of the paper
-only its abstract (arxiv.org/html/2412.20379v1) and third-party summaries of it were available
-here (features partitioned instead of the graph, equal slices per worker, NN operations on complete
-features, decoupled training, chunked scheduling); this follows that description.
+"""`tensor_parallel`: generic GNN tensor parallelism (features sliced across ranks, the graph not
+partitioned), with two layout switches each way around every aggregation. It is not NeutronTP (Ai,
+Yuan, Ling, Wang, Zhang, Fu, Chen, Gu, Yu, "NeutronTP: Load-Balanced Distributed Full-Graph GNN
+Training with Tensor Parallelism", PVLDB 18(2):173-186, 2024, arXiv 2412.20379), whose tensor
+parallelism it shares but whose first contribution, decoupled training (the NN operations apart from
+aggregation, about two layout switches fewer per layer), it does not have: its bytes are those of
+the coupled variant NeutronTP improves on (docs/tensor_parallel.md). No public code of NeutronTP was
+found, and of the paper only its abstract (arxiv.org/html/2412.20379v1) and third-party summaries.
 
 Every rank holds the WHOLE graph structure (built here from the partition cache's replicated graph,
 `RankContext.graph_store("replicated")`, as the samplers' stores are) and, during aggregation, a
 slice of the feature dimension: rank q owns columns [c_q, c_q+1) of the width d (equal slices, the
 first d mod P one column wider). Aggregating its slice over every edge of the graph needs no halo
-and gives every rank the same work whatever the partition's skew, NeutronTP's load balance.
+and gives every rank the same work whatever the partition's skew (the load balance NeutronTP claims).
 
 The dense parts (projection, bias, activation, dropout, the loss) need whole rows, so between them
-the layout switches by all-to-all, as the paper's split and gather do:
+the layout switches by all-to-all (NeutronTP's split and gather):
   - rows -> columns (`_ToColumns`): rank i sends peer q its rows' slice q (n_i x d_q) and receives
     every rank's rows of its own slice, stacked into N x d_i;
   - aggregate: A (N x N, global degrees) times the N x d_i slice, by the run's kernel;
@@ -28,10 +30,10 @@ on a rank sees only its slice's share of each edge's d alpha; the shares add up,
 logits' gradient is linear in them, so the all-gather's backward sums each row's partial logit
 gradients at its owner (`logits_bwd`).
 
-Differs from NeutronTP: no decoupled training (NeutronTP runs the NN operations and all graph
+Absent, against NeutronTP: decoupled training (NeutronTP runs the NN operations and all graph
 propagation as separate phases, so layouts switch once per epoch, not per layer: a different model,
-APPNP-like, not the suite's GCN/SAGE/GAT); no chunked, pipelined scheduling for graphs beyond one
-device's memory; switches are blocking point-to-point transfers (an all-to-all of unequal widths,
+APPNP-like, not the suite's GCN/SAGE/GAT); chunked, pipelined scheduling for graphs beyond one
+device's memory. Switches are blocking point-to-point transfers (an all-to-all of unequal widths,
 through `Comm` so bytes are counted and `comm.quantize` applies), not NCCL's all-to-all.
 """
 from __future__ import annotations

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.studies import (boundary, digest, families, feature_cache, findings, gas, kernels, runtime, sampling,
-                              sar, savers, scaling)
+from analysis.studies import (boundary, digest, families, feature_cache, findings, gas, kernels, planetoid, runtime,
+                              sampling, sar, savers, scaling)
 
 SECTIONS = {
     "findings": findings.section,
@@ -25,11 +25,12 @@ SECTIONS = {
     "feature_cache": feature_cache.section,
     "gas": gas.section,
     "scaling": scaling.section,
+    "planetoid": planetoid.section,
 }
 
 
 #: Studies whose table is also written as data beside a published page (`<page>.csv`).
-TABLES = {"findings": findings.csv, "scaling": scaling.csv}
+TABLES = {"findings": findings.csv, "scaling": scaling.csv, "planetoid": planetoid.csv}
 
 
 def of(records: list[dict], study: str) -> list[dict]:

@@ -132,7 +132,7 @@ def headlines(t: pd.DataFrame) -> list[str]:
                 lines.append(f"- {r['dataset']} P={r['workers']}: {who} is {side} `{against}` by "
                              f"{e.text()} pt ({name})")
     lines = list(dict.fromkeys(lines))  # a control's treatment is named once, not once per row that shows it
-    return lines or ["- no accuracy difference here is resolved: every interval contains 0 (within noise)"]
+    return lines or ["- no accuracy difference here excludes 0: every interval contains it"]
 
 
 def markdown(t: pd.DataFrame) -> str:
@@ -161,7 +161,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
             "over seeds. Each approximate method is set against its exact control, run on the same seeds: the "
             "approximation's effect is method - control, the treatment's is control - full_halo (layer 0 cached or "
             "precomputed, PipeGCN's receiver-side dropout), each the mean of per-seed differences with a 95 % "
-            "Student-t interval; \"within noise\" where the interval contains 0. Halo MB/epoch: every epoch's halo "
+            "Student-t interval; \"within noise\" where it contains 0 and lies within ±1 point, \"not resolved\" "
+            "where it contains 0 and is wider (docs/analysis.md). Halo MB/epoch: every epoch's halo "
             "rows and gradients (DIGEST's stale syncs and Sancus's skip flags included), all ranks, and as ratios "
             "to the control's and full_halo's; beside it the one-time fetch of the halo input features, amortised "
             "over the run; halo wait: seconds each rank was blocked in halo communication per epoch (a ratio "

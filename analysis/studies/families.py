@@ -1,8 +1,9 @@
 """Study `families` (experiment=families): exact full-graph training laid out four ways on the same
 graph, partition, model and probes. Domain parallelism with a halo (`full_halo`: one all-to-all of
 the rows each rank needs per layer; `sar`: the same rows, one remote shard at a time), CAGNET's 1D
-broadcast of whole blocks (`cagnet`) and tensor parallelism after NeutronTP (`tensor_parallel`: the
-whole structure on every rank, feature slices aggregated over every edge). `single` is the oracle.
+broadcast of whole blocks (`cagnet`) and generic tensor parallelism (`tensor_parallel`: the whole
+structure on every rank, feature slices aggregated over every edge; not NeutronTP, whose decoupled
+training it lacks: docs/tensor_parallel.md). `single` is the oracle.
 
 All are exact, so accuracy is a check, not a finding: each method's effect against `single`, paired
 seed by seed with a 95 % interval (analysis/paired.py), should contain 0 (dropout masks differ per
@@ -107,8 +108,7 @@ def headlines(t: pd.DataFrame) -> list[str]:
                   f"{r['effect'].text()} pt: an exact method should not; look at this run set"
                   for r in resolved]
     else:
-        lines.append("- every exact method's accuracy effect against `single` contains 0 (within noise), "
-                     "as exactness requires")
+        lines.append("- every exact method's accuracy effect against `single` contains 0, as exactness requires")
     for variant in ("cagnet", "tensor_parallel", "sar"):
         mine = t[t["variant"] == variant].dropna(subset=["bytes_vs_full_halo"])
         if len(mine):
@@ -143,7 +143,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     return [title, "",
             "`python -m benchmarks.sweep experiment=families`. Test accuracy at the best validation epoch, mean ± "
             "standard deviation over seeds; the effect is the method minus `single` seed by seed, mean with a 95 % "
-            "Student-t interval (\"within noise\" where it contains 0). MB/epoch: training bytes per epoch, all ranks; "
+            "Student-t interval (\"within noise\": it contains 0 and lies within ±1 point; \"not resolved\": it "
+            "contains 0 and is wider; docs/analysis.md). MB/epoch: training bytes per epoch, all ranks; "
             "x cost model: over what the method's `traffic` hook states for the same partition. Train WS: the largest "
             "rank's training working set over `single`'s; peak: the largest rank process's peak (PSS) beside the "
             "pre-flight check's projection. No epoch time: the runs share two cores (the module's docstring).", "",

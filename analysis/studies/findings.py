@@ -2,7 +2,8 @@
 method, run at the preset's worker count beside its exact control and `single` on the same seeds:
 
 - what it is: its family (the runtime base class it stands on), exact or what it approximates
-  (`Method.approximates`), and where its paper says it wins (`Method.claim`), as its records state
+  (`Method.approximates`), and where its paper says it wins (`Method.claim`: the paper named first, or
+  "description:" for the suite's own baselines), as its records state
   them (`about`, written by the runtime: the report imports no plugin);
 - what was measured: its largest rank's training working set against `single`'s, its training
   bytes per epoch against its reference (its exact control, else `full_halo`: the exact exchange at
@@ -43,7 +44,8 @@ def at_largest_p(method: str, dataset: str, model: str) -> str:
         return "not measured"
     t = t.assign(metis=t["partitioner"] == "metis").sort_values(["metis", "workers"])
     r = t.iloc[-1]
-    noise = "" if r["effect_low_pt"] > 0 or r["effect_high_pt"] < 0 else ", within noise"
+    low, high = r["effect_low_pt"], r["effect_high_pt"]
+    noise = "" if low > 0 or high < 0 else ", " + paired.reading(low, high)
     return (f"{r['effect_pt']:+.1f} [{r['effect_low_pt']:+.1f}, {r['effect_high_pt']:+.1f}] "
             f"({int(r['pairs'])}{noise}) at P={int(r['workers'])}")
 
@@ -133,14 +135,18 @@ def markdown(t: pd.DataFrame) -> str:
 
 
 def headlines(t: pd.DataFrame) -> list[str]:
-    """In words, only what the intervals resolve."""
-    lines = []
+    """In words, the intervals that exclude 0, with the page's multiplicity: no correction is applied
+    here, so each is "excludes 0 at 5 %, uncorrected" beside the count expected by chance."""
+    compared = [r["effect"] for r in t.to_dict("records") if r["effect"] is not None and r["effect"].n >= 2]
+    lines = [f"- {len(compared)} comparisons, no multiplicity correction: about {0.05 * len(compared):.1f} would "
+             "exclude 0 at 5 % by chance alone"]
     for r in t.to_dict("records"):
         e = r["effect"]
         if e is not None and e.resolved:
             side = "above" if e.mean > 0 else "below"
-            lines.append(f"- {r['dataset']}: `{r['method']}` is {side} `{r['reference']}` by {e.text()} pt")
-    return lines or ["- no accuracy effect here is resolved: every interval contains 0 (within noise)"]
+            lines.append(f"- {r['dataset']}: `{r['method']}` is {side} `{r['reference']}` by {e.text()} pt "
+                         "(excludes 0 at 5 %, uncorrected)")
+    return lines if len(lines) > 1 else lines + ["- no interval excludes 0"]
 
 
 def section(recs: list[dict], out_dir: Path) -> list[str]:
@@ -154,15 +160,17 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "or, for a method without one, over `full_halo`'s at the same workers (a method that sends nothing "
              "shows 0; `single` and `pyg_plain`, which have no exchange, show their MB). *accuracy effect*: test "
              "accuracy at the best validation epoch, the method minus its reference seed by seed, mean with a "
-             "95 % Student-t interval, \"within noise\" where it contains 0. The reference is the exact control "
+             "95 % Student-t interval, read by the rule of docs/analysis.md (\"within noise\": it contains 0 and lies "
+             "within ±1 point; \"not resolved\": it contains 0 and is wider). The reference is the exact control "
              "(the same method with its approximation off, same layer 0, partition and seeds) for an approximate "
              "method and `single` for the others. Every draw of training is keyed by node, never by rank "
              "(benchmarks/draws.py), so an exact method's effect against the oracle is 0 with an interval of 0, "
              "and a method and its control share each seed's dropout masks. *effect at the largest P measured*: "
-             "the same effect from the `scaling` study (docs/results/scaling.md), at the largest P it ran. The last column is the paper's claim (`Method.claim`), not a "
-             "measurement: the measured columns say whether this graph shows it.", ""]
+             "the same effect from the `scaling` study (docs/results/scaling.md), at the largest P it ran. The last column (`Method.claim`) is "
+             "the claim of the paper it names, or, where it starts \"description:\", the suite's own description of "
+             "a method no paper claims for; not a measurement: the measured columns say whether this graph shows it.", ""]
     for (dataset, model), g in t.groupby(["dataset", "model"], sort=True):
         parts += [f"### {dataset} · {model} · {int(g['workers'].max())} workers", "", markdown(g), ""]
-    parts += ["What the intervals resolve:", "", *headlines(t), ""]
+    parts += ["The intervals that exclude 0:", "", *headlines(t), ""]
     parts += [image(figures.effect_vs_bytes(t, out_dir / "figures" / "findings"), out_dir), ""]
     return parts

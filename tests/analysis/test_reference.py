@@ -83,7 +83,10 @@ def test_a_stand_in_for_papers100m_gets_shapes_relative_to_vanilla_paired_by_wor
 
 
 def test_full_only_when_every_recorded_key_matches_and_the_differing_keys_are_listed():
-    paper = dict(hidden=16, layers=2, epochs=200, extra={**GCN_PAPER, "early_stopping": 10})
+    paper = dict(hidden=16, layers=2, epochs=200, extra={**GCN_PAPER, "weight_decay_layers": "first", "stopping": "window",
+                                                         "patience": 10, "dataset": {"name": "cora",
+                                                                                     "transform": "row_normalize"},
+                                                         "model": {"name": "gcn", "bias": False}})
     records = [record("single", 1, dataset="cora", model="gcn", val=(0.5, 0.815), **paper),
                record("single", 1, dataset="citeseer", model="gcn", hidden=64, layers=2, epochs=100,
                       extra={**GCN_PAPER, "lr": 0.001}),
@@ -99,7 +102,8 @@ def test_full_only_when_every_recorded_key_matches_and_the_differing_keys_are_li
     assert set(cmp.loc[cmp["reproduction"] == "full", "source"]) == {cora["source"]}
     citeseer = cmp[(cmp["dataset"] == "citeseer") & cmp["source"].str.startswith("arXiv 1609.02907")].iloc[0]
     assert citeseer["reproduction"] == "scaled-down"
-    assert citeseer["differs"] == "hidden 64≠16, lr 0.001≠0.01, epochs 100≠200, early_stopping ?≠10"
+    assert citeseer["differs"] == ("hidden 64≠16, lr 0.001≠0.01, weight_decay_layers ?≠first, dataset.transform ?≠row_normalize, "
+                                   "epochs 100≠200, stopping ?≠window, patience ?≠10, model.bias ?≠false")
     pubmed = cmp[cmp["dataset"] == "pubmed"]
     assert len(pubmed) and (pubmed["status"] == "failed").all() and (pubmed["reproduction"] != "full").all()
     assert not (cmp["dataset"] == "synthetic").any()
@@ -225,13 +229,12 @@ def test_the_paper_presets_run_the_regimes_their_rows_record():
     cmp = compare(preset_records("planetoid_baselines_full"))
     assert_never_over_claims(cmp)
     gcn = cmp[cmp["source"].str.startswith("arXiv 1609.02907")].set_index("paper_dataset")
-    for dataset in ("Cora", "CiteSeer", "PubMed"):  # the paper's regime, but no early stopping here
+    for dataset in ("Cora", "CiteSeer", "PubMed"):  # the paper's whole regime, but for the layers' bias
         assert gcn.loc[dataset, "reproduction"] == "scaled-down"
-        assert gcn.loc[dataset, "differs"] == "early_stopping ?≠10"
+        assert gcn.loc[dataset, "differs"] == "model.bias ?≠false"
     gat = cmp[cmp["source"] == "arXiv 1710.10903 (GAT paper)"].set_index("paper_dataset")
-    assert gat.loc["Cora", "differs"] == "model.attention_dropout ?≠0.6, early_stopping ?≠100"
-    assert gat.loc["PubMed", "differs"] == ("model.out_heads ?≠8, model.attention_dropout ?≠0.6, "
-                                            "early_stopping ?≠100")
+    assert gat.loc["Cora", "differs"] == "model.projection_dropout ?≠0.6"
+    assert gat.loc["PubMed", "differs"] == "model.out_heads ?≠8, model.projection_dropout ?≠0.6"
     assert (gat["unknown"] == "").all()
     sage = cmp[cmp["source"].str.contains("graphsage")].iloc[0]
     assert sage["differs"] == "model.aggregator ?≠gcn"

@@ -45,7 +45,6 @@ def test_the_regime_axes_are_in_the_variant_and_the_hash_but_not_the_setting(mak
              "layers.2.bias"}),
     ("first", {"layers.0.weight", "layers.0.bias"}),  # Kipf & Welling: the first layer's
     ("all_but_last", {"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias"}),  # GAS
-    ("weights", {"layers.0.weight", "layers.1.weight", "layers.2.weight"}),  # GAT: no bias
 ])
 def test_weight_decay_reaches_the_layers_named(which, decayed):
     model = build_model("gcn", 8, 16, 3, 3, 0.5, 0)

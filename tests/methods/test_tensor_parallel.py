@@ -1,6 +1,6 @@
-"""tensor_parallel (NeutronTP's GNN tensor parallelism) against the single-process oracle: same
-per-epoch losses, epoch-0 gradients and accuracies for GCN, SAGE and GAT with 1-4 workers, and
-exactly its analytic volume per category: in every exchanged layer two layout switches forward
+"""tensor_parallel (generic GNN tensor parallelism, not NeutronTP's decoupled schedule) against the
+single-process oracle: same per-epoch losses, epoch-0 gradients and accuracies for GCN, SAGE and GAT
+with 1-4 workers, and exactly its analytic volume per category: in every exchanged layer two layout switches forward
 (`layout_fwd`) and, where gradients flow, two backward (`layout_bwd`), each moving every rank's rows
 less their own slice; GAT adds the logits' all-gather and its reverse (`logits_fwd`, `logits_bwd`)."""
 from __future__ import annotations

@@ -98,7 +98,7 @@ def test_boundary_attributes_each_method_to_its_control_and_the_treatment_to_ful
         # Sancus's control: +4, +3, +5 points over full_halo seed by seed (the treatment, resolved)
         *(boundary_run("sancus", s, v, {"halo_fwd": 3000, "halo_bwd": 3000}, [2.0, 2.0], options=off)
           for s, v in enumerate((0.84, 0.85, 0.83))),
-        # Sancus: -0.5, -0.5, 0 points from its control (within noise; the interval spans -1), 0.3x its bytes
+        # Sancus: -0.5, -0.5, 0 points from its control (not resolved: the interval spans -1), 0.3x its bytes
         *(boundary_run("sancus", s, v, {"halo_fwd": 900, "halo_bwd": 800, "skip_flags": 100,
                                         **({"halo_inputs": 300} if s == 0 else {})}, [1.0, 1.0],
                        control="sancus threshold=0.0") for s, v in enumerate((0.835, 0.845, 0.83))),
@@ -118,7 +118,7 @@ def test_boundary_attributes_each_method_to_its_control_and_the_treatment_to_ful
     assert sancus["inputs_bytes_per_epoch"] == pytest.approx(100 / 3)  # one seed of three fetched, per epoch
     assert by["pipegcn"]["wait_ratio_worst"] == pytest.approx(0.5)
     lines = "\n".join(studies.boundary.goals(t))
-    assert ("cora P=2 sancus: against `sancus threshold=0.0` -0.3 [-1.1, +0.4] (3, within noise) pt (goal >= -1 on "
+    assert ("cora P=2 sancus: against `sancus threshold=0.0` -0.3 [-1.1, +0.4] (3, not resolved) pt (goal >= -1 on "
             "the interval: unresolved (the interval spans -1)); halo bytes 0.300x its control's (goal <= 0.5: met)"
             ) in lines
     assert ("pipegcn: against `pipegcn pipeline=False` +1.0 (1 pair: no interval) pt (goal >= -1 on the interval: "
@@ -126,6 +126,6 @@ def test_boundary_attributes_each_method_to_its_control_and_the_treatment_to_ful
             "NOT met)") in lines
     headlines = "\n".join(studies.boundary.headlines(t))
     assert "its control `sancus threshold=0.0` is above `full_halo` by +4.0 [+1.5, +6.5] (3) pt (treatment)" in headlines
-    assert "sancus is below" not in headlines  # within noise: never a headline
+    assert "sancus is below" not in headlines  # contains 0: never a headline
     text = "\n".join(studies.sections(records.load(folder), tmp_path / "out"))
     assert "## Study: boundary communication" in text and (tmp_path / "out/figures/boundary/accuracy_vs_halo_bytes.png").exists()
