@@ -80,9 +80,10 @@ MODELS = {"GraphSAGE": "sage", "GAT": "gat", "GCN": "gcn", "MLP": "mlp"}
 DIRECT = {
     "peak_memory_per_machine": ("peak_rss_bytes", 1e-9, "peak RSS, largest rank", "run", "ratio"),
     "epoch_time": ("epoch_time_s", 1.0, "median epoch time", "epoch", "ratio"),
-    "test_accuracy": ("test_acc", 100.0, "test accuracy at best validation", "run", "points"),
-    "test_micro_f1": ("test_acc", 100.0, "test accuracy at best validation (= micro-F1, one label per node)", "run",
-                      "points"),
+    "test_accuracy": ("test_acc", 100.0, "test accuracy of the reported model (best validation, or its stopping "
+                                         "rule's)", "run", "points"),
+    "test_micro_f1": ("test_acc", 100.0, "test accuracy of the reported model (= micro-F1, one label per node)",
+                      "run", "points"),
     "val_accuracy": ("best_val_acc", 100.0, "best validation accuracy", "run", "points"),
     # bytes per round only where a record states them (`summary.comm_bytes_per_round`); bytes per
     # epoch are another unit: an epoch of `ggs` is many rounds, `llcg` adds correction traffic.

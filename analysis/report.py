@@ -223,7 +223,8 @@ def _body(records: list[dict], out_dir: Path, target_acc: float | None) -> list[
     else:
         parts += ["No run sent training traffic.", ""]
     parts += [_img(figs, "comm_vs_workers"), "", "## Accuracy against communication", "",
-              "One point per configuration: test accuracy at the best validation epoch against training bytes per "
+              "One point per configuration: test accuracy of the reported model (at the best validation epoch, or "
+              "where the run's stopping rule says: `stopping`) against training bytes per "
               "epoch (log; a run that sends nothing sits at the left edge, marked 0 B). The dashed line is the exact "
               "methods' mean accuracy, the reference: exact methods lie on it at the bytes of an exact exchange. "
               "Look for points left of the exact ones that stay on the line (fewer bytes, no accuracy lost) and "
