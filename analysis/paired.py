@@ -112,3 +112,27 @@ def differences(runs: pd.DataFrame, variant: str, against: str, column: str = "t
     a, b = a[~a.index.duplicated()], b[~b.index.duplicated()]
     both = a.index.intersection(b.index)
     return list(a[both] - b[both])
+
+
+def p_value(differences: list[float]) -> float:
+    """Two-sided paired t-test of mean 0 (NaN with fewer than 2 pairs; 1 when every pair is equal)."""
+    d = [x for x in differences if x == x]
+    if len(d) < 2:
+        return math.nan
+    if all(x == d[0] for x in d):
+        return 1.0 if d[0] == 0 else 0.0
+    from scipy import stats  # lazily, as `effect` does
+
+    return float(stats.ttest_1samp(d, 0.0).pvalue)
+
+
+def holm(p_values: list[float], alpha: float = 1 - LEVEL) -> list[bool]:
+    """Holm's step-down: which hypotheses are rejected at family-wise level `alpha` (NaN: never)."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if p == p)
+    rejected = [False] * len(p_values)
+    m = len(order)
+    for k, (p, i) in enumerate(order):
+        if p > alpha / (m - k):
+            break
+        rejected[i] = True
+    return rejected

@@ -22,7 +22,6 @@ import pandas as pd
 
 from analysis import paired, records, reference
 from analysis.markdown import fmt, md_table
-from analysis.studies.scaling import holm, p_value
 
 KEYS = ["dataset", "model", "setting", "seed"]  # one process each
 REGIME, RAW = "row_normalize", "none"
@@ -54,7 +53,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
         effect = None
         if regime is not None and raw is not None:
             d = paired.differences(here, regime["variant"].iloc[0], raw["variant"].iloc[0], "test_acc", keys=KEYS)
-            effect = (paired.effect(d), p_value(d))
+            effect = (paired.effect(d), paired.p_value(d))
         papers = []
         for _, r in ref[(ref["dataset"].str.lower() == dataset) & (ref["family"] == model)].iterrows():
             row_config = reference.parse_config(r["config"])
@@ -70,7 +69,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
                      "papers": papers})
     t = pd.DataFrame(rows)
     if len(t):
-        t["holm"] = holm(list(t["p"]))
+        t["holm"] = paired.holm(list(t["p"]))
     return t
 
 

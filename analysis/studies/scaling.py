@@ -32,30 +32,6 @@ REFERENCE = "full_halo"
 ALPHA = 0.05
 
 
-def p_value(differences: list[float]) -> float:
-    """Two-sided paired t-test of mean 0 (NaN with fewer than 2 pairs; 1 when every pair is equal)."""
-    d = [x for x in differences if x == x]
-    if len(d) < 2:
-        return math.nan
-    if all(x == d[0] for x in d):
-        return 1.0 if d[0] == 0 else 0.0
-    from scipy import stats  # lazily, as analysis/paired.py does
-
-    return float(stats.ttest_1samp(d, 0.0).pvalue)
-
-
-def holm(p_values: list[float], alpha: float = ALPHA) -> list[bool]:
-    """Holm's step-down: which hypotheses are rejected at family-wise level `alpha` (NaN: never)."""
-    order = sorted((p, i) for i, p in enumerate(p_values) if p == p)
-    rejected = [False] * len(p_values)
-    m = len(order)
-    for k, (p, i) in enumerate(order):
-        if p > alpha / (m - k):
-            break
-        rejected[i] = True
-    return rejected
-
-
 def halo_rows_per_node(recs: list[dict]) -> dict[tuple, float]:
     """(dataset, setting, workers) -> every rank's halo rows summed over the graph's nodes."""
     out = {}
@@ -93,13 +69,13 @@ def table(recs: list[dict]) -> pd.DataFrame:
             a = about.get(g["method"].iloc[0], {})
             rows.append({"dataset": dataset, "model": model, "partitioner": partitioner, "workers": int(workers),
                          "method": variant, "family": a.get("family", "?"), "control": control.iloc[0],
-                         "effect": paired.effect(d), "p": p_value(d),
+                         "effect": paired.effect(d), "p": paired.p_value(d),
                          "halo_vs_reference": halo / ref_halo if ref_halo else math.nan,
                          "bytes_vs_reference": total / ref_total if ref_total else math.nan,
                          "halo_rows_per_node": halo_per_node.get((dataset, setting, int(workers)), math.nan)})
     t = pd.DataFrame(rows)
     if not t.empty:
-        t["holm"] = holm(list(t["p"]))
+        t["holm"] = paired.holm(list(t["p"]))
     t.attrs["groups"] = runs.attrs["groups"]
     return t
 

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from analysis import paired
 from analysis.studies import scaling
 from benchmarks.methods_table import about
 from tests.analysis.handmade import record
@@ -49,9 +50,9 @@ def test_effects_bytes_and_boundary_per_p():
 
 
 def test_holm_is_step_down_over_the_page():
-    assert scaling.holm([0.01, 0.04, 0.03]) == [True, False, False]  # 0.01 <= 0.05/3; 0.03 > 0.05/2
-    assert scaling.holm([0.01, 0.02, 0.03]) == [True, True, True]
-    assert scaling.holm([math.nan, 0.001]) == [False, True]
+    assert paired.holm([0.01, 0.04, 0.03]) == [True, False, False]  # 0.01 <= 0.05/3; 0.03 > 0.05/2
+    assert paired.holm([0.01, 0.02, 0.03]) == [True, True, True]
+    assert paired.holm([math.nan, 0.001]) == [False, True]
 
 
 def test_the_curve_in_words_and_the_published_table():
