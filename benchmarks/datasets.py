@@ -380,6 +380,9 @@ def transformed(graph: Graph, transform: str) -> Graph:
     warm sweep's preloaded graph is shared by its runs)."""
     if transform == "none":
         return graph
+    if bool((graph.x < 0).any()):  # a row of signed features can sum to about 0: its quotient is noise
+        raise UserError(f"dataset.transform={transform} divides each feature row by its sum, which needs "
+                        f"non-negative features; {graph.name}'s has negative values (use dataset.transform=none)")
     sums = graph.x.sum(1, keepdim=True, dtype=torch.float64)
     inverse = torch.where(sums == 0, torch.zeros_like(sums), 1.0 / sums)  # tkipf/gcn: r_inv[isinf] = 0
     return replace(graph, x=(graph.x.double() * inverse).to(graph.x.dtype))

@@ -6,10 +6,11 @@ import pytest
 import torch
 
 from benchmarks.config import check
-from benchmarks.datasets import load_dataset, transformed
+from benchmarks.datasets import SyntheticOptions, load_dataset, transformed
 from benchmarks.draws import Draws
 from benchmarks.errors import UserError
 from benchmarks.models import build_model, decay_groups
+from benchmarks.options import defaults
 from benchmarks.record import run_variant, setting_config
 from benchmarks.stopping import Stopper, selected
 
@@ -28,6 +29,13 @@ def test_row_normalize_divides_each_row_by_its_sum_and_leaves_empty_rows_empty(d
     assert g is raw
     zero = transformed(type(raw)(**{**vars(raw), "x": torch.zeros_like(raw.x)}), "row_normalize")
     assert zero.x.abs().sum() == 0  # tkipf/gcn: a row summing to 0 stays 0, no NaN
+
+
+def test_row_normalize_refuses_signed_features_in_one_line():
+    graph = load_dataset({"name": "synthetic", **defaults(SyntheticOptions), "nodes": 50})
+    with pytest.raises(UserError, match="needs non-negative features") as e:
+        transformed(graph, "row_normalize")
+    assert "\n" not in str(e.value)
 
 
 def test_the_regime_axes_are_in_the_variant_and_the_hash_but_not_the_setting(make_cfg):
