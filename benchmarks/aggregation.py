@@ -177,12 +177,14 @@ class LocalAdjacency:
 
     def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, row_deg: torch.Tensor, col_deg: torch.Tensor,
                  edge_scale: torch.Tensor | None = None, attention_ignores_scale: bool = False,
-                 kernel: str = "spmm", col_ids: torch.Tensor | None = None):
+                 kernel: str = "spmm", col_ids: torch.Tensor | None = None, row_ids: torch.Tensor | None = None):
         self.kernel = choose("kernel", kernel, KERNELS)
-        # The dataset id of every column ([local | halo], `Part.node_ids`; None: a column's index is its
-        # id): what keys a per-edge draw (`model.attention_dropout`) by the edge, not by its layout.
-        self.col_ids = col_ids
         self.num_rows, self.num_cols = indptr.numel() - 1, col_deg.numel()
+        # The dataset id of every column and row (`Part.node_ids`; None: an index is its id; rows default
+        # to the first columns, [local | halo]): what keys a per-edge draw (`model.attention_dropout`) by
+        # the edge, not by its layout.
+        self.col_ids = col_ids
+        self.row_ids = row_ids if row_ids is not None or col_ids is None else col_ids[:self.num_rows]
         self.nnz = indices.numel()
         self.indptr = indptr.long()  # int64 offsets, for segment reductions
         self.indptr32, self.indices32 = indptr.int(), indices.int()
@@ -308,10 +310,8 @@ class LocalAdjacency:
 
     def edge_ids(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Each edge's (destination, source) dataset ids, in CSR order."""
-        ids = self.col_ids
-        if ids is None:
-            return self.dst, self.src
-        return ids.index_select(0, self.dst), ids.index_select(0, self.src)
+        dst = self.dst if self.row_ids is None else self.row_ids.index_select(0, self.dst)
+        return dst, self.src if self.col_ids is None else self.col_ids.index_select(0, self.src)
 
     @in_fp32
     def attention(self, z_src: torch.Tensor, z_dst: torch.Tensor, att_src, att_dst, negative_slope: float,

@@ -269,7 +269,7 @@ def check_savers(run: RunConfig) -> None:
     applies, name = run.method_cls.applies, run.method_name
     if run.model.attention_dropout and "model.attention_dropout" not in applies:
         raise UserError(f"method={name} does not apply model.attention_dropout (its attention draws no per-edge "
-                        f"mask); methods that do: the exact halo exchange's (single, full_halo)")
+                        f"mask; `python -m benchmarks --methods` lists the methods that do)")
     for option, value in moved_savers(run.as_dict()):
         if option in REGIME_AXES:
             continue

@@ -51,7 +51,8 @@ class Shards:
             indptr = torch.zeros(n + 1, dtype=torch.int64, device=src.device)
             indptr[1:] = torch.cumsum(torch.bincount(dst[keep], minlength=n), 0)
             self.adj[q] = LocalAdjacency(indptr, src[keep] - lo, row_deg, part.deg[lo:lo + size],
-                                         kernel=adj.kernel)
+                                         kernel=adj.kernel, col_ids=part.node_ids[lo:lo + size],
+                                         row_ids=part.node_ids[:n])
         del src, dst
         send_counts = part.send_counts.tolist()
         offsets = [sum(send_counts[:q]) for q in range(self.world + 1)]
@@ -128,12 +129,12 @@ class SARAggregator(Aggregator):
             out = out + s.adj[s.ring(r)[1]].spmm(norm, _Fetch.apply(h, self, r, layer))
         return out
 
-    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
+    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2, dropout: float = 0.0):
         if self.mode == "sar":
             # The fused kernel (forward and rematerialising backward) is written for fp32: under
             # `precision=bf16` its rows are upcast first, so they also travel in fp32.
             with torch.autocast(z.device.type, enabled=False):
-                return _SARAttention.apply(z.float(), att_src, att_dst, self, layer, negative_slope)
+                return _SARAttention.apply(z.float(), att_src, att_dst, self, layer, negative_slope, dropout)
         # SA: logits of every shard are kept, then one softmax over all of them.
         s = self.shards
         er = (z * att_dst).sum(-1)
@@ -142,7 +143,21 @@ class SARAggregator(Aggregator):
         m = torch.stack([adj.segment(e.detach(), "max") for adj, _, e in logits]).amax(0)
         exps = [(adj, zq, torch.exp(e - m.index_select(0, adj.dst))) for adj, zq, e in logits]
         denom = sum(adj.segment(ex, "sum") for adj, _, ex in exps)
-        return sum(adj.weighted_sum(ex / denom.index_select(0, adj.dst), zq) for adj, zq, ex in exps)
+        out = 0
+        for adj, zq, ex in exps:
+            alpha = ex / denom.index_select(0, adj.dst)
+            keep = self.attention_keep(adj, alpha.shape[1], dropout, layer)
+            out = out + adj.weighted_sum(alpha if keep is None else alpha * keep, zq)
+        return out
+
+    def attention_keep(self, adj: LocalAdjacency, heads: int, dropout: float, layer: int) -> torch.Tensor | None:
+        """One shard's attention dropout, [E_q, H]: 0 where an edge's coefficient is dropped, 1 / (1 - p)
+        where kept, keyed by the edge's dataset ids as every layout keys it (`Draws.edge_dropout`); None
+        without dropout. Backward draws it again from the same key."""
+        if not dropout:
+            return None
+        ones = torch.ones(adj.nnz, heads, device=adj.indptr.device)
+        return self.comm.draws.edge_dropout(ones, dropout, ("attention", layer), adj.edge_ids())
 
 
 class _GradReturn:
@@ -249,8 +264,10 @@ class _SARAttention(torch.autograd.Function):
         return s, torch.nn.functional.leaky_relu(s, negative_slope)
 
     @staticmethod
-    def _step(adj: LocalAdjacency, zq, er, att_src, negative_slope, state):
-        """Fold one shard into the running (max m, sum l, weighted sum acc), in place."""
+    def _step(adj: LocalAdjacency, zq, er, att_src, negative_slope, state, keep=None):
+        """Fold one shard into the running (max m, sum l, weighted sum acc), in place. `keep`: the
+        attention dropout's scaled mask, applied to the weighted sum only (the softmax's sum l is over
+        every edge: dropout acts on the normalised coefficients)."""
         m, l, acc = state
         _, e = _SARAttention._weights(adj, zq, er, att_src, negative_slope)
         m_new = torch.maximum(m, adj.segment(e, "max"))
@@ -258,41 +275,50 @@ class _SARAttention(torch.autograd.Function):
         scale = torch.exp(m - safe)  # exp(-inf) = 0 where nothing was accumulated
         p = e.sub_(safe.index_select(0, adj.dst)).exp_()  # e's buffer reused
         l.mul_(scale).add_(adj.segment(p, "sum"))
-        acc.mul_(scale.unsqueeze(-1)).add_(adj.weighted_sum(p, zq))  # no autograd inside forward
+        acc.mul_(scale.unsqueeze(-1)).add_(adj.weighted_sum(p if keep is None else p * keep, zq))  # no autograd
         return m_new, l, acc
 
     @staticmethod
-    def forward(ctx, z, att_src, att_dst, agg: SARAggregator, layer: int, negative_slope: float):
+    def forward(ctx, z, att_src, att_dst, agg: SARAggregator, layer: int, negative_slope: float,
+                dropout: float = 0.0):
         s = agg.shards
         n, heads, ch = z.shape
         pipeline = agg.fetch(z, "halo_fwd", layer)
         er = (z * att_dst).sum(-1)
         state = (z.new_full((n, heads), float("-inf")), z.new_zeros((n, heads)), z.new_zeros((n, heads, ch)))
-        state = _SARAttention._step(s.adj[s.rank], z, er, att_src, negative_slope, state)
-        for _, q, rows in pipeline:
-            state = _SARAttention._step(s.adj[q], rows, er, att_src, negative_slope, state)
-            del rows
+        keep = agg.attention_keep(s.adj[s.rank], heads, dropout, layer)
+        state = _SARAttention._step(s.adj[s.rank], z, er, att_src, negative_slope, state, keep)
+        for _, q, rows in pipeline:  # one remote shard at a time: consumed, then dropped
+            keep = agg.attention_keep(s.adj[q], heads, dropout, layer)
+            state = _SARAttention._step(s.adj[q], rows, er, att_src, negative_slope, state, keep)
+            del rows, keep
         m, l, acc = state
         out = acc.div_(l.unsqueeze(-1))  # every node has a self-loop, so l > 0
         lse = m + torch.log(l)
         ctx.save_for_backward(z, att_src, att_dst, out, lse)
-        ctx.agg, ctx.layer, ctx.negative_slope = agg, layer, negative_slope
+        ctx.agg, ctx.layer, ctx.negative_slope, ctx.dropout = agg, layer, negative_slope, dropout
         return out
 
     @staticmethod
-    def _shard_backward(adj: LocalAdjacency, zq, er, att_src, lse, grad, delta, negative_slope, acc):
+    def _shard_backward(adj: LocalAdjacency, zq, er, att_src, lse, grad, delta, negative_slope, acc, keep=None):
         """Gradient of one shard's contribution with the softmax normaliser at its final value:
-        returns d zq; adds er's and att_src's gradients into acc."""
+        returns d zq; adds er's and att_src's gradients into acc. `keep`: the attention dropout's
+        scaled mask k (out_v = sum_u k_uv alpha_uv z_u): dz_u takes k alpha, and de_uv = alpha_uv
+        (k_uv g_v . z_u - D_v), D_v = g_v . out_v as without dropout."""
         s, e = _SARAttention._weights(adj, zq, er, att_src, negative_slope)
         alpha = e.sub_(lse.index_select(0, adj.dst)).exp_()
+        kept = alpha if keep is None else alpha * keep
         if adj.kernel == "messages":
             g_dst = grad.index_select(0, adj.dst)  # E_q x H x C, transient, shared by both products
-            g_z = zq.new_zeros(zq.shape).index_add_(0, adj.src, g_dst * alpha.unsqueeze(-1))
+            g_z = zq.new_zeros(zq.shape).index_add_(0, adj.src, g_dst * kept.unsqueeze(-1))
             ds = (g_dst * zq.index_select(0, adj.src)).sum(-1)
             del g_dst
         else:
-            g_z = head_spmm_t(adj, alpha, grad)
+            g_z = head_spmm_t(adj, kept, grad)
             ds = head_sddmm(adj, grad, zq)
+        del kept
+        if keep is not None:
+            ds.mul_(keep)
         ds.sub_(delta.index_select(0, adj.dst)).mul_(alpha).mul_(_leaky_grad(s, negative_slope))
         del s, alpha
         g_el = ds.new_zeros((adj.num_cols, ds.shape[1])).index_add_(0, adj.src, ds)
@@ -311,20 +337,27 @@ class _SARAttention(torch.autograd.Function):
         er = (z * att_dst).sum(-1)  # destination term, shared by all shards
         acc = {"er": torch.zeros_like(er), "att_src": torch.zeros_like(att_src)}
         args = (er, att_src, lse, grad, delta, ctx.negative_slope, acc)
-        returns = agg.return_grads(_SARAttention._shard_backward(s.adj[s.rank], z, *args), ctx.layer)
+        heads = z.shape[1]
+
+        def keep(q):  # the forward's dropout mask, drawn again from its key
+            return agg.attention_keep(s.adj[q], heads, ctx.dropout, ctx.layer)
+
+        returns = agg.return_grads(_SARAttention._shard_backward(s.adj[s.rank], z, *args, keep(s.rank)), ctx.layer)
         for r, q, rows in refetch:  # rematerialise each remote shard, send its gradient home
-            returns.send(r, _SARAttention._shard_backward(s.adj[q], rows, *args))
+            returns.send(r, _SARAttention._shard_backward(s.adj[q], rows, *args, keep(q)))
             del rows
         grad_z = returns.finish()
         # er = (z * att_dst).sum(-1), backpropagated once for all shards.
         g_er = acc["er"].unsqueeze(-1)
         grad_z.add_(g_er * att_dst)
         grad_dst = (g_er * z).sum(0, keepdim=True)
-        return grad_z, acc["att_src"], grad_dst, None, None, None
+        return grad_z, acc["att_src"], grad_dst, None, None, None, None
 
 
 class Method(FullGraphMethod):
     """The full-graph step of every exact method, with SAR's aggregator."""
+    # GAT's attention dropout, keyed by edge in every mode (SARAggregator.attention_keep; one_shot: full_halo's)
+    applies = FullGraphMethod.applies | {"model.attention_dropout"}
     claim = ("(Mostafa, MLSys 2022) graphs too large for one machine: per-worker memory that falls linearly with the "
              "workers, below vanilla domain parallelism's (`full_halo`; 2x for GraphSAGE, 4x for GAT: IntelLabs/SAR README)")
 

@@ -36,3 +36,18 @@ def test_prefetch_depth_does_not_change_the_result(make_cfg, prefetch):
     path, record = run_ok(cfg)
     assert_matches(record, path, single, single_grads, f"prefetch={prefetch}")
     assert_comm(record, cfg, analytic_bytes(record, cfg, refetch_attention=True), f"prefetch={prefetch}")
+
+
+@pytest.mark.parametrize("kernel", ["native", "messages"])
+def test_gat_attention_dropout_matches_single_in_every_mode(make_cfg, kernel):
+    """GAT's dropout of the normalised coefficients, keyed by the edge's dataset ids: SAR's fused
+    kernel drops them from the weighted sum (not the softmax's sum) and draws the same mask again in
+    its rematerialising backward, so every mode equals the oracle; 3 workers on the random partition,
+    where most edges cross shards."""
+    common = [*DATASETS["synthetic"], "model=gat", "layers=2", AT_DROPOUT, "model.attention_dropout=0.6",
+              f"kernel={kernel}"]
+    single, single_grads = oracle(make_cfg, common)
+    for mode in ("sar", "sa", "one_shot"):
+        cfg = make_cfg("method=sar", f"method.mode={mode}", "workers=3", *common, "probe_grads=true")
+        path, record = run_ok(cfg)
+        assert_matches(record, path, single, single_grads, f"mode={mode}, kernel={kernel}")
