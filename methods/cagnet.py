@@ -35,6 +35,8 @@ likewise.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency
@@ -103,7 +105,10 @@ class BlockRow:
             src = self._global_sources(part, adj)
             col_deg = torch.ones(self.offsets[-1], dtype=part.deg.dtype, device=src.device)
             col_deg[src] = part.deg.index_select(0, adj.src)
-            self._whole = LocalAdjacency(adj.indptr, src, part.deg[:part.num_local], col_deg, kernel=adj.kernel)
+            col_ids = torch.zeros(self.offsets[-1], dtype=part.node_ids.dtype, device=src.device)
+            col_ids[src] = part.node_ids.index_select(0, adj.src)  # the dataset id of every column an edge reads
+            self._whole = LocalAdjacency(adj.indptr, src, part.deg[:part.num_local], col_deg, kernel=adj.kernel,
+                                         col_ids=col_ids, row_ids=part.node_ids[:part.num_local])
         return self._whole
 
 
@@ -148,10 +153,15 @@ class CagnetAggregator(Aggregator):
     def propagate(self, h: torch.Tensor, norm: str, layer: int) -> torch.Tensor:
         return _BroadcastSpMM.apply(h, self, norm, layer)
 
-    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
+    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2, dropout: float = 0.0):
         n, heads, ch = z.shape
         z_src = _AllBlocks.apply(z.reshape(n, heads * ch), self, layer).view(-1, heads, ch)
-        return self.row.whole().attention(z_src, z, att_src, att_dst, negative_slope)
+        whole = self.row.whole()
+        drop = None
+        if dropout:  # keyed by the edge's dataset ids, as every layout keys it
+            drop = functools.partial(self.comm.draws.edge_dropout, p=dropout, what=("attention", layer),
+                                     edge_ids=whole.edge_ids())
+        return whole.attention(z_src, z, att_src, att_dst, negative_slope, drop)
 
 
 class _BroadcastSpMM(torch.autograd.Function):
@@ -205,7 +215,7 @@ class Method(FullGraphMethod):
              "layer, whatever the partition (1D; the paper's 1.5D/2D/3D variants cut it at large P)")
     # The recompute of `memory.checkpoint` broadcasts again (`bcast_fwd_recompute`): there is no
     # halo to keep (`memory.checkpoint_halo`).
-    applies = FullGraphMethod.applies - {"memory"} | {"memory.checkpoint", "memory.offload"}
+    applies = FullGraphMethod.applies - {"memory"} | {"memory.checkpoint", "memory.offload", "model.attention_dropout"}
 
     def make_aggregator(self):
         ctx = self.ctx

@@ -66,7 +66,8 @@ class TensorParallelAggregator(Aggregator):
         store = ctx.graph_store("replicated")  # whole in-edge CSR in the partition's numbering; collective
         deg = store.deg
         self.adj = LocalAdjacency(store.indptr.to(ctx.device), store.indices.to(ctx.device), deg.to(ctx.device),
-                                  deg.to(ctx.device), kernel=ctx.cfg.kernel)
+                                  deg.to(ctx.device), kernel=ctx.cfg.kernel,
+                                  col_ids=None if store.node_ids is None else store.node_ids.to(ctx.device))
         # One switch at a time; within a switch each ordered pair carries one message.
         self.channel = ctx.comm.channel("tensor_parallel.layout", CATEGORIES)
 
@@ -126,13 +127,15 @@ class TensorParallelAggregator(Aggregator):
         out = self.adj.spmm(norm, cols) if cols.shape[1] else cols.clone()  # an empty slice when width < P
         return _ToRows.apply(out, self, h.shape[1], layer)
 
-    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2):
+    def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2, dropout: float = 0.0):
         n, heads, ch = z.shape
         logits = torch.cat([(z * att_src).sum(-1), (z * att_dst).sum(-1)], 1)  # my rows, [n, 2H]
         logits, cols = _LogitsAndColumns.apply(logits, z.reshape(n, heads * ch), self, layer)
         with torch.autocast(z.device.type, enabled=False):
             alpha = edge_softmax(self.adj, logits[:, :heads].float().contiguous(), logits[:, heads:].float().contiguous(),
                                  negative_slope)
+        if dropout:  # every rank drops the same coefficients of the whole graph, keyed by edge
+            alpha = self.comm.draws.edge_dropout(alpha, dropout, ("attention", layer), self.adj.edge_ids())
         lo, hi = column_slices(heads * ch, self.world)[self.rank]
         out = []
         for head in range(lo // ch, (hi + ch - 1) // ch if hi > lo else lo // ch):
@@ -206,7 +209,7 @@ class Method(FullGraphMethod):
              "the partition's skew")
     # The recompute of `memory.checkpoint` switches layouts again (`layout_fwd_recompute`): there is
     # no halo to keep (`memory.checkpoint_halo`).
-    applies = FullGraphMethod.applies - {"memory"} | {"memory.checkpoint", "memory.offload"}
+    applies = FullGraphMethod.applies - {"memory"} | {"memory.checkpoint", "memory.offload", "model.attention_dropout"}
 
     def make_aggregator(self):
         ctx = self.ctx

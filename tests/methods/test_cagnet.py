@@ -87,3 +87,13 @@ def test_the_transposed_blocks_weights_are_the_reverse_edges(norm):
     dense = adj.spmm(norm, eye)  # A
     torch.testing.assert_close(_TransposedWeights(adj).spmm(norm, eye), dense.t())
     torch.testing.assert_close(adj.spmm(norm, eye), dense)  # its own weights untouched by the view
+
+
+def test_gat_attention_dropout_matches_single(make_cfg):
+    """GAT's dropout of the normalised coefficients, keyed by the edge's dataset ids: the whole block
+    row drops what `single` drops (3 workers, random partition)."""
+    common = [*DATASETS["synthetic"], "model=gat", "layers=2", AT_DROPOUT, "model.attention_dropout=0.6"]
+    single, single_grads = oracle(make_cfg, common)
+    cfg = make_cfg("method=cagnet", "workers=3", *common, "probe_grads=true")
+    path, record = run_ok(cfg)
+    assert_matches(record, path, single, single_grads, "attention dropout, 3 workers")

@@ -105,3 +105,13 @@ def test_the_traffic_hook_states_the_switches_per_rank():
     widths = [(w, g) for w, g in model.exchanges()]
     assert stated["layout_fwd"] == sum(2 * n * w * (p - 1) / p * 4 for w, _ in widths)
     assert stated["layout_bwd"] == sum(2 * n * w * (p - 1) / p * 4 for w, g in widths if g)
+
+
+def test_gat_attention_dropout_matches_single(make_cfg):
+    """GAT's dropout of the normalised coefficients, keyed by the edge's dataset ids: every rank drops
+    the same coefficients of the whole graph, those `single` drops (3 workers, random partition)."""
+    common = [*DATASETS["synthetic"], "model=gat", "layers=2", AT_DROPOUT, "model.attention_dropout=0.6"]
+    single, single_grads = oracle(make_cfg, common)
+    cfg = make_cfg("method=tensor_parallel", "workers=3", *common, "probe_grads=true")
+    path, record = run_ok(cfg)
+    assert_matches(record, path, single, single_grads, "attention dropout, 3 workers")
