@@ -103,7 +103,7 @@ def test_attention_dropout_is_keyed_by_edge_not_by_layout():
 
 @pytest.mark.parametrize("bad, message", [
     (["model=gcn", "+model.attention_dropout=0.6"], "applies to model=gat"),
-    (["model=gat", "model.attention_dropout=0.6", "method=cagnet"], "does not apply model.attention_dropout"),
+    (["model=gat", "model.attention_dropout=0.6", "method=psgd_pa"], "does not apply model.attention_dropout"),
     (["stopping=window", "eval_every=2"], "set eval_every=1"),
     (["dataset.transform=whiten"], "dataset.transform"),
     (["weight_decay_layers=middle"], "weight_decay_layers"),
