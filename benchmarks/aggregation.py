@@ -315,9 +315,10 @@ class LocalAdjacency:
 
     @in_fp32
     def attention(self, z_src: torch.Tensor, z_dst: torch.Tensor, att_src, att_dst, negative_slope: float,
-                  drop_edges: Callable[[torch.Tensor], torch.Tensor] | None = None):
+                  keep: torch.Tensor | None = None):
         """GAT aggregation given all source rows (z_src, [num_cols, H, C]) and destination rows.
-        `drop_edges`: dropout of the normalised coefficients ([E, H], CSR order), GAT's attention dropout."""
+        `keep`: GAT's attention dropout, factors of the normalised coefficients ([E, H], CSR order;
+        `Draws.attention_keep`)."""
         if self.edge_scale is not None and not self.attention_ignores_scale:
             raise ValueError("this adjacency has an edge_scale, which attention cannot apply; build it with "
                              "attention_ignores_scale=True to softmax over its edges unscaled")
@@ -329,7 +330,7 @@ class LocalAdjacency:
             # Softmax per destination; the max shift is a constant for the gradient, so it is detached.
             ex = torch.exp(e - self.segment(e.detach(), "max").index_select(0, self.dst))
             alpha = ex / self.segment(ex, "sum").index_select(0, self.dst)
-        return self.weighted_sum(alpha if drop_edges is None else drop_edges(alpha), z_src)
+        return self.weighted_sum(alpha if keep is None else alpha * keep, z_src)
 
 
 class HaloPlan:
@@ -602,8 +603,5 @@ class HaloAggregator(Aggregator):
     def attention(self, z, att_src, att_dst, layer: int, negative_slope: float = 0.2, dropout: float = 0.0):
         n, heads, ch = z.shape
         z_src = self.sources(z.reshape(n, heads * ch), layer).view(-1, heads, ch)
-        drop = None
-        if dropout:  # keyed by the edge's two dataset ids: every layout drops the same coefficients
-            drop = functools.partial(self.comm.draws.edge_dropout, p=dropout, what=("attention", layer),
-                                     edge_ids=self.adj.edge_ids())
-        return self.adj.attention(z_src, z, att_src, att_dst, negative_slope, drop)
+        keep = self.comm.draws.attention_keep(self.adj, heads, dropout, layer)  # keyed by edge, not layout
+        return self.adj.attention(z_src, z, att_src, att_dst, negative_slope, keep)

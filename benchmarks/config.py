@@ -254,11 +254,11 @@ def moved_savers(cfg: dict) -> list[tuple[str, object]]:
         if key in SAVERS:
             default = defaults(SAVERS[key])
             moved += [(f"{key}.{k}", v) for k, v in sorted((cfg.get(key) or {}).items()) if default.get(k) != v]
-        elif "." in key:  # one option of a section (`dataset.transform`)
-            section, option = key.split(".")
-            value = (cfg.get(section) or {}).get(option, defaults(datasets.DatasetOptions)[option])
-            if value != defaults(datasets.DatasetOptions)[option]:
-                moved.append((key, value))
+        elif key.startswith("dataset."):  # one option of the dataset section (`dataset.transform`)
+            option = key.partition(".")[2]
+            default = defaults(datasets.DatasetOptions)[option]
+            if (cfg.get("dataset") or {}).get(option, default) != default:
+                moved.append((key, cfg["dataset"][option]))
         elif cfg.get(key, top[key]) != top[key]:
             moved.append((key, cfg[key]))
     return moved

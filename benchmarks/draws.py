@@ -146,18 +146,29 @@ class Draws:
             return h
         return NodeDropout.apply(h, p, self.key(*what), self.ids_for(h.shape[0], ids, h.device), self.use_native)
 
-    def edge_dropout(self, alpha: torch.Tensor, p: float, what: tuple,
-                     edge_ids: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """Inverted dropout of per-edge values `alpha` ([E, H], e.g. GAT's normalised attention), the
-        mask of (edge, column) a function of (key(*what), the edge's destination and source dataset
-        ids, column): the same edge loses the same coefficients in every layout."""
-        if p == 0 or alpha.numel() == 0:
-            return alpha
+    def edge_keep(self, edge_ids: tuple[torch.Tensor, torch.Tensor], width: int, p: float, what: tuple) -> torch.Tensor:
+        """[E, width] float32 inverted-dropout factors of per-edge values (0 where dropped, 1 / (1 - p)
+        where kept), element (e, c) a function of (key(*what), edge e's destination and source dataset
+        ids, c): the same edge loses the same values in every layout."""
         key = self.key(*what)
         dst, src = (t.to(torch.int64) for t in edge_ids)
         pair = element_hash((dst << 32) | element_hash(src, key), key)  # one 32-bit value per edge
-        keep = keep_mask(pair, alpha.shape[1], p, key)
-        return alpha * keep.to(alpha.dtype) * (1.0 / (1.0 - p))
+        return keep_mask(pair, width, p, key).to(torch.float32) * (1.0 / (1.0 - p))
+
+    def edge_dropout(self, alpha: torch.Tensor, p: float, what: tuple,
+                     edge_ids: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """Inverted dropout of per-edge values `alpha` ([E, H]) by `edge_keep`'s factors."""
+        if p == 0 or alpha.numel() == 0:
+            return alpha
+        return alpha * self.edge_keep(edge_ids, alpha.shape[1], p, what).to(alpha.dtype)
+
+    def attention_keep(self, adj, heads: int, p: float, layer: int) -> torch.Tensor | None:
+        """GAT's attention dropout over the edges of `adj` (a `LocalAdjacency` whose ids name its rows and
+        columns): `edge_keep`'s [E, heads] factors for layer `layer`, the one key every layout uses; None
+        without dropout."""
+        if not p:
+            return None
+        return self.edge_keep(adj.edge_ids(), heads, p, ("attention", layer))
 
     def uniform_elements(self, ids: torch.Tensor, width: int, *what) -> torch.Tensor:
         """[len(ids), width] float32 uniforms in [0, 1), element (r, c) a function of (what, ids[r], c)."""

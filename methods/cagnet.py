@@ -35,8 +35,6 @@ likewise.
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency
@@ -157,11 +155,8 @@ class CagnetAggregator(Aggregator):
         n, heads, ch = z.shape
         z_src = _AllBlocks.apply(z.reshape(n, heads * ch), self, layer).view(-1, heads, ch)
         whole = self.row.whole()
-        drop = None
-        if dropout:  # keyed by the edge's dataset ids, as every layout keys it
-            drop = functools.partial(self.comm.draws.edge_dropout, p=dropout, what=("attention", layer),
-                                     edge_ids=whole.edge_ids())
-        return whole.attention(z_src, z, att_src, att_dst, negative_slope, drop)
+        keep = self.comm.draws.attention_keep(whole, heads, dropout, layer)  # keyed by edge, as every layout
+        return whole.attention(z_src, z, att_src, att_dst, negative_slope, keep)
 
 
 class _BroadcastSpMM(torch.autograd.Function):

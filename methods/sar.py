@@ -146,18 +146,9 @@ class SARAggregator(Aggregator):
         out = 0
         for adj, zq, ex in exps:
             alpha = ex / denom.index_select(0, adj.dst)
-            keep = self.attention_keep(adj, alpha.shape[1], dropout, layer)
-            out = out + adj.weighted_sum(alpha if keep is None else alpha * keep, zq)
+            keep = self.comm.draws.attention_keep(adj, alpha.shape[1], dropout, layer)
+            out = out + adj.weighted_sum(alpha if keep is None else alpha * keep.to(alpha.dtype), zq)
         return out
-
-    def attention_keep(self, adj: LocalAdjacency, heads: int, dropout: float, layer: int) -> torch.Tensor | None:
-        """One shard's attention dropout, [E_q, H]: 0 where an edge's coefficient is dropped, 1 / (1 - p)
-        where kept, keyed by the edge's dataset ids as every layout keys it (`Draws.edge_dropout`); None
-        without dropout. Backward draws it again from the same key."""
-        if not dropout:
-            return None
-        ones = torch.ones(adj.nnz, heads, device=adj.indptr.device)
-        return self.comm.draws.edge_dropout(ones, dropout, ("attention", layer), adj.edge_ids())
 
 
 class _GradReturn:
@@ -286,10 +277,10 @@ class _SARAttention(torch.autograd.Function):
         pipeline = agg.fetch(z, "halo_fwd", layer)
         er = (z * att_dst).sum(-1)
         state = (z.new_full((n, heads), float("-inf")), z.new_zeros((n, heads)), z.new_zeros((n, heads, ch)))
-        keep = agg.attention_keep(s.adj[s.rank], heads, dropout, layer)
+        keep = agg.comm.draws.attention_keep(s.adj[s.rank], heads, dropout, layer)
         state = _SARAttention._step(s.adj[s.rank], z, er, att_src, negative_slope, state, keep)
         for _, q, rows in pipeline:  # one remote shard at a time: consumed, then dropped
-            keep = agg.attention_keep(s.adj[q], heads, dropout, layer)
+            keep = agg.comm.draws.attention_keep(s.adj[q], heads, dropout, layer)
             state = _SARAttention._step(s.adj[q], rows, er, att_src, negative_slope, state, keep)
             del rows, keep
         m, l, acc = state
@@ -340,7 +331,7 @@ class _SARAttention(torch.autograd.Function):
         heads = z.shape[1]
 
         def keep(q):  # the forward's dropout mask, drawn again from its key
-            return agg.attention_keep(s.adj[q], heads, ctx.dropout, ctx.layer)
+            return agg.comm.draws.attention_keep(s.adj[q], heads, ctx.dropout, ctx.layer)
 
         returns = agg.return_grads(_SARAttention._shard_backward(s.adj[s.rank], z, *args, keep(s.rank)), ctx.layer)
         for r, q, rows in refetch:  # rematerialise each remote shard, send its gradient home
@@ -356,7 +347,7 @@ class _SARAttention(torch.autograd.Function):
 
 class Method(FullGraphMethod):
     """The full-graph step of every exact method, with SAR's aggregator."""
-    # GAT's attention dropout, keyed by edge in every mode (SARAggregator.attention_keep; one_shot: full_halo's)
+    # GAT's attention dropout, keyed by edge in every mode (Draws.attention_keep over each shard; one_shot: full_halo's)
     applies = FullGraphMethod.applies | {"model.attention_dropout"}
     claim = ("(Mostafa, MLSys 2022) graphs too large for one machine: per-worker memory that falls linearly with the "
              "workers, below vanilla domain parallelism's (`full_halo`; 2x for GraphSAGE, 4x for GAT: IntelLabs/SAR README)")

@@ -135,7 +135,7 @@ class TensorParallelAggregator(Aggregator):
             alpha = edge_softmax(self.adj, logits[:, :heads].float().contiguous(), logits[:, heads:].float().contiguous(),
                                  negative_slope)
         if dropout:  # every rank drops the same coefficients of the whole graph, keyed by edge
-            alpha = self.comm.draws.edge_dropout(alpha, dropout, ("attention", layer), self.adj.edge_ids())
+            alpha = alpha * self.comm.draws.attention_keep(self.adj, heads, dropout, layer)
         lo, hi = column_slices(heads * ch, self.world)[self.rank]
         out = []
         for head in range(lo // ch, (hi + ch - 1) // ch if hi > lo else lo // ch):
