@@ -162,7 +162,7 @@ def _check_advise(args) -> dict:
     hidden, layers = _whole("--hidden", args.hidden), _whole("--layers", args.layers)
     choose("--model", args.model, advise.MODELS)
     profile = load_profile(args.hardware)
-    stats = _graph(args.graph, workers)
+    stats = _graph(args.graph, sorted({1, *workers}))  # P=1: the one-device rows
     missing = [p for p in workers if str(p) not in stats["by_workers"]]
     if missing:
         raise UserError(f"--graph {args.graph} has no partition statistics for P={','.join(map(str, missing))} "

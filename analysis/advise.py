@@ -38,7 +38,6 @@ NUMBERS = {"workers", "seeds", "pairs", "test_acc", "effect_pt", "effect_low_pt"
 QUANTITIES = {"epoch_time": "epoch time", "working_set": "training working set"}
 MODELS = ("sage", "gcn", "gat")
 GB = 1e9  # decimal, as the profiles state a device's memory
-ONE_PROCESS = "runs the whole graph in one process whatever the worker count: nothing to project to P ranks"
 
 
 def read_table(path, columns: tuple, option: str) -> list[dict]:
@@ -112,14 +111,20 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
     rows, left_out = [], []
     for name in method_names():
         what = about(name)
-        why = costmodel.why_not_modelled(name) or (ONE_PROCESS if method_class(name).single_process else None)
+        why = costmodel.why_not_modelled(name)
         if why:
             left_out.append({"method": name, "about": what, "why": why,
                              "accuracy": [f for f in findings if f["method"] == name]})
             continue
-        projected, skipped = projection.project_setting({"method": name, "variant": name, "model": spec["name"]},
-                                                        method_defaults(name), model, stats, workers, profile)
-        rows += [{**r, "about": what, "accuracy": [f for f in findings if f["method"] == name]} for r in projected]
+        one_device = method_class(name).single_process
+        for variant, options in variants(name, method_defaults(name)):
+            # a one-process method (single, gas) runs on one device whatever P: its P=1 row in every table
+            projected, skipped = projection.project_setting(
+                {"method": name, "variant": variant, "model": spec["name"]}, options, model, stats,
+                [1] if one_device else workers, profile)
+            for p in workers if one_device else [None]:
+                rows += [{**r, "workers": p or r["workers"], "devices": r["workers"], "about": what,
+                          "accuracy": [f for f in findings if f["method"] == name]} for r in projected]
         left_out += [{"method": name, "about": what, "why": reason, "accuracy": []} for _, reason in skipped]
     g = stats["graph"]
     return {"graph": g["name"], "partition": stats.get("proxy") or f"{stats.get('source', 'measured')} partition "
@@ -127,6 +132,14 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
             "model": {**spec, "features": g["features"], "classes": g["classes"]}, "workers": workers,
             "memory_per_rank_bytes": {p: costmodel.rank_memory(profile, p) for p in workers},
             "validation": validation, "rows": rows, "left_out": left_out}
+
+
+def variants(name: str, defaults: dict) -> list[tuple[str, dict]]:
+    """(variant, options) advise projects for method `name`: its defaults, then what its plugin names
+    as a user's other choice (`Method.advise_variants`: neighbour sampling with a feature cache)."""
+    from benchmarks.method import method_class
+    return [(name, defaults)] + [(f"{name} {v}", {**defaults, **o})
+                                 for v, o in method_class(name).advise_variants.items()]
 
 
 def number(x: float) -> str:
@@ -188,7 +201,7 @@ def markdown(result: dict) -> str:
         if out:
             text += ["", f"Do not fit in {has} GB:", "",
                      md_table(["method", "peak GB/rank", "a rank has, GB", "epoch s", "kind"],
-                              [[r["method"], number(r["projected_peak_mem_bytes"] / GB), has,
+                              [[r.get("variant") or r["method"], number(r["projected_peak_mem_bytes"] / GB), has,
                                 number(r["projected_epoch_s"]), r["about"]["kind"]] for r in out], aligned=True)]
     methods = {r["method"]: r for r in result["rows"]}.values()
     text += ["", "## Accuracy effect, measured at small scale (each at the P it names)", "",
@@ -210,10 +223,20 @@ def _ranked(rows: list[dict], p: int) -> str:
     def measured(r):
         row, where = nearest(r["accuracy"], p)
         return f"{effect(row, short=True)} {where}" if row else "not measured"
-    return md_table(["#", "method", "epoch s", "peak GB/rank", "GB/epoch", "kind", "accuracy effect"],
-                    [[i, r["method"], number(r["projected_epoch_s"]), number(r["projected_peak_mem_bytes"] / GB),
-                      number(r["projected_bytes_per_epoch"] / GB), r["about"]["kind"], measured(r)]
+    return md_table(["#", "method", "devices", "epoch s", "peak GB/device", "host GB/device", "GB/epoch", "kind",
+                     "accuracy effect", "where the time goes"],
+                    [[i, r.get("variant") or r["method"], r.get("devices", p), number(r["projected_epoch_s"]),
+                      number(r["projected_peak_mem_bytes"] / GB), number(r.get("projected_host_mem_bytes", 0) / GB),
+                      number(r["projected_bytes_per_epoch"] / GB), r["about"]["kind"], measured(r), reason(r)]
                      for i, r in enumerate(rows, 1)], aligned=True)
+
+
+def reason(row: dict) -> str:
+    """Why a row fits and where its time goes: its two largest time terms, with their shares."""
+    terms = {k: v for k, v in row["time_terms"].items() if v > 0 and k != "hidden_exchange"}
+    total = sum(terms.values()) or 1.0
+    top = sorted(terms.items(), key=lambda kv: -kv[1])[:2]
+    return ", ".join(f"{k} {v / total:.0%}" for k, v in top)
 
 
 def title(result: dict) -> str:

@@ -39,9 +39,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from benchmarks.traffic import FLOAT, Rank, Transfer, in_width, out_width, parameters
+from benchmarks.traffic import FLOAT, INDEX, Rank, Shape, Transfer, in_width, out_width, parameters
 
-INDEX = 8  # bytes per int64 index (CSR columns, row pointers)
 #: Bytes moved per element by the elementwise steps of a layer (fp32 4, mask 1), counted from the
 #: suite's code: dropout (`aggregation.dropout`: compare the draws, multiply by the mask, then by
 #: 1 / (1 - p)) forward 4 + 5 + 9 + 8 (where `dropout_rate` is not calibrated) and backward (mask,
@@ -69,7 +68,7 @@ class Projection:
 
     @property
     def train_mem_bytes(self) -> float:
-        return sum(v for k, v in self.memory_terms.items() if k != "static")
+        return sum(v for k, v in self.memory_terms.items() if k not in ("static", "host"))
 
 
 # ---------------------------------------------------------------- the plugins' hooks
@@ -129,9 +128,9 @@ def ranks_per_unit(profile, workers: int) -> float:
 
 RATES = {"dense": ("dense_flops", "dense_flops_fp32"), "aggregate": ("gather_bandwidth", "gather_bandwidth"),
          "elementwise": ("memory_bandwidth", "memory_bandwidth"), "dropout": ("dropout_rate", "dropout_rate"),
-         "attention": ("attention_rate", "attention_rate")}
+         "attention": ("attention_rate", "attention_rate"), "sampling": ("sampler_rate", "sampler_rate")}
 #: The compute terms (what overlapped traffic can hide behind).
-COMPUTE = ("dense", "aggregate", "attention", "elementwise", "dropout", "optimizer_step")
+COMPUTE = ("dense", "aggregate", "attention", "elementwise", "dropout", "optimizer_step", "sampling")
 
 
 def width_efficiency(profile, width: int) -> float:
@@ -155,6 +154,10 @@ def rank_rate(profile, workers: int, term: str, channels: int | None = None) -> 
     threads (at least 1, as the launcher sets them) and ranks beyond the cores time-share them;
     without one, the node's rate is split evenly. `attention` is read at `channels` per head."""
     unit_key, thread_key = RATES[term]
+    if getattr(profile, unit_key, None) is None:
+        from benchmarks.errors import UserError
+        raise UserError(f"hardware profile {profile.name} has no {unit_key}, which the sampled families need "
+                        "(python -m benchmarks.tools.calibrate --sampler measures this machine's)")
     rate = profile.dense_flops["fp32"] if term == "dense" else getattr(profile, unit_key)
     single = getattr(profile, "single_thread", None)
     on_node = min(workers, profile.ranks_per_node)
@@ -212,15 +215,22 @@ class Links:
 def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Projection:
     """Epoch time and training memory of one rank. `method`: a name or plugin class; `options`: a
     dict of option values or the plugin's typed `Options`; `model`: a built `benchmarks.models.GNN`
-    (its `work`, `exchanges` and parameters are the model's counts)."""
+    (its layers' `work`, `exchanges` and parameters are the model's counts). A plugin that states a
+    step `Shape` (the sampled families) is priced step by step: its layers on the step's rows and
+    edges, times the steps of an epoch, with the sampler's edges and, on a GPU, the input rows
+    copied from host memory."""
     cls = plugin(method)
     options = typed_options(cls, options)
-    work, rows, precomputed = _layers(cls, options, model, rank, workers)
+    shape, precomputed, halo = step_shape(cls, options, model, rank, workers)
     exchanges = model.exchanges()
 
     dense = aggregate = elementwise = dropped = attention = 0.0
-    n = rank.nodes
-    for layer, (w, (width, grad)) in enumerate(zip(work, exchanges)):
+    for layer, (width, grad) in enumerate(exchanges):
+        m = model.layers[layer]
+        edges = 0 if precomputed and layer == 0 else shape.edges[layer]
+        w = m.work(shape.rows[layer], edges, targets=shape.out[layer]) if hasattr(m, "lin_r") else \
+            m.work(shape.rows[layer], edges)
+        n = shape.out[layer]
         backward_dense = 1 if layer == 0 else 2  # the weight's gradient; past layer 0 the input's too
         dense += w["dense_flops"] * (1 + backward_dense) / width_efficiency(profile, out_width(model, layer))
         heads = getattr(model.layers[layer], "heads", None)
@@ -232,34 +242,47 @@ def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Pro
             elementwise += w["edge_ops"] * FLOAT * EDGE_PASSES * 3
         d_in, d_out = in_width(model, layer), out_width(model, layer)
         if model.dropout:
-            dropped += rows[layer] * d_in
+            dropped += shape.rows[layer] * d_in
             elementwise += n * d_in * (DROPOUT_BACKWARD if layer else 0)
         elementwise += n * d_out * (OUTPUT_FORWARD + OUTPUT_BACKWARD)
-        elementwise += (n + rank.halo) * width * COPY * (2 if grad else 1)
+        elementwise += (n + halo) * width * COPY * (2 if grad else 1)
     if precomputed and model.dropout:
-        dropped += n * in_width(model, 0)  # a second mask in layer 0: on A x, beside the model's on x
+        dropped += shape.out[0] * in_width(model, 0)  # a second mask in layer 0: on A x, beside the model's on x
+    if shape.gathered:  # the step's input rows gathered into one tensor
+        elementwise += shape.rows[0] * in_width(model, 0) * COPY
     params = parameters(model)
     dropout_rate = getattr(profile, "dropout_rate", None)
-    time_terms = {"dense": dense / rank_rate(profile, workers, "dense"),
-                  "aggregate": aggregate / rank_rate(profile, workers, "aggregate"),
-                  "attention": attention,
-                  "elementwise": elementwise / rank_rate(profile, workers, "elementwise"),
+    steps = shape.steps
+    time_terms = {"dense": steps * dense / rank_rate(profile, workers, "dense"),
+                  "aggregate": steps * aggregate / rank_rate(profile, workers, "aggregate"),
+                  "attention": steps * attention,
+                  "elementwise": steps * elementwise / rank_rate(profile, workers, "elementwise"),
                   # dropout's forward: calibrated on a CPU (its generator is compute-bound); elsewhere
                   # the bytes it reads and writes
-                  "dropout": dropped / rank_rate(profile, workers, "dropout") if dropout_rate
-                  else dropped * DROPOUT_FORWARD / rank_rate(profile, workers, "elementwise"),
-                  "optimizer_step": params * ADAM_STEP / rank_rate(profile, workers, "elementwise")}
+                  "dropout": steps * (dropped / rank_rate(profile, workers, "dropout") if dropout_rate
+                                      else dropped * DROPOUT_FORWARD / rank_rate(profile, workers, "elementwise")),
+                  "optimizer_step": steps * params * ADAM_STEP / rank_rate(profile, workers, "elementwise"),
+                  # the sampler's draws (on the host's cores; calibrated: `sampler_rate`, edges a second)
+                  "sampling": steps * shape.sampled_edges / rank_rate(profile, workers, "sampling")
+                  if shape.sampled_edges else 0.0}
 
-    moved = traffic(cls, options, model, rank) if workers > 1 else []
+    moved = traffic(cls, options, model, rank) if workers > 1 or cls.single_process else []
     links = Links(profile, workers)
     exchange = hidden = allreduce = 0.0
+    host = steps * shape.host_rows * in_width(model, 0) * FLOAT if shape.on_host else 0.0
+    host_seconds = 0.0
     for t in moved:
         if t.collective:
-            allreduce += links.ring_allreduce(t.bytes)
+            allreduce += t.calls * links.ring_allreduce(t.bytes / t.calls) if t.calls else 0.0
+            continue
+        if t.host:
+            host_seconds += host_link(profile, t.bytes, t.calls)
             continue
         seconds = links.transfer(t.bytes, t.messages)
         exchange += 0 if t.hidden else seconds
         hidden += seconds if t.hidden else 0
+    # a GPU's inputs and host tables cross the host link; a CPU rank's are already in its memory
+    time_terms["host_copy"] = host_seconds + (host_link(profile, host, steps) if profile.device != "cpu" else 0.0)
     time_terms["exchange"], time_terms["allreduce"] = exchange, allreduce
     compute = sum(time_terms[t] for t in COMPUTE)
     # hidden traffic costs what the compute cannot cover
@@ -269,41 +292,57 @@ def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Pro
     return Projection(time_terms, memory_terms(cls, options, model, rank, workers), moved)
 
 
-def _layers(cls, options, model, rank: Rank, workers: int) -> tuple[list[dict], list[int], bool]:
-    """Per layer, its work (`GNN.work`) and the rows it drops out and transforms, after layer 0's
-    treatment (`layer0_mode`): the halo's inputs transformed here too where they are fetched once, no
-    aggregation where A x is precomputed (GAT's `precomputed` is `cached`). And whether it is."""
-    work = model.work(rank.nodes, rank.edges)
-    rows = [rank.nodes] * len(work)
+def host_link(profile, nbytes: float, calls: float) -> float:
+    """Seconds to move `nbytes` between host memory and a rank's device in `calls` copies: the
+    profile's `host_link` (PCIe, NVLink-C2C); a CPU rank's copies run at its memory bandwidth."""
+    link = getattr(profile, "host_link", None) or {"bandwidth": profile.memory_bandwidth, "latency": 0.0}
+    return calls * link["latency"] + nbytes / link["bandwidth"]
+
+
+def step_shape(cls, options, model, rank: Rank, workers: int) -> tuple[Shape, bool, float]:
+    """One step of the rank's epoch: its plugin's `shape`, or the whole part once an epoch, after
+    layer 0's treatment (`layer0_mode`): the halo's inputs transformed here too where they are
+    fetched once, no aggregation where A x is precomputed (GAT's `precomputed` is `cached`). With
+    whether it is, and the halo rows a layer concatenates to its own (the part's; none in a batch)."""
+    shape = cls.shape(options, model, rank)
+    if shape is not None:
+        return shape, False, 0.0
+    layers = len(model.layers)
+    rows = [rank.nodes] * layers
     mode = cls.layer0_mode(options)
     precomputed = mode == "precomputed" and not hasattr(model.layers[0], "heads")
     if mode != "exchanged" and not precomputed and workers > 1:
         rows[0] = rank.nodes + rank.halo
-        work[0] = model.layers[0].work(rows[0], rank.edges)
-    if precomputed:  # A x computed once (its dropout is drawn on A x too)
-        work[0] = {**work[0], "edges": 0}
-    return work, rows, precomputed
+    return (Shape(1, tuple(rows), (rank.edges,) * layers, (rank.nodes,) * layers, on_host=False, gathered=False),
+            precomputed, rank.halo)
 
 
 def memory_terms(method, options, model, rank: Rank, workers: int) -> dict:
     """One rank's memory, in bytes per term: its training working set (what the records call
-    `train_mem_delta_bytes`) and `static`, what the loaded rank holds before training. Needs no
-    profile (`method` and `options` as `rank_terms` takes them)."""
+    `train_mem_delta_bytes`), `static`, what the loaded rank holds on its device before training, and
+    `host`, what it holds in host memory (a sampled family's graph, features, cache and tables, kept
+    there as DistDGL and GAS keep them). Needs no profile (`method` and `options` as `rank_terms`
+    takes them)."""
     return _memory(method, options, model, rank, workers)[0]
 
 
-def _memory(method, options, model, rank: Rank, workers: int) -> tuple[dict, list[float], list[int]]:
+def _memory(method, options, model, rank: Rank, workers: int) -> tuple[dict, list[float], list[float]]:
     """`memory_terms`, with what autograd keeps of each layer and the rows each layer holds."""
     cls = plugin(method)
     options = typed_options(cls, options)
-    _, rows, _ = _layers(cls, options, model, rank, workers)
+    shape, _, _ = step_shape(cls, options, model, rank, workers)
+    batch = cls.shape(options, model, rank) is not None
+    rows = list(shape.rows)
     exchanges = model.exchanges()
-    kept = cls.kept_halo_rows(options, rank)
     layers = len(exchanges)
     structure = cls.held_structure(options, rank)
+    # rows a layer keeps beyond its outputs: the halo (`kept_halo_rows`), or a block's other sources
+    kept = [rows[layer] - shape.out[layer] if batch else cls.kept_halo_rows(options, rank) for layer in range(layers)]
     # the edges a rank aggregates over are those it holds: GAT's per-edge softmax terms scale with them
     # (tensor parallelism runs the softmax over every edge of the graph on every rank)
-    retained = [_kept_for_backward(model, layer, rows[layer], kept, structure[1]) for layer in range(layers)]
+    edges = list(shape.edges) if batch else [structure[1]] * layers
+    retained = [_kept_for_backward(model, layer, rows[layer], kept[layer], edges[layer], shape.out[layer] if batch else None)
+                for layer in range(layers)]
     kernel = kernel_of(model)
     # the peak is the larger of: a forward dropout's draw on top of the earlier layers' activations
     # (`spmm`: uniform draws, mask and product, 9 bytes an element; `native`: the product alone; wide
@@ -311,18 +350,26 @@ def _memory(method, options, model, rank: Rank, workers: int) -> tuple[dict, lis
     # layer's output, its input and its [local | kept halo] sources; `messages` adds a linear
     # aggregation's gathered and scaled E x width messages to either (freed after the layer)
     draw = 0 if not model.dropout else FLOAT if kernel == "native" else FLOAT + 1 + FLOAT
-    forward = max(sum(retained[:layer]) + rows[layer] * in_width(model, layer) * draw + _messages(model, layer, rank)
-                  for layer in range(layers))
-    backward = max(rank.nodes * (out_width(model, layer) + (in_width(model, layer) if layer else 0)) * FLOAT
-                   + (rank.nodes + kept) * exchanges[layer][0] * FLOAT + _messages(model, layer, rank)
-                   for layer in range(layers))
+    forward = max(sum(retained[:layer]) + rows[layer] * in_width(model, layer) * draw
+                  + _messages(model, layer, shape.edges[layer]) for layer in range(layers))
+    backward = max(shape.out[layer] * (out_width(model, layer) + (in_width(model, layer) if layer else 0)) * FLOAT
+                   + (shape.out[layer] + kept[layer]) * exchanges[layer][0] * FLOAT
+                   + _messages(model, layer, shape.edges[layer]) for layer in range(layers))
     activations = sum(retained)
     transient = max(forward - activations, backward)
     stale = cls.stale_table_bytes(options, model, rank)  # earlier epochs' rows (and gradients) kept
     params = parameters(model)
     terms = {"activations": activations, "backward_transient": transient, "stale_tables": stale,
-             "optimizer": 3 * params * FLOAT,  # gradients and Adam's two moments
-             "static": _static_bytes(model, rank, params, structure)}
+             "optimizer": 3 * params * FLOAT}  # gradients and Adam's two moments
+    if batch:
+        # the step's gathered input rows and its blocks (CSR columns, weights, row pointers)
+        terms["batch"] = ((rows[0] * in_width(model, 0) * FLOAT if shape.gathered else 0)
+                          + sum(e * (INDEX + FLOAT) + (o + 1) * INDEX for e, o in zip(shape.edges, shape.out)))
+    static = _static_bytes(model, rank, params, structure)
+    if batch and shape.on_host:
+        terms["static"], terms["host"] = params * FLOAT, static - params * FLOAT + shape.host_bytes
+    else:
+        terms["static"] = static + shape.host_bytes
     return terms, retained, rows
 
 
@@ -332,7 +379,7 @@ def kernel_of(model) -> str:
     return getattr(model, "kernel", "spmm")
 
 
-def _kept_for_backward(model, layer: int, rows: int, halo: float, edges: int) -> float:
+def _kept_for_backward(model, layer: int, rows: float, halo: float, edges: float, out: float | None = None) -> float:
     """Bytes autograd keeps of `layer` until backward (counted with saved-tensor hooks on the suite's
     layers): the dropped-out input (a linear layer's weight gradient needs it; without dropout it is
     the previous layer's output or the features, no new tensor) and, past layer 0, dropout's one-byte
@@ -341,8 +388,10 @@ def _kept_for_backward(model, layer: int, rows: int, halo: float, edges: int) ->
     its projected sources, local and the kept halo, and per edge and head four floats (`spmm`: logits,
     LeakyReLU input, softmax weights, normaliser view), one (`native`'s fused softmax: the weights) or,
     under `messages`, also the gathered E x H x C source rows. A linear aggregation (GCN, SAGE) keeps
-    no sources: its gradient needs only the adjacency."""
+    no sources: its gradient needs only the adjacency. `out`: the rows it writes (`rows` unless a
+    sampled block's destinations are fewer than its sources)."""
     m = model.layers[layer]
+    out = rows if out is None else out
     kernel = kernel_of(model)
     d_in, d_out, width = in_width(model, layer), out_width(model, layer), m.exchange_width
     # without dropout the layer's input is the previous layer's activation (kept below) or the
@@ -351,22 +400,22 @@ def _kept_for_backward(model, layer: int, rows: int, halo: float, edges: int) ->
     if getattr(m, "project_first", True) is False:
         kept += rows * width * FLOAT
     if layer < len(model.layers) - 1:
-        kept += rows * d_out * FLOAT
+        kept += out * d_out * FLOAT
     if hasattr(m, "heads"):
-        kept += (rows + halo) * width * FLOAT + (1 if kernel == "native" else 4) * edges * m.heads * FLOAT
+        kept += (out + halo) * width * FLOAT + (1 if kernel == "native" else 4) * edges * m.heads * FLOAT
         if kernel == "messages":
             kept += edges * width * FLOAT
     return kept
 
 
-def _messages(model, layer: int, rank: Rank) -> float:
+def _messages(model, layer: int, edges: float) -> float:
     """`messages`' transient in a linear aggregation (GCN, SAGE): every edge's gathered source row and
     its scaled copy, E x width floats each, alive until the scatter-add ends (in forward, and again
     for the gradient in backward). Other kernels and attention (whose messages are kept) add none."""
     m = model.layers[layer]
     if kernel_of(model) != "messages" or hasattr(m, "heads"):
         return 0.0
-    return 2 * rank.edges * m.exchange_width * FLOAT
+    return 2 * edges * m.exchange_width * FLOAT
 
 
 def _static_bytes(model, rank: Rank, params: int, structure: tuple[float, float] | None = None) -> float:
@@ -426,9 +475,20 @@ def rank_memory(profile, workers: int) -> float:
     return profile.memory_bytes / ranks_per_unit(profile, workers)
 
 
-def fits(profile, workers: int, peak_bytes: float) -> bool:
-    """Whether a rank's projected peak fits the memory it has (`rank_memory`)."""
-    return peak_bytes <= rank_memory(profile, workers)
+def fits(profile, workers: int, peak_bytes: float, host_bytes: float = 0.0) -> bool:
+    """Whether a rank's projected peak fits the memory it has (`rank_memory`), and what it keeps in
+    host memory its share of the node's (`host_memory_bytes` over the ranks of a node; not checked
+    where the profile does not state it)."""
+    host = getattr(profile, "host_memory_bytes", None)
+    return peak_bytes <= rank_memory(profile, workers) and (
+        not host or host_bytes <= host / min(workers, profile.ranks_per_node))
+
+
+def peaks(profile, memory_terms: dict, train_bytes: float) -> tuple[float, float]:
+    """(a rank's device peak, what it keeps in host memory): on a CPU node one memory holds both."""
+    host = memory_terms.get("host", 0.0)
+    device = train_bytes + memory_terms["static"]
+    return (device + host, host) if profile.device == "cpu" else (device, host)
 
 
 def project(method, options, model, ranks: list[Rank], workers: int, profile) -> Projection:

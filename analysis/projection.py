@@ -22,7 +22,7 @@ from pathlib import Path
 from analysis import costmodel
 from analysis.markdown import fmt, md_table
 from analysis.records import BadRecord, is_whole
-from benchmarks.traffic import Rank
+from benchmarks.traffic import Degrees, Rank
 
 GiB = 2 ** 30
 
@@ -68,27 +68,77 @@ def outside_model(method: str, cfg: dict) -> str | None:
     return None
 
 
-def ranks_of(partition: dict, workers: int, peers: list[int] | None = None) -> list[Rank]:
+def ranks_of(partition: dict, workers: int, peers: list[int] | None = None, graph: Degrees | None = None) -> list[Rank]:
     """Per-rank shapes from a record's `partition` section (with `peers`, its ranks' counted peers)
-    or a partition-statistics entry; where neither gives peers, every rank is taken to receive from
-    every other. An extrapolated entry has no per-rank lists, only its `summary`: its largest rank
-    stands for all."""
+    or a partition-statistics entry, with the graph's `Degrees` (`degrees_of`); where neither gives
+    peers, every rank is taken to receive from every other. An extrapolated entry has no per-rank
+    lists, only its `summary`: its largest rank stands for all."""
     if "nodes_per_rank" not in partition:
         s = partition["summary"]
         return [Rank(round(s["nodes_max"]), round(s["edges_max"]), round(s["halo_max"]), round(s["peers_max"]),
-                     workers)]
+                     workers, s.get("train_max", 0), graph)]
     peers = peers or partition.get("peers_per_rank") or [workers - 1] * workers
-    return [Rank(int(n), int(e), int(h), int(k), workers) for n, e, h, k in
-            zip(partition["nodes_per_rank"], partition["edges_per_rank"], partition["halo_nodes_per_rank"], peers)]
+    train = partition.get("train_nodes_per_rank") or [0] * workers
+    return [Rank(int(n), int(e), int(h), int(k), workers, int(t), graph) for n, e, h, k, t in
+            zip(partition["nodes_per_rank"], partition["edges_per_rank"], partition["halo_nodes_per_rank"], peers,
+                train)]
+
+
+#: Part counts the edge-cut share is stated at for the sampled families' shapes (cluster_gcn cuts
+#: P x num_parts parts, GAS num_parts): powers of two, fitted beyond the largest measured.
+CUT_PARTS = tuple(2 ** i for i in range(1, 14))
+
+
+def degrees_of(graph: dict, stats: dict | None = None, partition: dict | None = None, workers: int = 1) -> Degrees | None:
+    """The graph's `Degrees`: its degree histogram (a record's or a statistics file's `graph`) and its
+    METIS cut shares, from a statistics file (`stats`: every P it holds, and the power law of
+    `benchmarks.tools.partition_stats` fitted beyond them) and a record's own `partition` at `workers`.
+    None where the graph states no histogram (records from before it)."""
+    histogram = graph.get("degree_histogram")
+    if not histogram:
+        return None
+    nodes, edges = graph["nodes"], graph["edges"]
+    cuts = {}
+    if stats:
+        from benchmarks.tools.partition_stats import fractions, summary
+        for p, entry in stats["by_workers"].items():
+            if int(p) > 1:
+                f = entry.get("fractions") or fractions(entry.get("summary") or summary(
+                    entry["nodes_per_rank"], entry["edges_per_rank"], entry["halo_nodes_per_rank"],
+                    entry.get("peers_per_rank") or [int(p) - 1] * int(p), entry["edge_cut"]), int(p), nodes, edges)
+                cuts[int(p)] = f["edge_cut_frac"]
+    if partition and workers > 1 and "edge_cut" in partition:
+        cuts[workers] = partition["edge_cut"] / max((edges - nodes) / 2, 1)
+    measured = sorted(p for p in cuts if cuts[p] > 0)
+    if len(measured) >= 2:
+        from benchmarks.tools.partition_stats import TAIL_POINTS, _fit, _value
+        tail = measured[-TAIL_POINTS:]
+        fit = _fit("edge_cut_frac", tail, [cuts[p] for p in tail])
+        for p in CUT_PARTS:
+            if p > measured[-1]:
+                cuts[p] = min(1.0, _value("edge_cut_frac", fit, p))
+    return Degrees(tuple((float(d), float(n)) for d, n in histogram), tuple(sorted(cuts.items())))
+
+
+def matching_stats(graph: dict, stats_dir=None) -> dict | None:
+    """The measured partition statistics of the same graph (name, nodes and edges), if any: the cut
+    shares at other part counts than a record's own."""
+    from benchmarks.tools.partition_stats import STATS_DIR
+    for path in sorted(Path(stats_dir or STATS_DIR).glob("*.json")):
+        stats = json.loads(path.read_text())
+        g = stats.get("graph", {})
+        if (g.get("name"), g.get("nodes"), g.get("edges")) == (graph.get("name"), graph.get("nodes"), graph.get("edges")):
+            return stats
+    return None
 
 
 def row(record_or_setting: dict, proj: costmodel.Projection, workers: int, profile, **extra) -> dict:
-    peak = proj.train_mem_bytes + proj.memory_terms["static"]
+    peak, host = costmodel.peaks(profile, proj.memory_terms, proj.train_mem_bytes)
     return {"method": record_or_setting["method"], "variant": record_or_setting.get("variant"),
             "model": record_or_setting["model"], "dataset": record_or_setting["dataset"], "workers": workers,
             "hardware": profile.name, "projected_epoch_s": proj.epoch_s,
             "projected_train_mem_bytes": proj.train_mem_bytes, "projected_peak_mem_bytes": peak,
-            "fits": costmodel.fits(profile, workers, peak),
+            "projected_host_mem_bytes": host, "fits": costmodel.fits(profile, workers, peak, host),
             "time_terms": proj.time_terms, "memory_terms": proj.memory_terms,
             "measured_epoch_s": None, "measured_train_mem_bytes": None, **extra}
 
@@ -129,7 +179,8 @@ def record_inputs(record: dict) -> tuple:
         raise BadRecord(str(e)) from None
     per_rank = (record.get("summary") or {}).get("per_rank") or []
     peers = [p["peers"] for p in per_rank if isinstance(p, dict) and "peers" in p]  # absent in older records
-    return model, ranks_of(partition, workers, peers if len(peers) == workers else None)
+    degrees = degrees_of(graph, matching_stats(graph), partition, workers)
+    return model, ranks_of(partition, workers, peers if len(peers) == workers else None, degrees)
 
 
 def check_record(record: dict) -> None:
@@ -164,7 +215,7 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
         s = r["summary"]
         rows.append(row(r, proj, r["workers"], profile, seed=r["seed"],
                         projected_bytes_per_epoch=epoch_bytes(r["method"], r["config"]["method"], model,
-                                                              r["partition"], r["workers"]),
+                                                              r["partition"], r["workers"], ranks[0].graph),
                         measured_bytes_per_epoch=s.get("comm_bytes_per_epoch"),
                         measured_epoch_s=s["epoch_time_s_median"],
                         measured_train_mem_bytes=s.get("train_mem_delta_bytes_max"), **process_peaks(r, model, ranks)))
@@ -197,38 +248,42 @@ def project_setting(setting: dict, options, model, graph_stats: dict, workers: l
     `graph_stats`: what `project --workers` and `advise` share. Returns (rows, skipped)."""
     rows, skipped = [], []
     method = setting["method"]
+    degrees = degrees_of(graph_stats["graph"], graph_stats)
     for p in workers:
         stats = graph_stats["by_workers"].get(str(p))
         if stats is None:
             skipped.append((f"{method} at P={p}", f"no partition statistics for P={p} in the graph file"))
             continue
-        proj = costmodel.project(method, options, model, ranks_of(stats, p), p, profile)
+        proj = costmodel.project(method, options, model, ranks_of(stats, p, graph=degrees), p, profile)
         rows.append(row({**setting, "dataset": graph_stats["graph"]["name"]}, proj, p, profile,
                         partition_source=graph_stats.get("source", "measured"),
-                        projected_bytes_per_epoch=epoch_bytes(method, options, model, stats, p)))
+                        projected_bytes_per_epoch=epoch_bytes(method, options, model, stats, p, degrees)))
     return rows, skipped
 
 
-def epoch_bytes(method, options, model, partition: dict, workers: int) -> float:
+def epoch_bytes(method, options, model, partition: dict, workers: int, degrees: Degrees | None = None) -> float:
     """Training bytes per epoch summed over the ranks (what the records count): each rank's traffic
     from per-rank lists, or, for an extrapolated entry (no lists), its mean rank's times P."""
     def moved(rank: Rank) -> float:
         return sum(t.bytes for t in costmodel.traffic(method, options, model, rank))
 
-    if workers < 2:  # one rank moves nothing (the model asks no plugin for one rank's traffic)
+    if workers < 2 and not costmodel.plugin(method).single_process:  # one rank moves nothing between ranks
         return 0.0
     if "nodes_per_rank" in partition:
-        return float(sum(moved(r) for r in ranks_of(partition, workers)))
+        return float(sum(moved(r) for r in ranks_of(partition, workers, graph=degrees)))
     s = partition["summary"]  # a hand-made summary may state only the maxima
-    mean = Rank(*(round(s.get(f"{k}_mean", s[f"{k}_max"])) for k in ("nodes", "edges", "halo", "peers")), workers)
+    mean = Rank(*(round(s.get(f"{k}_mean", s[f"{k}_max"])) for k in ("nodes", "edges", "halo", "peers")), workers,
+                s.get("train_mean", s.get("train_max", 0)), degrees)
     return workers * moved(mean)
 
 
 #: Graphs too large to load here, by their totals: nodes, in-edges as the suite counts them (both
-#: directions and a self-loop per node), features, classes (OGB's dataset pages; Reddit: its DGL/PyG
-#: loaders' 114,615,892 directed edges plus self-loops).
-TOTALS = {"ogbn-products": (2449029, 126167309, 100, 47), "ogbn-papers100M": (111059956, 3342431700, 128, 172),
-          "reddit": (232965, 114848857, 602, 41)}
+#: directions and a self-loop per node), features, classes, training nodes (OGB's dataset pages and
+#: splits: products 196,615, papers100M 1,207,179; Reddit: its DGL/PyG loaders' 114,615,892 directed
+#: edges plus self-loops, 153,431 training nodes).
+TOTALS = {"ogbn-products": (2449029, 126167309, 100, 47, 196615),
+          "ogbn-papers100M": (111059956, 3342431700, 128, 172, 1207179),
+          "reddit": (232965, 114848857, 602, 41, 153431)}
 
 
 def load_stats(graph: str, workers: list[int], stats_dir=None) -> dict:
@@ -237,7 +292,8 @@ def load_stats(graph: str, workers: list[int], stats_dir=None) -> dict:
     without the fields the projection reads (`check_stats`) is refused with one line."""
     from benchmarks.errors import UserError
     if graph in TOTALS:
-        return proxy_stats(measured_stats(stats_dir), graph, *TOTALS[graph], workers)
+        nodes, edges, features, classes, train = TOTALS[graph]
+        return proxy_stats(measured_stats(stats_dir), graph, nodes, edges, features, classes, workers, train)
     try:
         stats = json.loads(Path(graph).read_text())
         check_stats(stats)
@@ -380,7 +436,7 @@ MODEL_NAMES = {"GraphSAGE": "sage", "GAT": "gat", "GCN": "gcn"}
 
 
 def proxy_stats(proxies: list[dict], name: str, nodes: int, edges: int, features: int, classes: int,
-                workers: list[int]) -> dict:
+                workers: list[int], train: int | None = None) -> dict:
     """Partition statistics for a graph that cannot be loaded here: the halo, peer and cut shares of
     the measured graph whose average degree is nearest (`benchmarks.tools.partition_stats.extrapolate`,
     fitted on its largest P), applied to this graph's totals. Marked `proxy` in every row."""
@@ -395,6 +451,17 @@ def proxy_stats(proxies: list[dict], name: str, nodes: int, edges: int, features
     out = extrapolate(nearest, workers, nodes=nodes, edges=edges, name=name)
     out["proxy"] += f" (average degree {nearest['graph']['edges'] / nearest['graph']['nodes']:.0f} against {degree:.0f})"
     out["graph"].update(features=features, classes=classes)
+    g0 = nearest["graph"]
+    if g0.get("degree_histogram"):  # the proxy's degree shape, stretched to this graph's average degree
+        stretch = (edges / nodes - 1) / max(g0["edges"] / g0["nodes"] - 1, 1e-12)
+        out["graph"]["degree_histogram"] = [[1 + (d - 1) * stretch, n * nodes / g0["nodes"]]
+                                            for d, n in g0["degree_histogram"]]
+    if train:
+        out["graph"]["train_nodes"] = train
+        for p, entry in out["by_workers"].items():
+            s = entry["summary"]
+            s["train_mean"] = train / int(p)
+            s["train_max"] = train / int(p) * entry["fractions"]["node_imbalance"]
     return out
 
 
@@ -440,11 +507,13 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
             continue
         workers = int(r["workers"])
         nodes, edges = int(r["nodes"]), int(r["edges"])
-        stats = proxy_stats(proxies, r["dataset"], nodes, edges, int(r["features"]), int(r["classes"]), [workers])
+        stats = proxy_stats(proxies, r["dataset"], nodes, edges, int(r["features"]), int(r["classes"]), [workers],
+                            int(r["train_nodes"]) if r.get("train_nodes") else None)
         model_name = MODEL_NAMES[r["model"].split()[0]]
         model = build_model(model_name, int(r["features"]), int(r["hidden"]), int(r["classes"]), int(r["layers"]),
                             int(r["heads"] or 4), dropout=float(r["dropout"] or 0.5))
-        proj = costmodel.project(cls, options, model, ranks_of(stats["by_workers"][str(workers)], workers),
+        proj = costmodel.project(cls, options, model, ranks_of(stats["by_workers"][str(workers)], workers,
+                                                               graph=degrees_of(stats["graph"], stats)),
                                  workers, profiles[r["hardware"]])
         projected = PUBLISHED_METRICS[r["metric"]](row({**base, "model": model_name, "variant": None}, proj, workers,
                                                        profiles[r["hardware"]]))

@@ -61,6 +61,7 @@ class Graph:
             "train_nodes": int(self.train_mask.sum()),
             "val_nodes": int(self.val_mask.sum()),
             "test_nodes": int(self.test_mask.sum()),
+            "degree_histogram": degree_histogram(self.in_degree()),
         }
 
     def fingerprint(self) -> str:
@@ -137,3 +138,18 @@ def concat_ranges(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     total = int(lengths.sum())
     shift = torch.repeat_interleave(starts - (torch.cumsum(lengths, 0) - lengths), lengths, output_size=total)
     return shift.add_(torch.arange(total, device=starts.device))
+
+
+def degree_histogram(degrees: torch.Tensor) -> list[list[float]]:
+    """In-degrees (self-loop included) in bins of about a factor sqrt(2) (each degree alone up to 8):
+    [mean degree of the bin, nodes in it] per non-empty bin, lowest first. The cost model's
+    sampled families draw their expected batch shapes from it (`benchmarks.traffic.Degrees`)."""
+    d = degrees.double()
+    if d.numel() == 0:
+        return []
+    bins = torch.where(d <= 8, d, torch.floor(2 * torch.log2(d.clamp(min=1))) + 3)
+    out = []
+    for b in torch.unique(bins).tolist():
+        members = d[bins == b]
+        out.append([round(float(members.mean()), 3), int(members.numel())])
+    return out

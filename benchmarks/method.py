@@ -192,6 +192,10 @@ class Method:
     # shape (`benchmarks.traffic.Rank`); the counting helpers are `benchmarks.traffic`'s. The defaults
     # below: traffic not modelled, layer 0 as its `layer0` option says, the whole halo kept, no tables.
 
+    #: Option values besides the defaults that `advise` projects too, as separate rows: a choice a
+    #: user weighs ({"feature_cache=0.1": {"feature_cache": 0.1}}).
+    advise_variants: dict = {}
+
     #: Why the cost model leaves this method out when its plugin states no traffic (`traffic` not overridden).
     not_modelled = "not modelled (its plugin has no `traffic` hook)"
 
@@ -201,6 +205,14 @@ class Method:
         `benchmarks.traffic.Transfer`s in the runtime's categories: summed over ranks, what the runs
         count per epoch (tests/analysis/test_traffic_counts.py). Called only with two or more ranks.
         None: not modelled (the method is left out, with `not_modelled`)."""
+        return None
+
+    @classmethod
+    def shape(cls, options: Options, model, rank) -> "Shape | None":
+        """One training step's rows and edges per layer, steps per epoch, the sampler's edges and the
+        rows read from host memory (`benchmarks.traffic.Shape`), where a step is not one pass over the
+        rank's whole part: the mini-batch, subgraph, local-round and one-device families. None (the
+        default): every layer runs on the part's rows and edges once an epoch."""
         return None
 
     @classmethod

@@ -69,9 +69,11 @@ class SAGELayer(nn.Module):
     def exchange_needs_grad(self, first: bool) -> bool:
         return self.project_first or not first
 
-    def work(self, rows: int, edges: int) -> dict:
+    def work(self, rows: int, edges: int, targets: float | None = None) -> dict:
+        """`targets`: the rows written, where fewer than those read (a sampled block): lin_r runs on them."""
         d_out, d_in = self.lin_l.weight.shape
-        return _work(edges, self.exchange_width, rows, 2 * 2 * rows * d_in * d_out)  # lin_l and lin_r
+        targets = rows if targets is None else targets
+        return _work(edges, self.exchange_width, rows, 2 * (rows + targets) * d_in * d_out)  # lin_l and lin_r
 
     def forward(self, h, agg, layer: int):
         if self.project_first:

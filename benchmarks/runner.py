@@ -126,7 +126,7 @@ def prepare(cfg: RunConfig, world: int, log=print):
     t1 = time.perf_counter()
     folder = prepare_parts(graph, cfg.partitioner, world, cfg.seed, Path(cfg.cache_dir), log=log)
     manifest = load_manifest(folder)
-    info = {"graph": manifest["graph"], "partition": manifest["stats"],
+    info = {"graph": graph.summary(), "partition": manifest["stats"],
             "setup": {"load_time_s": load_s, "partition_time_s": manifest["partition_time_s"],
                       "partition_cache": str(folder), "prepare_parts_s": time.perf_counter() - t1,
                       "setup_time_s": time.perf_counter() - t0}}

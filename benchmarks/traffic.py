@@ -1,17 +1,79 @@
-"""What a method moves per training epoch, as its plugin states it for the cost model
-(`analysis.costmodel`, docs/projection.md): the `Rank` a plugin's `Method.traffic` hook is given, the
-`Transfer`s it returns, and the small counts it states them from (a model's layer widths, its
-parameters, the halo rows of an exchanged layer).
+"""What a method moves and computes per training epoch, as its plugin states it for the cost model
+(`analysis.costmodel`, docs/projection.md): the `Rank` a plugin's hooks are given (with the graph's
+`Degrees`), the `Transfer`s its `traffic` hook returns, the `Shape` of one step its `shape` hook
+returns where a step is not the whole part (the mini-batch, subgraph, local-round and one-device
+families), and the small counts they are stated from: a model's layer widths, its parameters, the
+halo rows of an exchanged layer, and the expected size of a sampled batch from the degree histogram
+(`sampled_hops`, `walk_batch`, `cluster_batch`, `cache_hit_rate`).
 
 Runtime-side and torch-free: it imports nothing from `analysis/` or `methods/`, and reads a built
 model (`benchmarks.models.GNN`) only through its `layers`, `exchanges()` and `parameters()`.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterator
 
 FLOAT = 4  # bytes per fp32 element: the projection covers fp32 runs (`analysis.projection.skip_reason`)
+INDEX = 8  # bytes per int64 id
+
+
+@dataclass(frozen=True)
+class Degrees:
+    """What the sampled families' shapes are drawn from: the graph's in-degree histogram (`histogram`:
+    (degree, nodes) pairs, self-loop included: `benchmarks.graph.degree_histogram`) and its METIS
+    edge-cut shares by part count (`cuts`: (parts, share of edges cut) pairs, from the partition
+    statistics)."""
+    histogram: tuple[tuple[float, float], ...]
+    cuts: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def nodes(self) -> float:
+        return sum(n for _, n in self.histogram)
+
+    @property
+    def edges(self) -> float:
+        return sum(d * n for d, n in self.histogram)
+
+    def cut(self, parts: float) -> float:
+        """The share of edges a METIS cut into `parts` parts cuts: 0 for one part, the measured shares
+        interpolated on log2(parts), held beyond the largest part count measured."""
+        table = sorted((1, 0.0) if p == 1 else (p, c) for p, c in ((1, 0.0), *self.cuts))
+        if parts <= 1 or len(table) == 1:
+            return 0.0
+        for (p0, c0), (p1, c1) in zip(table, table[1:]):
+            if parts <= p1:
+                return c0 + (c1 - c0) * math.log2(parts / p0) / math.log2(p1 / p0)
+        return table[-1][1]
+
+    def part(self, parts: int) -> "Degrees":
+        """One part's own subgraph of a METIS cut into `parts` (edges to other parts dropped): 1/parts of
+        the nodes, each degree less the cut share (the self-loop kept)."""
+        keep = 1 - self.cut(parts)
+        return Degrees(tuple((1 + (d - 1) * keep, n / parts) for d, n in self.histogram),
+                       tuple((p / parts, c) for p, c in self.cuts if p > parts))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One rank's training step where it is not one pass over the whole part (full-graph methods
+    state none: their step is the part, every layer on its rows and edges). Per model layer, layer 0
+    first: the rows it reads (`rows`: its sources, which its dense transform runs on), the edges it
+    aggregates over and the rows it writes (`out`). `steps` such steps per epoch; per step,
+    `sampled_edges` drawn by the sampler and `host_rows` input rows copied from host memory to the
+    device (where the graph and features stay in host memory: `on_host`, as DistDGL and GAS keep
+    them); `gathered`: the step gathers its input rows into a new tensor (a batch's inputs).
+    `host_bytes`: what else the rank keeps in host memory (a feature cache, GAS's histories)."""
+    steps: float
+    rows: tuple[float, ...]
+    edges: tuple[float, ...]
+    out: tuple[float, ...]
+    sampled_edges: float = 0.0
+    host_rows: float = 0.0
+    on_host: bool = True
+    gathered: bool = True
+    host_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -25,6 +87,8 @@ class Rank:
     halo: int
     peers: int
     workers: int = 0
+    train: float = 0  # its training nodes (the mini-batch families' steps)
+    graph: Degrees | None = None  # the whole graph's degrees and cuts (the sampled families' shapes)
 
 
 @dataclass(frozen=True)
@@ -39,11 +103,20 @@ class Transfer:
     messages: float
     hidden: bool = False  # the method overlaps it with compute (PipeGCN, DIGEST's posted syncs, SAR's prefetch)
     collective: bool = False  # an all-reduce of `bytes` (ring), not point-to-point rows
+    host: bool = False  # between host memory and the rank's device (GAS's histories), not between ranks
 
 
 def world(rank: Rank) -> int:
     """The ranks of the run: `rank.workers`, or the rank and its peers where that is not stated."""
     return rank.workers or rank.peers + 1
+
+
+def degrees_of(rank: Rank) -> Degrees:
+    """The graph's degrees the rank was given, or, where none were (a hand-made rank), a graph of its
+    ranks' nodes all at the rank's average degree."""
+    if rank.graph is not None:
+        return rank.graph
+    return Degrees(((rank.edges / max(rank.nodes, 1), rank.nodes * world(rank)),))
 
 
 def parameters(model) -> int:
@@ -122,3 +195,88 @@ def stale_tables(model, rank: Rank, copies: int = 1) -> float:
     """Bytes of tables that keep last epoch's halo rows of every layer >= 1 at the layer's input
     width (`copies`: 2 where the gradients are kept too)."""
     return sum(rank.halo * FLOAT * in_width(model, layer) * copies for layer in range(1, len(model.layers)))
+
+
+# ---------------------------------------------------------------- expected batch shapes
+# Mean-field expectations over the degree histogram: a node is drawn as a neighbour with probability
+# proportional to its degree (the suite's graphs are symmetric), independently per draw. A graph whose
+# neighbourhoods overlap more than chance (homophily, METIS locality) has fewer unique rows than these
+# say; docs/projection.md gives the measured error.
+
+def _bins(degrees: Degrees) -> list[tuple[float, float]]:
+    return [(float(d), float(n)) for d, n in degrees.histogram if n > 0]
+
+
+def sampled_hops(degrees: Degrees, seeds: float, fanouts: list[int]) -> list[tuple[float, float]]:
+    """Expected (frontier rows, sampled edges) after each hop of neighbour sampling from `seeds`
+    uniform seeds, seeds' hop first: hop h draws min(fanout, degree) in-neighbours (every one for -1)
+    of every row of the frontier before it (seeds included), and the frontier keeps its rows."""
+    bins, edges = _bins(degrees), degrees.edges
+    nodes = sum(n for _, n in bins)
+    q = [min(1.0, seeds / nodes)] * len(bins)  # each bin's chance that a node is in the frontier
+    out = []
+    for f in fanouts:
+        draws = sum(n * qb * (d if f < 0 else min(f, d)) for (d, n), qb in zip(bins, q))
+        q = [1 - (1 - qb) * math.exp(-draws * d / edges) for (d, _), qb in zip(bins, q)]
+        out.append((sum(n * qb for (_, n), qb in zip(bins, q)), draws))
+    return out
+
+
+def sampled_shape(degrees: Degrees, seeds: float, fanouts: list[int], layers: int,
+                  steps: float) -> tuple[Shape, list[float]]:
+    """`steps` steps of neighbour sampling from `seeds` seeds each: the model's last layer runs on hop
+    1's block, its first on the last hop's. And the rows each hop adds (seeds first), which
+    `remote_rows` reads."""
+    fanouts = (list(fanouts) * layers)[:layers] if len(fanouts) == 1 else list(fanouts)
+    hops = sampled_hops(degrees, seeds, fanouts)
+    frontier = [seeds] + [rows for rows, _ in hops]
+    rows = tuple(frontier[layers - layer] for layer in range(layers))
+    out = tuple(frontier[layers - layer - 1] for layer in range(layers))
+    edges = tuple(hops[layers - layer - 1][1] for layer in range(layers))
+    added = [seeds] + [b - a for a, b in zip(frontier, frontier[1:])]
+    return Shape(steps, rows, edges, out, sampled_edges=sum(edges), host_rows=frontier[-1]), added
+
+
+def remote_rows(added: list[float], cut: float) -> float:
+    """Of a sampled batch's input rows (`added`: the rows each hop adds, seeds first), those another
+    rank owns: the seeds are the rank's own, a row first reached at hop h lies off the part with the
+    chance of an h-step walk leaving it, 1 - (1 - cut)^h."""
+    return sum(a * (1 - (1 - cut) ** h) for h, a in enumerate(added))
+
+
+def cache_hit_rate(degrees: Degrees, cached_share: float, remote_share: float) -> float:
+    """Share of remote sampled rows a cache of the highest-degree remote nodes holds (PaGraph's
+    policy), `cached_share` of the graph's nodes among `remote_share` of them remote: a row is drawn
+    with chance proportional to its degree, so the cache holds the top-degree share of the draws."""
+    if cached_share <= 0 or remote_share <= 0:
+        return 0.0
+    left, held, total = min(1.0, cached_share / remote_share), 0.0, 0.0
+    for d, n in sorted(_bins(degrees), reverse=True):
+        share = n / degrees.nodes
+        take = min(share, left)
+        held, left, total = held + take * d, left - take, total + share * d
+    return held / total if total else 0.0
+
+
+def walk_batch(degrees: Degrees, roots: float, length: int, pool: float) -> tuple[float, float]:
+    """GraphSAINT's random-walk subgraph: expected (nodes, induced edges) of `roots` roots drawn with
+    replacement from `pool` training nodes, each walking `length` steps (a step's node drawn by
+    degree). Its edges: a self-loop per node, each walked edge both ways, and the pairs of sampled
+    nodes the graph joins otherwise (mean-field)."""
+    bins, edges = _bins(degrees), degrees.edges
+    nodes = sum(n for _, n in bins)
+    distinct = pool * (1 - math.exp(-roots / pool)) if pool else roots
+    q = [1 - math.exp(-distinct / nodes - roots * length * d / edges) for d, _ in bins]
+    sampled = sum(n * qb for (_, n), qb in zip(bins, q))
+    neighbour = sum(n * d * qb for (d, n), qb in zip(bins, q)) / edges  # chance a random edge end is in
+    induced = sum(n * qb * (d - 1) for (d, n), qb in zip(bins, q)) * neighbour
+    return sampled, sampled + max(2 * roots * length, induced)
+
+
+def cluster_batch(part_nodes: float, part_edges: float, cut: float, clusters: int, chosen: int) -> tuple[float, float]:
+    """A batch of `chosen` of `clusters` METIS clusters of a part (`part_nodes`, `part_edges` its own
+    in-edges, `cut`: the share of them a cut into `clusters` cuts): expected (nodes, edges): each
+    cluster's own edges, and a cut edge kept when its other cluster is among the chosen."""
+    share = min(chosen, clusters) / clusters
+    others = (chosen - 1) / (clusters - 1) if clusters > 1 else 1.0
+    return part_nodes * share, part_edges * share * ((1 - cut) + cut * others)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from benchmarks import traffic as cost
 from benchmarks.aggregation import LocalAdjacency
 from benchmarks.errors import UserError
 from benchmarks.options import option
@@ -105,3 +106,19 @@ class Method(SubgraphMethod):
         # the sum over ranks an unbiased estimate of the global mean loss (exactly it when q = num_parts).
         weight = self.num_parts / (chosen.numel() * part.num_train_global)
         return Subgraph(nodes, adj, rows, weight)
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    @classmethod
+    def shape(cls, options, model, rank):
+        """`clusters_per_batch` of `num_parts` clusters of the rank's own part (`traffic.cluster_batch`);
+        a cluster cut inside the part cuts what a METIS cut of the graph into P x num_parts parts cuts
+        beyond the cut into P. Building the batch's subgraph is priced as sampling its edges."""
+        degrees, world = cost.degrees_of(rank), cost.world(rank)
+        outer = degrees.cut(world) if world > 1 else 0.0
+        inner = (degrees.cut(world * options.num_parts) - outer) / (1 - outer)
+        own = rank.edges * (1 - outer)
+        nodes, edges = cost.cluster_batch(rank.nodes, own, max(0.0, inner), options.num_parts,
+                                          options.clusters_per_batch)
+        layers = len(model.layers)
+        return cost.Shape(math.ceil(options.num_parts / options.clusters_per_batch), (nodes,) * layers,
+                          (edges,) * layers, (nodes,) * layers, sampled_edges=edges, host_rows=nodes)

@@ -54,6 +54,7 @@ from typing import Literal
 
 import torch
 
+from benchmarks import traffic as cost
 from benchmarks.aggregation import Aggregator, LocalAdjacency
 from benchmarks.comm import Comm
 from benchmarks.errors import UserError
@@ -199,6 +200,49 @@ class Method(SubgraphMethod):
         """Every layer's input width (layer 0: the features)."""
         cfg, part = self.ctx.cfg, self.ctx.part
         return [part.x.shape[1]] + [cfg.hidden] * (cfg.layers - 1)
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    @classmethod
+    def batch(cls, options, rank) -> tuple[float, float, float, float]:
+        """(steps, in-batch nodes B, out-of-batch neighbours O, the batch's in-edges) of one step on the
+        whole graph: `batch_size` of `num_parts` METIS clusters; O: the distinct other ends of the
+        batch's cut edges (a cut into num_parts), drawn by degree among the nodes outside."""
+        degrees = cost.degrees_of(rank)
+        parts = options.num_parts
+        chosen = parts if options.batch_size == -1 else options.batch_size
+        n, e = degrees.nodes, degrees.edges
+        share = chosen / parts
+        leaving = e * share * degrees.cut(parts) * ((parts - chosen) / (parts - 1) if parts > 1 else 0.0)
+        outside = sum(c * (1 - share) * (1 - math.exp(-leaving * d / e)) for d, c in degrees.histogram)
+        return math.ceil(parts / chosen), n * share, outside, e * share
+
+    @classmethod
+    def shape(cls, options, model, rank):
+        """Every layer reads B + O rows (layer 0 the features, later layers O from the histories),
+        aggregates the batch's in-edges and writes B; the graph, features and histories (a table per
+        layer >= 1) stay in host memory, the batch's inputs are copied to the device."""
+        steps, inside, outside, edges = cls.batch(options, rank)
+        layers = len(model.layers)
+        tables = cost.degrees_of(rank).nodes * sum(cost.in_width(model, layer) for layer in range(1, layers))
+        return cost.Shape(steps, (inside + outside,) * layers, (edges,) * layers, (inside,) * layers,
+                          host_rows=inside + outside, host_bytes=tables * cost.FLOAT)
+
+    @classmethod
+    def traffic(cls, options, model, rank):
+        """Host <-> device, per epoch: every step pulls O rows of each table and pushes B rows
+        (`history_pull`, `history_push`); `fill_history=epoch` refreshes every table once (pushes of
+        every node, pulls of every batch's B + O but the last layer's: `history_fill`)."""
+        steps, inside, outside, _ = cls.batch(options, rank)
+        layers, nodes = len(model.layers), cost.degrees_of(rank).nodes
+        out = []
+        for layer in range(1, layers):
+            row = cost.in_width(model, layer) * cost.FLOAT
+            out += [cost.Transfer("history_pull", layer, steps * outside * row, steps, 0, host=True),
+                    cost.Transfer("history_push", layer, steps * inside * row, steps, 0, host=True)]
+            if options.fill_history == "epoch":
+                pulled = steps * (inside + outside) if layer < layers - 1 else 0.0
+                out.append(cost.Transfer("history_fill", layer, (nodes + pulled) * row, 2 * steps, 0, host=True))
+        return out
 
     # ------------------------------------------------------------------ batches
     def steps_per_epoch(self) -> int:

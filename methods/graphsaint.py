@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from benchmarks import traffic as cost
 from benchmarks.aggregation import LocalAdjacency
 from benchmarks.families.minibatch import Subgraph, SubgraphMethod
 from benchmarks.options import option
@@ -108,6 +109,18 @@ class Method(SubgraphMethod):
         # The same on every rank: enough subgraphs for the largest rank to draw each training node
         # once as a root in expectation.
         return max(1, math.ceil(max(self.train_counts) / self.roots))
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    @classmethod
+    def shape(cls, options, model, rank):
+        """A random-walk subgraph of the rank's own part (`traffic.walk_batch` over the part's degrees:
+        the cut edges dropped); its induced edges are what the sampler builds."""
+        degrees, world = cost.degrees_of(rank), cost.world(rank)
+        own = degrees.part(world) if world > 1 else degrees
+        nodes, edges = cost.walk_batch(own, options.roots, options.walk_length, rank.train)
+        layers = len(model.layers)
+        return cost.Shape(cls.steps(options, rank, options.roots), (nodes,) * layers, (edges,) * layers,
+                          (nodes,) * layers, sampled_edges=edges, host_rows=nodes)
 
     def subgraph_batch(self, nodes: torch.Tensor, sub) -> Subgraph:
         part = self.ctx.part

@@ -15,6 +15,7 @@ from typing import Literal
 
 import torch
 
+from benchmarks import traffic as cost
 from benchmarks.families.minibatch import BlockAggregator, check_fanouts, per_layer
 from benchmarks.families.partition_parallel import PartitionParallelMethod
 from benchmarks.families.replicas import LocalStepOptions, PeriodicAveragingOptions
@@ -95,6 +96,29 @@ class LocalRounds(PartitionParallelMethod):
             self.train_nodes = part.train_mask.nonzero().squeeze(1)
             self.batch_size = options.batch_size
             self.fanouts = per_layer(options.fanouts, ctx.cfg.layers)
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    @classmethod
+    def shape(cls, options, model, rank):
+        """A round of `local_steps` steps (its growth, `local_steps_rho`, not modelled): sampled
+        batches from the part's own subgraph (`traffic.sampled_shape` over the part's degrees), or
+        full-partition steps on its own edges."""
+        degrees, world = cost.degrees_of(rank), cost.world(rank)
+        own = degrees.part(world) if world > 1 else degrees
+        layers = len(model.layers)
+        if options.local == "full":
+            edges = rank.edges * (1 - degrees.cut(world)) if world > 1 else rank.edges
+            return cost.Shape(options.local_steps, (rank.nodes,) * layers, (edges,) * layers, (rank.nodes,) * layers,
+                              on_host=False, gathered=False)
+        seeds = min(rank.train, options.batch_size) if rank.train else options.batch_size
+        shape, _ = cost.sampled_shape(own, seeds, options.fanouts, layers, options.local_steps)
+        return shape
+
+    @classmethod
+    def traffic(cls, options, model, rank):
+        """The parameter average every `avg_every` rounds (model state, an all-reduce)."""
+        state = cost.parameters(model) * cost.FLOAT
+        return [cost.Transfer("param_avg", None, state / options.avg_every, 1 / options.avg_every, 0, collective=True)]
 
     def round_length(self, epoch: int) -> int:
         return self.round_steps[min(epoch, len(self.round_steps) - 1)]

@@ -25,6 +25,8 @@ draws every step of an epoch shares: a node's sampled neighbours).
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -39,6 +41,7 @@ from benchmarks.method import RankContext, loss_share
 from benchmarks.options import option
 from benchmarks.probes import Timer
 from benchmarks.sampling import SAMPLER
+from benchmarks import traffic as cost
 
 PHASES = ("sampling", "feature_fetch", "compute", "communication")
 
@@ -187,9 +190,38 @@ class MiniBatchMethod(ReplicaAveraging):
     def all_reduce_gradients(self, category: str) -> None:
         self.timed("communication", super().all_reduce_gradients, category)
 
+    # ------------------------------------------------------------------ the cost model's hooks
+    @classmethod
+    def steps(cls, options, rank, per_step: int) -> float:
+        """Steps per epoch: a round's `local_steps`, or one pass over the rank's training nodes
+        `per_step` at a time (the largest rank's pass sets every rank's count)."""
+        return options.local_steps or max(1, math.ceil(rank.train / per_step))
+
+    @classmethod
+    def traffic(cls, options, model, rank) -> list:
+        """The gradient all-reduce of every step (or the parameter average every `avg_every` steps),
+        with the subclass's own per-step traffic (`step_traffic`) times the steps."""
+        shape = cls.shape(options, model, rank)
+        out = [scaled(t, shape.steps) for t in cls.step_traffic(options, model, rank)]
+        if options.avg_every is None:
+            return out + [scaled(cost.grad_allreduce(model), shape.steps)]
+        average = cost.Transfer("param_avg", None, cost.parameters(model) * cost.FLOAT, 1, 0, collective=True)
+        rounds = 1 if options.local_steps else shape.steps  # avg_every counts rounds, or steps
+        return out + [scaled(average, rounds / options.avg_every)]
+
+    @classmethod
+    def step_traffic(cls, options, model, rank) -> list:
+        """What one step moves besides the gradients: nothing by default (a subgraph of the own part)."""
+        return []
+
     def probes(self) -> dict:
         return {"phase_time_s": dict(self.phase_time), "steps": self.steps_done, "sampled_edges": self.sampled_edges,
                 "sampler": SAMPLER}
+
+
+def scaled(t, times: float):
+    """A transfer repeated `times` times an epoch."""
+    return dataclasses.replace(t, bytes=t.bytes * times, calls=t.calls * times, messages=t.messages * times)
 
 
 def check_fanouts(name: str, fanouts: list[int], run) -> None:

@@ -161,6 +161,28 @@ def attention_rate(adj: LocalAdjacency, channels: int, sizes: Sizes, heads: int 
     return adj.nnz * heads / median_seconds(step, sizes)
 
 
+SAMPLER_BATCH, SAMPLER_FANOUTS = 512, (15, 10, 5)
+
+
+def sampler_rate(sizes: Sizes, batches: int = 8) -> float:
+    """The suite's neighbour sampler (`sampling.sample_blocks`: draws, relabelling, blocks) over a
+    replicated store of the calibration graph: sampled edges per second, for batches of
+    SAMPLER_BATCH seeds with fan-outs SAMPLER_FANOUTS, median of the batches' rates after a warm-up."""
+    from benchmarks.sampling import NodeDraws, sample_blocks
+    from benchmarks.stores import ReplicatedStore
+    g = graph_of(sizes.graph_nodes, sizes.graph_degree)
+    store = ReplicatedStore(g.indptr, g.indices, g.x)
+    gen = torch.Generator().manual_seed(0)
+    rates = []
+    for i in range(batches + 1):
+        seeds = torch.randperm(g.num_nodes, generator=gen)[:SAMPLER_BATCH]
+        t0 = time.perf_counter()
+        _, _, edges = sample_blocks(store, seeds, list(SAMPLER_FANOUTS), NodeDraws(i), "native")
+        if i:  # the first is the warm-up
+            rates.append(edges / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
 def compute_rates(threads: int, adj: LocalAdjacency, sizes: Sizes, warm_up: bool = True) -> dict:
     """Dense fp32, aggregation and streaming rates with `threads` threads (every core, then one)."""
     torch.set_num_threads(threads)
@@ -169,7 +191,8 @@ def compute_rates(threads: int, adj: LocalAdjacency, sizes: Sizes, warm_up: bool
     return {"dense_flops_fp32": statistics.fmean(gemm_flops(r, 256, torch.float32, sizes) for r in sizes.gemm_rows),
             "gather": {w: gather_bandwidth(adj, w, sizes, warm_up and i == 0) for i, w in enumerate(sizes.widths)},
             "memory_bandwidth": stream_bandwidth(sizes), "dropout_rate": dropout_rate(sizes),
-            "attention": {c: attention_rate(adj, c, sizes) for c in ATTENTION_CHANNELS}}
+            "attention": {c: attention_rate(adj, c, sizes) for c in ATTENTION_CHANNELS},
+            "sampler_rate": sampler_rate(sizes)}
 
 
 # --------------------------------------------------------------------------- communication
@@ -344,6 +367,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
         "dropout_rate": node["dropout_rate"],
         "attention_rate": node["attention"],
         "gather_bandwidth": gather,
+        "sampler_rate": node["sampler_rate"],
         "dense_flops": {"fp32": node["dense_flops_fp32"], **half},
         "dense_width_efficiency": {64: narrow / node["dense_flops_fp32"], 256: 1.0},
         "intra_node": link,
@@ -374,6 +398,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
                           f"({comm['all_reduce'][big] * 1e3:.1f} ms at {size_text(big)} against "
                           f"{ring * 1e3:.1f} ms for the ring model 2 latency + bytes / bandwidth)",
             "inter_node": "this machine is one node: intra_node's values",
+            "sampler_rate": SAMPLER_TEXT.format(graph=graph, threads=n),
             "dense_width_efficiency": "the 64-wide product's rate (dense_flops.fp32's source) over the 256-wide one's",
             "ranks_per_node": "every rank of a run on this machine is on this node",
             "cores": "benchmarks.probes.cores() (the cores this process may run on)",
@@ -384,8 +409,27 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
         "single_thread": {"dense_flops_fp32": one["dense_flops_fp32"],
                           "gather_bandwidth": statistics.fmean(one["gather"].values()),
                           "memory_bandwidth": one["memory_bandwidth"], "dropout_rate": one["dropout_rate"],
-                          "attention_rate": one["attention"]},
+                          "attention_rate": one["attention"], "sampler_rate": one["sampler_rate"]},
     }
+
+
+SAMPLER_TEXT = ("benchmarks.sampling.sample_blocks over a replicated store of {graph}, batches of "
+                f"{SAMPLER_BATCH} random seeds, fan-outs {list(SAMPLER_FANOUTS)}: sampled edges per second, "
+                "median of 8 batches after a warm-up, {threads} threads")
+
+
+def update_sampler(path: Path, sizes: Sizes) -> dict:
+    """`--sampler`: the sampler's rates alone (every core, then one thread), written into the profile
+    at `path` beside what it holds."""
+    values = yaml.safe_load(path.read_text())
+    n = cores()
+    graph = f"the suite's synthetic graph ({sizes.graph_nodes} nodes, average degree {sizes.graph_degree})"
+    torch.set_num_threads(1)
+    values.setdefault("single_thread", {})["sampler_rate"] = sampler_rate(sizes)
+    torch.set_num_threads(n)
+    values["sampler_rate"] = sampler_rate(sizes)
+    values["sources"]["sampler_rate"] = SAMPLER_TEXT.format(graph=graph, threads=n) + " (--sampler)"
+    return values
 
 
 class _Dumper(yaml.SafeDumper):
@@ -439,6 +483,8 @@ def main(argv=None) -> None:
     p.add_argument("--name", default="this-machine", help="the profile's name (its file's stem)")
     p.add_argument("--quick", action="store_true", help="tiny sizes, few runs: checks that it works (< 15 s)")
     p.add_argument("--out", default=str(hardware.FOLDER), help="folder to write <name>.yaml into")
+    p.add_argument("--sampler", action="store_true",
+                   help="measure the neighbour sampler's rate alone and write it into the existing <name>.yaml")
     args = p.parse_args(argv)
     if not args.name or Path(args.name).name != args.name or args.name.startswith("."):
         print(f"error: --name {args.name!r} must be a plain file name", file=sys.stderr)
@@ -449,6 +495,13 @@ def main(argv=None) -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     start = time.perf_counter()
+    if args.sampler:
+        path = Path(args.out) / f"{args.name}.yaml"
+        values = update_sampler(path, QUICK if args.quick else NORMAL)
+        write_profile(values, Path(args.out))
+        print(f"sampler: {values['sampler_rate'] / 1e6:.2f} M edges/s ({values['single_thread']['sampler_rate'] / 1e6:.2f}"
+              f" one thread); wrote {path}")
+        return
     try:
         with stop_on_signals():  # the ranks of the exchange are ended and its folder removed on the way out
             values = measure(args.name, QUICK if args.quick else NORMAL)

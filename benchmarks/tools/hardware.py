@@ -71,10 +71,12 @@ class SingleThread(Options):
     memory_bandwidth: float = option(MISSING, "bytes/s of one thread", gt=0)
     dropout_rate: Optional[float] = option(None, "elements/s through dropout's forward, one thread", gt=0)
     attention_rate: Optional[dict] = option(None, "GAT edge-heads/s by channels per head, one thread")
+    sampler_rate: Optional[float] = option(None, "sampled edges/s of the neighbour sampler, one thread", gt=0)
 
 
 #: The nested sections and their declarations.
-SECTIONS = {"dense_flops": DenseFlops, "intra_node": Link, "inter_node": Link, "single_thread": SingleThread}
+SECTIONS = {"dense_flops": DenseFlops, "intra_node": Link, "inter_node": Link, "single_thread": SingleThread,
+            "host_link": Link}
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,13 @@ class HardwareProfile:
     # optional: GAT's aggregation (logits, edge softmax, weighted sum) forward and backward, in
     # edge-heads/s by channels per head ({16: 2e7, 64: 1e7}); absent: priced as gathers and passes
     attention_rate: Optional[dict] = option(None, "GAT edge-heads/s forward and backward, by channels per head")
+    # the sampled families (neighbour sampling, local rounds, LLCG's server): the neighbour sampler's
+    # rate per rank, on the host cores that serve a rank
+    sampler_rate: Optional[float] = option(None, "sampled edges/s per rank (the suite's sampler, calibrated)", gt=0)
+    # where a GPU's sampled batches, caches and GAS's histories live: host memory per node and the
+    # link between it and one device; absent on a CPU node (its memory is the host's)
+    host_memory_bytes: Optional[float] = option(None, "host memory per node, bytes", gt=0)
+    host_link: Optional[dict] = option(None, "bandwidth and latency between host memory and one device")
 
     def check(self, cfg: dict) -> None:
         """The nested sections, then what holds across fields."""
