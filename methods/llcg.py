@@ -91,7 +91,7 @@ class Method(LocalRounds):
         out = super().traffic(options, model, rank)
         if options.correction_steps and cost.world(rank) > 1:
             state = cost.parameters(model) * cost.FLOAT
-            out.append(cost.Transfer("correction", None, state / cost.world(rank), 1 / options.avg_every, 1))
+            out.append(cost.Transfer("correction", None, state / cost.world(rank), 1 / options.avg_every, 0))
         return out
 
     def __init__(self, ctx):
