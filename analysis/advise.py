@@ -110,22 +110,20 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
     from benchmarks.registry import method_names
     rows, left_out = [], []
     for name in method_names():
-        what = about(name)
+        what, accuracy = about(name), [f for f in findings if f["method"] == name]
         why = costmodel.why_not_modelled(name)
         if why:
-            left_out.append({"method": name, "about": what, "why": why,
-                             "accuracy": [f for f in findings if f["method"] == name]})
+            left_out.append({"method": name, "about": what, "why": why, "accuracy": accuracy})
             continue
+        # a one-process method (single, gas) runs on one device whatever P: its P=1 row in every table
         one_device = method_class(name).single_process
         for variant, options in variants(name, method_defaults(name)):
-            # a one-process method (single, gas) runs on one device whatever P: its P=1 row in every table
             projected, skipped = projection.project_setting(
                 {"method": name, "variant": variant, "model": spec["name"]}, options, model, stats,
                 [1] if one_device else workers, profile)
-            for p in workers if one_device else [None]:
-                rows += [{**r, "workers": p or r["workers"], "devices": r["workers"], "about": what,
-                          "accuracy": [f for f in findings if f["method"] == name]} for r in projected]
-        left_out += [{"method": name, "about": what, "why": reason, "accuracy": []} for _, reason in skipped]
+            rows += [{**r, "workers": p, "devices": r["workers"], "about": what, "accuracy": accuracy}
+                     for r in projected for p in (workers if one_device else [r["workers"]])]
+            left_out += [{"method": name, "about": what, "why": reason, "accuracy": []} for _, reason in skipped]
     g = stats["graph"]
     return {"graph": g["name"], "partition": stats.get("proxy") or f"{stats.get('source', 'measured')} partition "
             "statistics", "hardware": profile.name, "device": getattr(profile, "description", ""),

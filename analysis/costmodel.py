@@ -221,7 +221,9 @@ def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Pro
     copied from host memory."""
     cls = plugin(method)
     options = typed_options(cls, options)
-    shape, precomputed, halo = step_shape(cls, options, model, rank, workers)
+    stepped = step_shape(cls, options, model, rank, workers)
+    shape, precomputed, batch = stepped
+    halo = 0.0 if batch else rank.halo  # the halo rows a layer concatenates to its own (none in a batch)
     exchanges = model.exchanges()
 
     dense = aggregate = elementwise = dropped = attention = 0.0
@@ -289,7 +291,7 @@ def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Pro
     time_terms["hidden_exchange"] = hidden
     time_terms["overlap"] = -min(hidden, compute)
 
-    return Projection(time_terms, memory_terms(cls, options, model, rank, workers), moved)
+    return Projection(time_terms, _memory(cls, options, model, rank, workers, stepped)[0], moved)
 
 
 def host_link(profile, nbytes: float, calls: float) -> float:
@@ -299,14 +301,14 @@ def host_link(profile, nbytes: float, calls: float) -> float:
     return calls * link["latency"] + nbytes / link["bandwidth"]
 
 
-def step_shape(cls, options, model, rank: Rank, workers: int) -> tuple[Shape, bool, float]:
+def step_shape(cls, options, model, rank: Rank, workers: int) -> tuple[Shape, bool, bool]:
     """One step of the rank's epoch: its plugin's `shape`, or the whole part once an epoch, after
     layer 0's treatment (`layer0_mode`): the halo's inputs transformed here too where they are
     fetched once, no aggregation where A x is precomputed (GAT's `precomputed` is `cached`). With
-    whether it is, and the halo rows a layer concatenates to its own (the part's; none in a batch)."""
+    whether it is, and whether the plugin stated the step (a batch)."""
     shape = cls.shape(options, model, rank)
     if shape is not None:
-        return shape, False, 0.0
+        return shape, False, True
     layers = len(model.layers)
     rows = [rank.nodes] * layers
     mode = cls.layer0_mode(options)
@@ -314,7 +316,7 @@ def step_shape(cls, options, model, rank: Rank, workers: int) -> tuple[Shape, bo
     if mode != "exchanged" and not precomputed and workers > 1:
         rows[0] = rank.nodes + rank.halo
     return (Shape(1, tuple(rows), (rank.edges,) * layers, (rank.nodes,) * layers, on_host=False, gathered=False),
-            precomputed, rank.halo)
+            precomputed, False)
 
 
 def memory_terms(method, options, model, rank: Rank, workers: int) -> dict:
@@ -326,12 +328,13 @@ def memory_terms(method, options, model, rank: Rank, workers: int) -> dict:
     return _memory(method, options, model, rank, workers)[0]
 
 
-def _memory(method, options, model, rank: Rank, workers: int) -> tuple[dict, list[float], list[float]]:
-    """`memory_terms`, with what autograd keeps of each layer and the rows each layer holds."""
+def _memory(method, options, model, rank: Rank, workers: int, stepped: tuple | None = None
+            ) -> tuple[dict, list[float], list[float]]:
+    """`memory_terms`, with what autograd keeps of each layer and the rows each layer holds
+    (`stepped`: the rank's `step_shape`, where the caller has it)."""
     cls = plugin(method)
     options = typed_options(cls, options)
-    shape, _, _ = step_shape(cls, options, model, rank, workers)
-    batch = cls.shape(options, model, rank) is not None
+    shape, _, batch = stepped or step_shape(cls, options, model, rank, workers)
     rows = list(shape.rows)
     exchanges = model.exchanges()
     layers = len(exchanges)

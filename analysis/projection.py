@@ -13,6 +13,7 @@ Writes `projection.json` (one row per method, model, workers and hardware, with 
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -70,7 +71,7 @@ def outside_model(method: str, cfg: dict) -> str | None:
 
 def ranks_of(partition: dict, workers: int, peers: list[int] | None = None, graph: Degrees | None = None) -> list[Rank]:
     """Per-rank shapes from a record's `partition` section (with `peers`, its ranks' counted peers)
-    or a partition-statistics entry, with the graph's `Degrees` (`degrees_of`); where neither gives
+    or a partition-statistics entry, with the graph's `Degrees` (`graph_degrees`); where neither gives
     peers, every rank is taken to receive from every other. An extrapolated entry has no per-rank
     lists, only its `summary`: its largest rank stands for all."""
     if "nodes_per_rank" not in partition:
@@ -89,7 +90,7 @@ def ranks_of(partition: dict, workers: int, peers: list[int] | None = None, grap
 CUT_PARTS = tuple(2 ** i for i in range(1, 14))
 
 
-def degrees_of(graph: dict, stats: dict | None = None, partition: dict | None = None, workers: int = 1) -> Degrees | None:
+def graph_degrees(graph: dict, stats: dict | None = None, partition: dict | None = None, workers: int = 1) -> Degrees | None:
     """The graph's `Degrees`: its degree histogram (a record's or a statistics file's `graph`) and its
     METIS cut shares, from a statistics file (`stats`: every P it holds, and the power law of
     `benchmarks.tools.partition_stats` fitted beyond them) and a record's own `partition` at `workers`.
@@ -124,12 +125,20 @@ def matching_stats(graph: dict, stats_dir=None) -> dict | None:
     """The measured partition statistics of the same graph (name, nodes and edges), if any: the cut
     shares at other part counts than a record's own."""
     from benchmarks.tools.partition_stats import STATS_DIR
-    for path in sorted(Path(stats_dir or STATS_DIR).glob("*.json")):
+    key = (graph.get("name"), graph.get("nodes"), graph.get("edges"))
+    return _stats_by_graph(str(stats_dir or STATS_DIR)).get(key)
+
+
+@functools.cache
+def _stats_by_graph(folder: str) -> dict:
+    """The statistics files of `folder` by (name, nodes, edges), read once a process (a folder of
+    records asks for each record)."""
+    out = {}
+    for path in sorted(Path(folder).glob("*.json")):
         stats = json.loads(path.read_text())
         g = stats.get("graph", {})
-        if (g.get("name"), g.get("nodes"), g.get("edges")) == (graph.get("name"), graph.get("nodes"), graph.get("edges")):
-            return stats
-    return None
+        out.setdefault((g.get("name"), g.get("nodes"), g.get("edges")), stats)
+    return out
 
 
 def row(record_or_setting: dict, proj: costmodel.Projection, workers: int, profile, **extra) -> dict:
@@ -179,7 +188,7 @@ def record_inputs(record: dict) -> tuple:
         raise BadRecord(str(e)) from None
     per_rank = (record.get("summary") or {}).get("per_rank") or []
     peers = [p["peers"] for p in per_rank if isinstance(p, dict) and "peers" in p]  # absent in older records
-    degrees = degrees_of(graph, matching_stats(graph), partition, workers)
+    degrees = graph_degrees(graph, matching_stats(graph), partition, workers)
     return model, ranks_of(partition, workers, peers if len(peers) == workers else None, degrees)
 
 
@@ -248,7 +257,7 @@ def project_setting(setting: dict, options, model, graph_stats: dict, workers: l
     `graph_stats`: what `project --workers` and `advise` share. Returns (rows, skipped)."""
     rows, skipped = [], []
     method = setting["method"]
-    degrees = degrees_of(graph_stats["graph"], graph_stats)
+    degrees = graph_degrees(graph_stats["graph"], graph_stats)
     for p in workers:
         stats = graph_stats["by_workers"].get(str(p))
         if stats is None:
@@ -513,7 +522,7 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
         model = build_model(model_name, int(r["features"]), int(r["hidden"]), int(r["classes"]), int(r["layers"]),
                             int(r["heads"] or 4), dropout=float(r["dropout"] or 0.5))
         proj = costmodel.project(cls, options, model, ranks_of(stats["by_workers"][str(workers)], workers,
-                                                               graph=degrees_of(stats["graph"], stats)),
+                                                               graph=graph_degrees(stats["graph"], stats)),
                                  workers, profiles[r["hardware"]])
         projected = PUBLISHED_METRICS[r["metric"]](row({**base, "model": model_name, "variant": None}, proj, workers,
                                                        profiles[r["hardware"]]))

@@ -39,7 +39,7 @@ class Degrees:
     def cut(self, parts: float) -> float:
         """The share of edges a METIS cut into `parts` parts cuts: 0 for one part, the measured shares
         interpolated on log2(parts), held beyond the largest part count measured."""
-        table = sorted((1, 0.0) if p == 1 else (p, c) for p, c in ((1, 0.0), *self.cuts))
+        table = sorted({**dict(self.cuts), 1: 0.0}.items())
         if parts <= 1 or len(table) == 1:
             return 0.0
         for (p0, c0), (p1, c1) in zip(table, table[1:]):
@@ -50,6 +50,8 @@ class Degrees:
     def part(self, parts: int) -> "Degrees":
         """One part's own subgraph of a METIS cut into `parts` (edges to other parts dropped): 1/parts of
         the nodes, each degree less the cut share (the self-loop kept)."""
+        if parts <= 1:
+            return self
         keep = 1 - self.cut(parts)
         return Degrees(tuple((1 + (d - 1) * keep, n / parts) for d, n in self.histogram),
                        tuple((p / parts, c) for p, c in self.cuts if p > parts))

@@ -114,7 +114,7 @@ class Method(SubgraphMethod):
         a cluster cut inside the part cuts what a METIS cut of the graph into P x num_parts parts cuts
         beyond the cut into P. Building the batch's subgraph is priced as sampling its edges."""
         degrees, world = cost.degrees_of(rank), cost.world(rank)
-        outer = degrees.cut(world) if world > 1 else 0.0
+        outer = degrees.cut(world)
         inner = (degrees.cut(world * options.num_parts) - outer) / (1 - outer)
         own = rank.edges * (1 - outer)
         nodes, edges = cost.cluster_batch(rank.nodes, own, max(0.0, inner), options.num_parts,

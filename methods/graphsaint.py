@@ -115,8 +115,7 @@ class Method(SubgraphMethod):
     def shape(cls, options, model, rank):
         """A random-walk subgraph of the rank's own part (`traffic.walk_batch` over the part's degrees:
         the cut edges dropped); its induced edges are what the sampler builds."""
-        degrees, world = cost.degrees_of(rank), cost.world(rank)
-        own = degrees.part(world) if world > 1 else degrees
+        own = cost.degrees_of(rank).part(cost.world(rank))
         nodes, edges = cost.walk_batch(own, options.roots, options.walk_length, rank.train)
         layers = len(model.layers)
         return cost.Shape(cls.steps(options, rank, options.roots), (nodes,) * layers, (edges,) * layers,

@@ -104,14 +104,13 @@ class LocalRounds(PartitionParallelMethod):
         batches from the part's own subgraph (`traffic.sampled_shape` over the part's degrees), or
         full-partition steps on its own edges."""
         degrees, world = cost.degrees_of(rank), cost.world(rank)
-        own = degrees.part(world) if world > 1 else degrees
         layers = len(model.layers)
         if options.local == "full":
-            edges = rank.edges * (1 - degrees.cut(world)) if world > 1 else rank.edges
+            edges = rank.edges * (1 - degrees.cut(world))
             return cost.Shape(options.local_steps, (rank.nodes,) * layers, (edges,) * layers, (rank.nodes,) * layers,
                               on_host=False, gathered=False)
         seeds = min(rank.train, options.batch_size) if rank.train else options.batch_size
-        shape, _ = cost.sampled_shape(own, seeds, options.fanouts, layers, options.local_steps)
+        shape, _ = cost.sampled_shape(degrees.part(world), seeds, options.fanouts, layers, options.local_steps)
         return shape
 
     @classmethod

@@ -58,7 +58,7 @@ def test_analytic_traffic_equals_the_counted_traffic(make_cfg, method, model, ex
     g = record["graph"]
     model_ = projection.build_model(model, g["features"], cfg["hidden"], g["classes"], cfg["layers"])
     analytic = {}
-    degrees = projection.degrees_of(record["graph"], None, record["partition"], record["workers"])
+    degrees = projection.graph_degrees(record["graph"], None, record["partition"], record["workers"])
     for rank in projection.ranks_of(record["partition"], record["workers"], graph=degrees):
         for t in costmodel.traffic(method, record["config"]["method"], model_, rank):
             a = analytic.setdefault(t.category, [0.0, 0.0, 0.0])
