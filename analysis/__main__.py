@@ -176,15 +176,20 @@ def _check_advise(args) -> dict:
     validation = advise.read_table(args.validation or advise.VALIDATION, advise.VALIDATION_COLUMNS, "--validation")
     out = args.out or f"results/advise/{Path(args.graph).stem}-{Path(args.hardware).stem}-{args.model}"
     check_writable("--out", out)
+    measured = {"findings": advise.cited(args.findings or advise.FINDINGS),
+                "scaling": advise.cited(args.scaling or advise.SCALING)}
     return {"workers": workers, "profile": profile, "stats": stats, "model": model, "findings": findings,
-            "validation": validation, "out": out,
+            "validation": validation, "out": out, "measured": measured,
             "spec": {"name": args.model, "hidden": hidden, "layers": layers}}
 
 
-def _advise(args, workers, profile, stats, model, findings, validation, out, spec) -> None:
+def _advise(args, workers, profile, stats, model, findings, validation, out, spec, measured) -> None:
     from analysis import advise
     from benchmarks.outputs import writing
-    result = advise.advise(stats, profile, workers, model, spec, findings, validation)
+    command = (f"python -m analysis advise --graph {args.graph} --hardware {args.hardware} "
+               f"--workers {','.join(map(str, workers))} --model {spec['name']} --hidden {spec['hidden']} "
+               f"--layers {spec['layers']} --out {out}")
+    result = advise.advise(stats, profile, workers, model, spec, findings, validation, measured, command)
     with writing("the advice", out):
         paths = advise.write(result, out)
     print(paths[0].read_text(), end="")

@@ -31,10 +31,11 @@ SCALING_COLUMNS = ("method", "dataset", "model", "partitioner", "workers", "cont
 #: Their columns; those named in NUMBERS are read as numbers (empty: not applicable).
 FINDINGS_COLUMNS = ("method", "family", "exactness", "reference", "dataset", "model", "workers", "seeds", "test_acc",
                     "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single", "bytes_vs_control",
-                    "bytes_per_epoch")
+                    "bytes_per_epoch", "target_val_acc", "epochs_to_target", "missed_target")
 VALIDATION_COLUMNS = ("quantity", "median_error", "largest_error", "runs", "hardware", "source")
 NUMBERS = {"workers", "seeds", "pairs", "test_acc", "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single",
-           "bytes_vs_control", "bytes_per_epoch", "median_error", "largest_error", "runs"}
+           "bytes_vs_control", "bytes_per_epoch", "median_error", "largest_error", "runs", "target_val_acc",
+           "epochs_to_target", "missed_target"}
 QUANTITIES = {"epoch_time": "epoch time", "working_set": "training working set"}
 MODELS = ("sage", "gcn", "gat")
 GB = 1e9  # decimal, as the profiles state a device's memory
@@ -99,12 +100,20 @@ def model_of(name: str, features: int, hidden: int, classes: int, layers: int):
                                   dropout=OmegaConf.load(CONF / "config.yaml")["dropout"])
 
 
+def cited(path) -> str:
+    """How a page names a measured table it read: relative to the project root where it lies inside."""
+    root = RESULTS.parent.parent
+    path = Path(path).resolve()
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
 def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings: list[dict],
-           validation: list[dict]) -> dict:
+           validation: list[dict], measured: dict | None = None, command: str = "") -> dict:
     """Every registered method projected at each P of `workers` with the built `model` (`spec`: its
     name, hidden width and layers): rows as `projection.row`'s, with what the method is (`about`:
     family, kind, ...; as its records state it) and its rows of `findings` (`accuracy`); and the
-    methods left out, with their reason."""
+    methods left out, with their reason. `measured`: the tables `findings` was read from, which the
+    page cites; `command`: the command line that writes the page."""
     from benchmarks.method import method_class, method_defaults
     from benchmarks.methods_table import about
     from benchmarks.registry import method_names
@@ -129,13 +138,18 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
             "statistics", "hardware": profile.name, "device": getattr(profile, "description", ""),
             "model": {**spec, "features": g["features"], "classes": g["classes"]}, "workers": workers,
             "memory_per_rank_bytes": {p: costmodel.rank_memory(profile, p) for p in workers},
-            "validation": validation, "rows": rows, "left_out": left_out}
+            "validation": validation, "measured": measured or {}, "command": command, "rows": rows,
+            "left_out": left_out}
 
 
 def variants(name: str, defaults: dict) -> list[tuple[str, dict]]:
     """(variant, options) advise projects for method `name`: its defaults, then what its plugin names
-    as a user's other choice (`Method.advise_variants`: neighbour sampling with a feature cache)."""
+    as a user's other choice (`Method.advise_variants`: neighbour sampling with a feature cache), for
+    the plugin's own name only (an alias is a choice of option values already)."""
     from benchmarks.method import method_class
+    from benchmarks.registry import aliases
+    if name in aliases():
+        return [(name, defaults)]
     return [(name, defaults)] + [(f"{name} {v}", {**defaults, **o})
                                  for v, o in method_class(name).advise_variants.items()]
 
@@ -184,17 +198,25 @@ def markdown(result: dict) -> str:
     text = [f"# Which method: {title(result)} (projected, not measured)", "",
             f"- Device: {result['device']}", f"- Partition: {result['partition']}",
             f"- {validated(result['validation'], result['hardware'])}",
+            *([f"- Command: `{result['command']}`"] if result.get("command") else []),
+            *([f"- Measured (accuracy effects, epochs to target): "
+               + ", ".join(f"`{path}`" for path in result["measured"].values())] if result.get("measured") else []),
             "- Each method at its default options (`python -m benchmarks --methods`). Projected: epoch time, peak "
             "memory per rank (the largest rank: training working set + graph, features, parameters) and training "
-            "bytes per epoch over all ranks (the mean rank × P on extrapolated statistics). Measured at small "
-            "scale: the accuracy effect."]
+            "bytes per epoch over all ranks (the mean rank × P on extrapolated statistics), host memory per "
+            "device where a method keeps its graph there. Measured at small scale: the accuracy effect, and the "
+            "epochs to the findings' target accuracy (95 % of the best validation accuracy any run reached, on the "
+            "findings' dataset and P; an epoch is the method's own: a pass over the training nodes, or one round of "
+            "local steps for the local-round family), which `s to target` multiplies by the projected epoch time. "
+            "Epochs at this graph's scale are not measured: read that column as a shape, not a forecast."]
     for p in result["workers"]:
         at = [r for r in result["rows"] if r["workers"] == p]
         fit = sorted((r for r in at if r["fits"]), key=lambda r: r["projected_epoch_s"])
         out = sorted((r for r in at if not r["fits"]), key=lambda r: r["projected_peak_mem_bytes"])
         has = number(result["memory_per_rank_bytes"][p] / GB)
         text += ["", f"## {p} workers", ""]
-        text += [f"Fit in the {has} GB a rank has, fastest first:", "", _ranked(fit, p)] if fit else \
+        text += [f"Fit in the {has} GB a rank has, fastest first:", "", _ranked(fit, p), "",
+                 top_choice(fit, p, result["memory_per_rank_bytes"][p])] if fit else \
             [f"None fits in the {has} GB a rank has."]
         if out:
             text += ["", f"Do not fit in {has} GB:", "",
@@ -215,18 +237,70 @@ def markdown(result: dict) -> str:
     return "\n".join(text) + "\n"
 
 
+def to_target(row: dict) -> tuple[float | None, str]:
+    """The epochs the method took to the findings' target accuracy at small scale (the findings' row
+    of the method, `epochs_to_target`: median over its seeds) and the text for it: `10 (5 seeds)`;
+    where some seeds did not reach it, no number (`25 in 3 of 5 seeds, not reached in 2`); `not
+    reached`, or `not measured`."""
+    f = next((f for f in row["accuracy"] if f.get("epochs_to_target") is not None
+              or f.get("missed_target") is not None), None)
+    if f is None:
+        return None, "not measured"
+    seeds, missed = f["seeds"] or 0, f.get("missed_target") or 0
+    if f["epochs_to_target"] is None:
+        return None, "not reached"
+    if missed:  # a median over the seeds that got there flatters a method most seeds of which did not
+        return None, f"{f['epochs_to_target']:g} in {seeds - missed:g} of {seeds:g} seeds, not reached in {missed:g}"
+    return f["epochs_to_target"], f"{f['epochs_to_target']:g} ({seeds:g} seeds)"
+
+
 def _ranked(rows: list[dict], p: int) -> str:
     """The methods that fit at `p` workers, in the order given; the accuracy effect measured at the P
-    nearest `p` (`nearest`), named."""
+    nearest `p` (`nearest`), named; epochs to the findings' target accuracy and what they cost at
+    the projected epoch time."""
     def measured(r):
         row, where = nearest(r["accuracy"], p)
         return f"{effect(row, short=True)} {where}" if row else "not measured"
-    return md_table(["#", "method", "devices", "epoch s", "peak GB/device", "host GB/device", "GB/epoch", "kind",
-                     "accuracy effect", "where the time goes"],
+
+    def to_target_s(r):
+        epochs, _ = to_target(r)
+        return number(epochs * r["projected_epoch_s"]) if epochs is not None else ""
+    return md_table(["#", "method", "devices", "epoch s", "epochs to target", "s to target", "peak GB/device",
+                     "host GB/device", "GB/epoch", "kind", "accuracy effect", "where the time goes"],
                     [[i, r.get("variant") or r["method"], r.get("devices", p), number(r["projected_epoch_s"]),
+                      to_target(r)[1], to_target_s(r),
                       number(r["projected_peak_mem_bytes"] / GB), number(r.get("projected_host_mem_bytes", 0) / GB),
                       number(r["projected_bytes_per_epoch"] / GB), r["about"]["kind"], measured(r), reason(r)]
                      for i, r in enumerate(rows, 1)], aligned=True)
+
+
+def share(x: float) -> str:
+    """A share in percent, to two significant figures below 10 % (0.21 %, not 0 %)."""
+    return f"{100 * x:.2g} %" if x < 0.1 else f"{x:.0%}"
+
+
+def top_choice(rows: list[dict], p: int, memory_bytes: float) -> str:
+    """One line on the fastest method that fits at `p`: why it fits (its peak against what a device
+    has) and where its time goes; and, where epochs to the target are measured, the fastest to the
+    target if it is another method."""
+    if not rows:
+        return ""
+    first = rows[0]
+    name = first.get("variant") or first["method"]
+    devices = first.get("devices", p)
+    line = (f"Top choice at {p} workers: `{name}` ({first['about']['kind']}, on {devices} "
+            f"device{'s' if devices != 1 else ''}): it fits because its peak, {number(first['projected_peak_mem_bytes'] / GB)} "
+            f"GB a device, is {share(first['projected_peak_mem_bytes'] / memory_bytes)} of the {number(memory_bytes / GB)} GB "
+            f"a device has; its time goes to {reason(first)}.")
+    timed = [(to_target(r)[0] * r["projected_epoch_s"], r) for r in rows if to_target(r)[0] is not None]
+    if timed:
+        seconds, best = min(timed, key=lambda t: t[0])
+        if best is not first:
+            line += (f" To the findings' target accuracy (epochs measured at small scale), `{best.get('variant') or best['method']}` "
+                     f"is faster: {number(seconds)} s against "
+                     + (f"{number(to_target(first)[0] * first['projected_epoch_s'])} s." if to_target(first)[0] is not None
+                        else f"`{name}`'s epochs to the target: {to_target(first)[1]}."))
+    return line
 
 
 def reason(row: dict) -> str:

@@ -128,7 +128,8 @@ def ranks_per_unit(profile, workers: int) -> float:
 
 RATES = {"dense": ("dense_flops", "dense_flops_fp32"), "aggregate": ("gather_bandwidth", "gather_bandwidth"),
          "elementwise": ("memory_bandwidth", "memory_bandwidth"), "dropout": ("dropout_rate", "dropout_rate"),
-         "attention": ("attention_rate", "attention_rate"), "sampling": ("sampler_rate", "sampler_rate")}
+         "attention": ("attention_rate", "attention_rate"), "sampling": ("sampler_rate", "sampler_rate"),
+         "subgraph": ("subgraph_rate", "subgraph_rate")}
 #: The compute terms (what overlapped traffic can hide behind).
 COMPUTE = ("dense", "aggregate", "attention", "elementwise", "dropout", "optimizer_step", "sampling")
 
@@ -264,9 +265,12 @@ def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Pro
                   "dropout": steps * (dropped / rank_rate(profile, workers, "dropout") if dropout_rate
                                       else dropped * DROPOUT_FORWARD / rank_rate(profile, workers, "elementwise")),
                   "optimizer_step": steps * params * ADAM_STEP / rank_rate(profile, workers, "elementwise"),
-                  # the sampler's draws (on the host's cores; calibrated: `sampler_rate`, edges a second)
-                  "sampling": steps * shape.sampled_edges / rank_rate(profile, workers, "sampling")
-                  if shape.sampled_edges else 0.0}
+                  # the sampler's draws and the induced subgraphs' scans, on the host's cores (calibrated:
+                  # `sampler_rate` and `subgraph_rate`, edges a second)
+                  "sampling": steps * ((shape.sampled_edges / rank_rate(profile, workers, "sampling")
+                                        if shape.sampled_edges else 0.0)
+                                       + (shape.subgraph_edges / rank_rate(profile, workers, "subgraph")
+                                          if shape.subgraph_edges else 0.0))}
 
     moved = traffic(cls, options, model, rank) if workers > 1 or cls.single_process else []
     links = Links(profile, workers)
@@ -335,6 +339,7 @@ def _memory(method, options, model, rank: Rank, workers: int, stepped: tuple | N
     cls = plugin(method)
     options = typed_options(cls, options)
     shape, _, batch = stepped or step_shape(cls, options, model, rank, workers)
+    shape = shape.largest or shape
     rows = list(shape.rows)
     exchanges = model.exchanges()
     layers = len(exchanges)

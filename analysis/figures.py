@@ -543,19 +543,23 @@ def projection_vs_workers(rows: list[dict], out_dir) -> list[Path]:
 
 def advise_vs_workers(rows: list[dict], memory_per_rank: dict, out_dir, title: str) -> list[Path]:
     """`python -m analysis advise`: each method's projected epoch time and peak memory per rank against
-    workers, one line per method; on the memory panel, the memory a rank has at each P
-    (`memory_per_rank`, bytes). Points that fit it are filled, those that do not an x."""
+    workers, one line per method and per variant advise projects (dashed: a variant, at other option
+    values); on the memory panel, the memory a rank has at each P (`memory_per_rank`, bytes). Points
+    that fit it are filled, those that do not an x."""
     df = pd.DataFrame(rows)
     if df.empty:
         return []
-    sty = style(df["method"], {r["method"]: rec.group(r.get("about")) for r in rows})
+    df["line"] = [r.get("variant") or r["method"] for r in rows]
+    sty = style(df["line"], {line: rec.group(r.get("about")) for line, r in zip(df["line"], rows)})
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), squeeze=False, layout="constrained")
     ax_t, ax_m = axes[0]
-    for method, v in df.sort_values("workers").groupby("method"):
-        s = sty[method]
+    for line, v in df.sort_values("workers").groupby("line"):
+        s = sty[line]
         fit = [i for i, f in enumerate(v["fits"]) if f]
+        dashes = "--" if line != v["method"].iloc[0] else "-"
         for ax, y in ((ax_t, v["projected_epoch_s"]), (ax_m, v["projected_peak_mem_bytes"] / 1e9)):
-            ax.plot(v["workers"], y, color=s["color"], marker=s["marker"], markevery=fit, label=method)
+            ax.plot(v["workers"], y, color=s["color"], marker=s["marker"], markevery=fit, label=line,
+                    linestyle=dashes)
             ax.plot(v["workers"][~v["fits"]], y[~v["fits"]], linestyle="none", marker="x", color=s["color"],
                     markersize=8)
     ws = sorted(memory_per_rank)

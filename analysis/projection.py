@@ -23,7 +23,8 @@ from pathlib import Path
 from analysis import costmodel
 from analysis.markdown import fmt, md_table
 from analysis.records import BadRecord, is_whole
-from benchmarks.traffic import Degrees, Rank
+from benchmarks.methods_table import family
+from benchmarks.traffic import Degrees, Rank, cache_hit_rate
 
 GiB = 2 ** 30
 
@@ -144,6 +145,7 @@ def _stats_by_graph(folder: str) -> dict:
 def row(record_or_setting: dict, proj: costmodel.Projection, workers: int, profile, **extra) -> dict:
     peak, host = costmodel.peaks(profile, proj.memory_terms, proj.train_mem_bytes)
     return {"method": record_or_setting["method"], "variant": record_or_setting.get("variant"),
+            "family": family(costmodel.plugin(record_or_setting["method"])),
             "model": record_or_setting["model"], "dataset": record_or_setting["dataset"], "workers": workers,
             "hardware": profile.name, "projected_epoch_s": proj.epoch_s,
             "projected_train_mem_bytes": proj.train_mem_bytes, "projected_peak_mem_bytes": peak,
@@ -374,6 +376,33 @@ def errors(rows: list[dict]) -> dict:
                              "under": max((m / p - 1 for p, m in peaks), default=math.nan)}}
 
 
+def by_family(rows: list[dict]) -> list[dict]:
+    """`errors` per family (the runtime base a plugin stands on: `benchmarks.methods_table.family`),
+    with how many rows' counted bytes the model states to the byte (within 0.1 %) and the median
+    |error| of the others'."""
+    out = []
+    for name in sorted({r["family"] for r in rows}):
+        mine = [r for r in rows if r["family"] == name]
+        counted = [(r["projected_bytes_per_epoch"], r["measured_bytes_per_epoch"]) for r in mine
+                   if r.get("measured_bytes_per_epoch") and r.get("projected_bytes_per_epoch") is not None]
+        off = [abs(p - m) / m for p, m in counted if abs(p - m) > 1e-3 * m]
+        out.append({"family": name, "methods": sorted({r["variant"] or r["method"] for r in mine}), **errors(mine),
+                    "bytes_exact": len(counted) - len(off), "bytes_counted": len(counted),
+                    "bytes_other": _median_max(off)})
+    return out
+
+
+def family_table(rows: list[dict]) -> str:
+    head = ["family", "methods", "runs", "epoch time: median error", "largest", "working set: median error",
+            "largest", "bytes: to the byte", "others: median error"]
+    body = [[f["family"], ", ".join(f["methods"]), f["epoch_time"]["n"], f"{f['epoch_time']['median']:.0%}",
+             f"{f['epoch_time']['max']:.0%}", f"{f['train_mem']['median']:.0%}", f"{f['train_mem']['max']:.0%}",
+             f"{f['bytes_exact']} of {f['bytes_counted']}",
+             f"{f['bytes_other']['median']:.0%}" if f["bytes_other"]["n"] else ""] for f in by_family(rows)
+            if f["epoch_time"]["n"]]
+    return md_table(head, body)
+
+
 def markdown(rows: list[dict], skipped: list, hardware: str) -> str:
     terms = [*costmodel.COMPUTE, "exchange", "allreduce", "hidden_exchange", "overlap"]
     head = ["dataset", "model", "method", "P", "projected MB/epoch", "measured MB", "projected epoch s", "measured s",
@@ -397,7 +426,11 @@ def markdown(rows: list[dict], skipped: list, hardware: str) -> str:
             f"Epoch time: median |error| {e['epoch_time']['median']:.0%}, largest {e['epoch_time']['max']:.0%} "
             f"over {e['epoch_time']['n']} measured configurations; training working set: median "
             f"{e['train_mem']['median']:.0%}, largest {e['train_mem']['max']:.0%}." if e["epoch_time"]["n"] else
-            "No measured configuration to compare with.", *_peak_line(e["process_peak"]), "", md_table(head, body)]
+            "No measured configuration to compare with.", *_peak_line(e["process_peak"]), ""]
+    if e["epoch_time"]["n"]:
+        text += ["By family (errors are relative and unsigned; bytes: runs with traffic, to the byte within 0.1 %):",
+                 "", family_table(rows), ""]
+    text += [md_table(head, body)]
     if skipped:
         text += ["", "Left out:", *sorted({f"- {why}" for _, why in skipped})]
     return "\n".join(text) + "\n"
@@ -423,7 +456,8 @@ def _peak_line(e: dict) -> list[str]:
 def write(rows: list[dict], skipped: list, hardware: str, out_dir) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "projection.json").write_text(json.dumps({"hardware": hardware, "errors": errors(rows), "rows": rows,
+    (out / "projection.json").write_text(json.dumps({"hardware": hardware, "errors": errors(rows),
+                                                     "by_family": by_family(rows), "rows": rows,
                                                      "skipped": skipped}, indent=1))
     (out / "projection.md").write_text(markdown(rows, skipped, hardware))
     from analysis.figures import projection_vs_workers
@@ -439,8 +473,11 @@ PUBLISHED_METRICS = {
     "peak_memory_per_machine": lambda r: r["projected_peak_mem_bytes"],
     "peak_gpu_memory_allocated": lambda r: r["projected_peak_mem_bytes"],
     "gpu_memory_required": lambda r: r["projected_peak_mem_bytes"],
+    # a feature cache's share of the sampled input rows (GNNLab, PaGraph: a cache of every node's
+    # features on one device, so every row counts as `remote`)
+    "cache_hit_rate": lambda r: r["cache_hit_rate"],
 }
-UNITS = {"s": 1.0, "GB": 1e9}
+UNITS = {"s": 1.0, "GB": 1e9, "fraction": 1.0}
 MODEL_NAMES = {"GraphSAGE": "sage", "GAT": "gat", "GCN": "gcn"}
 
 
@@ -476,12 +513,13 @@ def proxy_stats(proxies: list[dict], name: str, nodes: int, edges: int, features
 
 def published_options(cls, text: str) -> dict:
     """The `key=value` settings of a reference row's `method_options` (`mode=sar; pipeline=true; ...`)
-    that name options `cls` declares, as YAML values; the rest of the text is prose."""
+    that name options `cls` declares, as YAML values (a list in brackets: `fanouts=[15,10,5]`); the rest
+    of the text is prose."""
     import dataclasses
 
     import yaml
     declared = {f.name for f in dataclasses.fields(cls.Options)}
-    return {k: yaml.safe_load(v) for k, v in re.findall(r"(?:^|;)\s*([a-z_][a-z0-9_]*)=([^;\s:,()]+)", text or "")
+    return {k: yaml.safe_load(v) for k, v in re.findall(r"(?:^|;)\s*([a-z_][a-z0-9_]*)=(\[[^\]]*\]|[^;\s:,()]+)", text or "")
             if k in declared}
 
 
@@ -521,11 +559,13 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
         model_name = MODEL_NAMES[r["model"].split()[0]]
         model = build_model(model_name, int(r["features"]), int(r["hidden"]), int(r["classes"]), int(r["layers"]),
                             int(r["heads"] or 4), dropout=float(r["dropout"] or 0.5))
+        degrees = graph_degrees(stats["graph"], stats)
         proj = costmodel.project(cls, options, model, ranks_of(stats["by_workers"][str(workers)], workers,
-                                                               graph=graph_degrees(stats["graph"], stats)),
-                                 workers, profiles[r["hardware"]])
+                                                               graph=degrees), workers, profiles[r["hardware"]])
+        hits = {"cache_hit_rate": cache_hit_rate(degrees, options.feature_cache, 1.0)} \
+            if degrees and hasattr(options, "feature_cache") else {}
         projected = PUBLISHED_METRICS[r["metric"]](row({**base, "model": model_name, "variant": None}, proj, workers,
-                                                       profiles[r["hardware"]]))
+                                                       profiles[r["hardware"]], **hits))
         published = float(r["value"]) * UNITS[r["unit"]]
         out.append({**base, "projected": projected / UNITS[r["unit"]], "ratio": projected / published,
                     "partition": stats.get("proxy", "measured") if workers > 1 else "one rank",

@@ -54,6 +54,11 @@ METHODS = {
     "full-graph single machine": "single",
     "full-batch": "single",
     "neighbour sampling": "neighbor_sampling",
+    # the mini-batch systems of the published sampling rows (their system named in `config_source`):
+    # neighbour sampling with or without a feature cache, a replicated or partitioned store
+    **{name: "neighbor_sampling" for name in (
+        "SALIENT", "SALIENT (features replicated)", "SALIENT++ (VIP cache)", "SALIENT++ partitioned, no cache",
+        "PyG NeighborSampler", "DGL", "DistDGL", "GNNLab", "GNNLab degree cache", "SGNN")},
     "GGS": "ggs",
     "Cluster-GCN": "cluster_gcn",
     "GraphSAINT": "graphsaint",

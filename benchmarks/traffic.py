@@ -63,19 +63,24 @@ class Shape:
     state none: their step is the part, every layer on its rows and edges). Per model layer, layer 0
     first: the rows it reads (`rows`: its sources, which its dense transform runs on), the edges it
     aggregates over and the rows it writes (`out`). `steps` such steps per epoch; per step,
-    `sampled_edges` drawn by the sampler and `host_rows` input rows copied from host memory to the
+    `sampled_edges` drawn by the sampler, `subgraph_edges` in-edges an induced subgraph's construction
+    scans (`sampling.induced_subgraph`: every in-edge of the batch's nodes), and `host_rows` input rows copied from host memory to the
     device (where the graph and features stay in host memory: `on_host`, as DistDGL and GAS keep
     them); `gathered`: the step gathers its input rows into a new tensor (a batch's inputs).
-    `host_bytes`: what else the rank keeps in host memory (a feature cache, GAS's histories)."""
+    `host_bytes`: what else the rank keeps in host memory (a feature cache, GAS's histories).
+    `largest`: where an epoch's steps differ (LLCG's server steps beside the local ones), its largest
+    step, which memory is taken at (time is priced at this shape: steps of the mean)."""
     steps: float
     rows: tuple[float, ...]
     edges: tuple[float, ...]
     out: tuple[float, ...]
     sampled_edges: float = 0.0
+    subgraph_edges: float = 0.0
     host_rows: float = 0.0
     on_host: bool = True
     gathered: bool = True
     host_bytes: float = 0.0
+    largest: "Shape | None" = None
 
 
 @dataclass(frozen=True)
@@ -201,27 +206,58 @@ def stale_tables(model, rank: Rank, copies: int = 1) -> float:
 
 # ---------------------------------------------------------------- expected batch shapes
 # Mean-field expectations over the degree histogram: a node is drawn as a neighbour with probability
-# proportional to its degree (the suite's graphs are symmetric), independently per draw. A graph whose
-# neighbourhoods overlap more than chance (homophily, METIS locality) has fewer unique rows than these
-# say; docs/projection.md gives the measured error.
+# proportional to its degree (the suite's graphs are symmetric), independently per draw, except for
+# what the sampler's own structure makes certain (`sampled_hops`). A graph whose neighbourhoods overlap
+# more than chance (triangles, small components) has fewer unique rows than these say; docs/projection.md
+# gives the measured ratios (`python -m benchmarks.tools.sampler_bench --frontier`).
 
 def _bins(degrees: Degrees) -> list[tuple[float, float]]:
     return [(float(d), float(n)) for d, n in degrees.histogram if n > 0]
 
 
-def sampled_hops(degrees: Degrees, seeds: float, fanouts: list[int]) -> list[tuple[float, float]]:
-    """Expected (frontier rows, sampled edges) after each hop of neighbour sampling from `seeds`
-    uniform seeds, seeds' hop first: hop h draws min(fanout, degree) in-neighbours (every one for -1)
-    of every row of the frontier before it (seeds included), and the frontier keeps its rows."""
+def _expand(degrees: Degrees, seeds: float, fanouts: list[float], walkers: float = 0.0) -> list[tuple]:
+    """Per hop from `seeds` uniform seeds: (expected frontier rows, edges drawn, distinct edges drawn
+    other than self-loops, each degree bin's chance of being in the frontier). The frontier keeps its
+    rows. Neighbour sampling (`walkers` 0): every frontier row draws min(fanout, d) of its in-edges
+    (every one for -1) without replacement. Random walks: `walkers` walks share the rows the last hop
+    added (the seeds first), each drawing one edge, with replacement. Of a row's draws only those that
+    can reach a row not yet in the frontier are placed by chance, by degree: not its self-loop, not
+    the edge back to the row it was reached from, and not an edge it drew at an earlier hop (a row's
+    share of undrawn edges falls by the share it draws). Each row is tracked by the hop that added it
+    (`cohorts`: chance of being in the frontier, share of its edges undrawn)."""
     bins, edges = _bins(degrees), degrees.edges
     nodes = sum(n for _, n in bins)
-    q = [min(1.0, seeds / nodes)] * len(bins)  # each bin's chance that a node is in the frontier
+    cohorts = [[(min(1.0, seeds / nodes), 1.0)] for _ in bins]  # the seeds: every edge undrawn
     out = []
     for f in fanouts:
-        draws = sum(n * qb * (d if f < 0 else min(f, d)) for (d, n), qb in zip(bins, q))
-        q = [1 - (1 - qb) * math.exp(-draws * d / edges) for (d, _), qb in zip(bins, q)]
-        out.append((sum(n * qb for (_, n), qb in zip(bins, q)), draws))
+        walks_per_row = walkers / max(sum(n * rows[-1][0] for (_, n), rows in zip(bins, cohorts)), 1e-12)
+
+        def draws(d: float) -> float:  # distinct edges a drawing row of in-degree d draws
+            if walkers:
+                return d * (1 - (1 - 1 / d) ** walks_per_row)
+            return d if f < 0 else min(f, d)
+
+        drawn = distinct = placed = 0.0
+        for (d, n), rows in zip(bins, cohorts):
+            drawing = rows[-1:] if walkers else rows
+            drawn += n * (walks_per_row if walkers else draws(d)) * sum(q for q, _ in drawing)
+            distinct += n * draws(d) * (d - 1) / d * sum(q for q, _ in drawing)
+            placed += n * draws(d) * (d - 1) / d * sum(q * undrawn for q, undrawn in drawing)
+        for (d, _), rows in zip(bins, cohorts):
+            added = (1 - sum(q for q, _ in rows)) * (1 - math.exp(-placed * d / edges))
+            first_drawing = len(rows) - 1 if walkers else 0  # the rows that drew lose the share they drew
+            rows[:] = [(q, undrawn * (1 - draws(d) / d) if i >= first_drawing else undrawn)
+                       for i, (q, undrawn) in enumerate(rows)] + [(added, (d - 2) / (d - 1) if d > 1 else 0.0)]
+        chances = [sum(q for q, _ in rows) for rows in cohorts]
+        out.append((sum(n * c for (_, n), c in zip(bins, chances)), drawn, distinct, chances))
     return out
+
+
+def sampled_hops(degrees: Degrees, seeds: float, fanouts: list[int]) -> list[tuple[float, float]]:
+    """Expected (frontier rows, sampled edges) after each hop of neighbour sampling from `seeds`
+    uniform seeds, seeds' hop first: hop h draws min(fanout, degree) in-edges (every one for -1) of
+    every row of the frontier before it (seeds included), and the frontier keeps its rows (`_expand`)."""
+    return [(rows, drawn) for rows, drawn, _, _ in _expand(degrees, seeds, fanouts)]
 
 
 def sampled_shape(degrees: Degrees, seeds: float, fanouts: list[int], layers: int,
@@ -260,19 +296,20 @@ def cache_hit_rate(degrees: Degrees, cached_share: float, remote_share: float) -
     return held / total if total else 0.0
 
 
-def walk_batch(degrees: Degrees, roots: float, length: int, pool: float) -> tuple[float, float]:
-    """GraphSAINT's random-walk subgraph: expected (nodes, induced edges) of `roots` roots drawn with
-    replacement from `pool` training nodes, each walking `length` steps (a step's node drawn by
-    degree). Its edges: a self-loop per node, each walked edge both ways, and the pairs of sampled
-    nodes the graph joins otherwise (mean-field)."""
-    bins, edges = _bins(degrees), degrees.edges
-    nodes = sum(n for _, n in bins)
+def walk_batch(degrees: Degrees, roots: float, length: int, pool: float) -> tuple[float, float, float]:
+    """GraphSAINT's random-walk subgraph: expected (nodes, induced edges, in-edges of its nodes) of `roots` roots drawn with
+    replacement from `pool` training nodes, each walking `length` steps (`_expand`'s walks). Its
+    edges: a self-loop per node, each distinct walked edge both ways, or, where more, the pairs of
+    sampled nodes the graph joins (mean-field)."""
     distinct = pool * (1 - math.exp(-roots / pool)) if pool else roots
-    q = [1 - math.exp(-distinct / nodes - roots * length * d / edges) for d, _ in bins]
-    sampled = sum(n * qb for (_, n), qb in zip(bins, q))
-    neighbour = sum(n * d * qb for (d, n), qb in zip(bins, q)) / edges  # chance a random edge end is in
-    induced = sum(n * qb * (d - 1) for (d, n), qb in zip(bins, q)) * neighbour
-    return sampled, sampled + max(2 * roots * length, induced)
+    hops = _expand(degrees, distinct, [1] * length, walkers=roots)
+    bins, edges = _bins(degrees), degrees.edges
+    if not hops:
+        return distinct, distinct, distinct * edges / sum(n for _, n in bins)
+    sampled, chances = hops[-1][0], hops[-1][3]
+    scanned = sum(n * d * q for (d, n), q in zip(bins, chances))
+    induced = sum(n * q * (d - 1) for (d, n), q in zip(bins, chances)) * scanned / edges  # x chance an edge end is in
+    return sampled, sampled + max(2 * sum(h[2] for h in hops), induced), scanned
 
 
 def cluster_batch(part_nodes: float, part_edges: float, cut: float, clusters: int, chosen: int) -> tuple[float, float]:

@@ -114,12 +114,14 @@ class Method(SubgraphMethod):
     @classmethod
     def shape(cls, options, model, rank):
         """A random-walk subgraph of the rank's own part (`traffic.walk_batch` over the part's degrees:
-        the cut edges dropped); its induced edges are what the sampler builds."""
+        the cut edges dropped): one draw per walk step, and the in-edges of its nodes scanned to
+        build the induced subgraph."""
         own = cost.degrees_of(rank).part(cost.world(rank))
-        nodes, edges = cost.walk_batch(own, options.roots, options.walk_length, rank.train)
+        nodes, edges, scanned = cost.walk_batch(own, options.roots, options.walk_length, rank.train)
         layers = len(model.layers)
         return cost.Shape(cls.steps(options, rank, options.roots), (nodes,) * layers, (edges,) * layers,
-                          (nodes,) * layers, sampled_edges=edges, host_rows=nodes)
+                          (nodes,) * layers, sampled_edges=options.roots * options.walk_length,
+                          subgraph_edges=scanned, host_rows=nodes)
 
     def subgraph_batch(self, nodes: torch.Tensor, sub) -> Subgraph:
         part = self.ctx.part

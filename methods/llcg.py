@@ -68,7 +68,7 @@ class Method(LocalRounds):
     def shape(cls, options, model, rank):
         """Rank 0, the slowest: a round's local steps, then the server's `correction_steps` sampled
         steps over the whole graph, priced together as steps of their mean shape (time is linear in
-        each step's rows and edges; memory is taken at the mean step, below the server's largest)."""
+        each step's rows and edges); memory is taken at the larger of the two steps."""
         local = super().shape(options, model, rank)
         if options.correction_steps == 0 or options.correction == "full":
             return local
@@ -82,7 +82,8 @@ class Method(LocalRounds):
         return dataclasses.replace(local, steps=k + c, rows=mean(local.rows, server.rows),
                                    edges=mean(local.edges, server.edges), out=mean(local.out, server.out),
                                    sampled_edges=(k * local.sampled_edges + c * server.sampled_edges) / (k + c),
-                                   host_rows=(k * local.host_rows + c * server.host_rows) / (k + c))
+                                   host_rows=(k * local.host_rows + c * server.host_rows) / (k + c),
+                                   largest=max(local, server, key=lambda s: s.rows[0]))
 
     @classmethod
     def traffic(cls, options, model, rank):

@@ -162,6 +162,7 @@ def attention_rate(adj: LocalAdjacency, channels: int, sizes: Sizes, heads: int 
 
 
 SAMPLER_BATCH, SAMPLER_FANOUTS = 512, (15, 10, 5)
+SUBGRAPH_SHARE = 0.25
 
 
 def sampler_rate(sizes: Sizes, batches: int = 8) -> float:
@@ -183,6 +184,23 @@ def sampler_rate(sizes: Sizes, batches: int = 8) -> float:
     return statistics.median(rates)
 
 
+def subgraph_rate(sizes: Sizes, batches: int = 8) -> float:
+    """`sampling.induced_subgraph` (what Cluster-GCN and GraphSAINT build each step) on the
+    calibration graph for random sets of SUBGRAPH_SHARE of its nodes: in-edges scanned per second (every
+    in-edge of the chosen nodes), median of the batches' rates after a warm-up."""
+    from benchmarks.sampling import induced_subgraph
+    g = graph_of(sizes.graph_nodes, sizes.graph_degree)
+    gen = torch.Generator().manual_seed(0)
+    rates = []
+    for i in range(batches + 1):
+        nodes = torch.randperm(g.num_nodes, generator=gen)[:int(SUBGRAPH_SHARE * g.num_nodes)].sort().values
+        t0 = time.perf_counter()
+        induced_subgraph(g.indptr, g.indices, nodes)
+        if i:  # the first is the warm-up
+            rates.append(int((g.indptr[nodes + 1] - g.indptr[nodes]).sum()) / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
 def compute_rates(threads: int, adj: LocalAdjacency, sizes: Sizes, warm_up: bool = True) -> dict:
     """Dense fp32, aggregation and streaming rates with `threads` threads (every core, then one)."""
     torch.set_num_threads(threads)
@@ -192,7 +210,7 @@ def compute_rates(threads: int, adj: LocalAdjacency, sizes: Sizes, warm_up: bool
             "gather": {w: gather_bandwidth(adj, w, sizes, warm_up and i == 0) for i, w in enumerate(sizes.widths)},
             "memory_bandwidth": stream_bandwidth(sizes), "dropout_rate": dropout_rate(sizes),
             "attention": {c: attention_rate(adj, c, sizes) for c in ATTENTION_CHANNELS},
-            "sampler_rate": sampler_rate(sizes)}
+            "sampler_rate": sampler_rate(sizes), "subgraph_rate": subgraph_rate(sizes)}
 
 
 # --------------------------------------------------------------------------- communication
@@ -368,6 +386,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
         "attention_rate": node["attention"],
         "gather_bandwidth": gather,
         "sampler_rate": node["sampler_rate"],
+        "subgraph_rate": node["subgraph_rate"],
         "dense_flops": {"fp32": node["dense_flops_fp32"], **half},
         "dense_width_efficiency": {64: narrow / node["dense_flops_fp32"], 256: 1.0},
         "intra_node": link,
@@ -399,6 +418,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
                           f"{ring * 1e3:.1f} ms for the ring model 2 latency + bytes / bandwidth)",
             "inter_node": "this machine is one node: intra_node's values",
             "sampler_rate": SAMPLER_TEXT.format(graph=graph, threads=n),
+            "subgraph_rate": SUBGRAPH_TEXT.format(graph=graph, threads=n),
             "dense_width_efficiency": "the 64-wide product's rate (dense_flops.fp32's source) over the 256-wide one's",
             "ranks_per_node": "every rank of a run on this machine is on this node",
             "cores": "benchmarks.probes.cores() (the cores this process may run on)",
@@ -409,26 +429,31 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
         "single_thread": {"dense_flops_fp32": one["dense_flops_fp32"],
                           "gather_bandwidth": statistics.fmean(one["gather"].values()),
                           "memory_bandwidth": one["memory_bandwidth"], "dropout_rate": one["dropout_rate"],
-                          "attention_rate": one["attention"], "sampler_rate": one["sampler_rate"]},
+                          "attention_rate": one["attention"], "sampler_rate": one["sampler_rate"],
+                          "subgraph_rate": one["subgraph_rate"]},
     }
 
 
 SAMPLER_TEXT = ("benchmarks.sampling.sample_blocks over a replicated store of {graph}, batches of "
                 f"{SAMPLER_BATCH} random seeds, fan-outs {list(SAMPLER_FANOUTS)}: sampled edges per second, "
                 "median of 8 batches after a warm-up, {threads} threads")
+SUBGRAPH_TEXT = ("benchmarks.sampling.induced_subgraph on {graph} for random sets of "
+                 f"{SUBGRAPH_SHARE:.0%} of its nodes: in-edges of the chosen nodes scanned per second, median of 8 "
+                 "sets after a warm-up, {threads} threads")
 
 
 def update_sampler(path: Path, sizes: Sizes) -> dict:
-    """`--sampler`: the sampler's rates alone (every core, then one thread), written into the profile
-    at `path` beside what it holds."""
+    """`--sampler`: the samplers' rates alone (neighbour sampling and induced subgraphs; every core,
+    then one thread), written into the profile at `path` beside what it holds."""
     values = yaml.safe_load(path.read_text())
     n = cores()
     graph = f"the suite's synthetic graph ({sizes.graph_nodes} nodes, average degree {sizes.graph_degree})"
-    torch.set_num_threads(1)
-    values.setdefault("single_thread", {})["sampler_rate"] = sampler_rate(sizes)
-    torch.set_num_threads(n)
-    values["sampler_rate"] = sampler_rate(sizes)
-    values["sources"]["sampler_rate"] = SAMPLER_TEXT.format(graph=graph, threads=n) + " (--sampler)"
+    for name, measure, text in (("sampler_rate", sampler_rate, SAMPLER_TEXT), ("subgraph_rate", subgraph_rate, SUBGRAPH_TEXT)):
+        torch.set_num_threads(1)
+        values.setdefault("single_thread", {})[name] = measure(sizes)
+        torch.set_num_threads(n)
+        values[name] = measure(sizes)
+        values["sources"][name] = text.format(graph=graph, threads=n) + " (--sampler)"
     return values
 
 
@@ -484,7 +509,8 @@ def main(argv=None) -> None:
     p.add_argument("--quick", action="store_true", help="tiny sizes, few runs: checks that it works (< 15 s)")
     p.add_argument("--out", default=str(hardware.FOLDER), help="folder to write <name>.yaml into")
     p.add_argument("--sampler", action="store_true",
-                   help="measure the neighbour sampler's rate alone and write it into the existing <name>.yaml")
+                   help="measure the samplers' rates alone (neighbour draws, induced subgraphs) and write them "
+                        "into the existing <name>.yaml")
     args = p.parse_args(argv)
     if not args.name or Path(args.name).name != args.name or args.name.startswith("."):
         print(f"error: --name {args.name!r} must be a plain file name", file=sys.stderr)
@@ -500,7 +526,8 @@ def main(argv=None) -> None:
         values = update_sampler(path, QUICK if args.quick else NORMAL)
         write_profile(values, Path(args.out))
         print(f"sampler: {values['sampler_rate'] / 1e6:.2f} M edges/s ({values['single_thread']['sampler_rate'] / 1e6:.2f}"
-              f" one thread); wrote {path}")
+              f" one thread); induced subgraphs: {values['subgraph_rate'] / 1e6:.2f} M in-edges/s "
+              f"({values['single_thread']['subgraph_rate'] / 1e6:.2f} one thread); wrote {path}")
         return
     try:
         with stop_on_signals():  # the ranks of the exchange are ended and its folder removed on the way out

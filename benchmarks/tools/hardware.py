@@ -72,6 +72,8 @@ class SingleThread(Options):
     dropout_rate: Optional[float] = option(None, "elements/s through dropout's forward, one thread", gt=0)
     attention_rate: Optional[dict] = option(None, "GAT edge-heads/s by channels per head, one thread")
     sampler_rate: Optional[float] = option(None, "sampled edges/s of the neighbour sampler, one thread", gt=0)
+    subgraph_rate: Optional[float] = option(None, "in-edges/s an induced subgraph's construction scans, one thread",
+                                            gt=0)
 
 
 #: The nested sections and their declarations.
@@ -111,6 +113,9 @@ class HardwareProfile:
     # the sampled families (neighbour sampling, local rounds, LLCG's server): the neighbour sampler's
     # rate per rank, on the host cores that serve a rank
     sampler_rate: Optional[float] = option(None, "sampled edges/s per rank (the suite's sampler, calibrated)", gt=0)
+    # the subgraph families (Cluster-GCN, GraphSAINT): building a batch's induced subgraph, per rank
+    subgraph_rate: Optional[float] = option(None, "in-edges/s per rank an induced subgraph's construction scans "
+                                            "(calibrated)", gt=0)
     # where a GPU's sampled batches, caches and GAS's histories live: host memory per node and the
     # link between it and one device; absent on a CPU node (its memory is the host's)
     host_memory_bytes: Optional[float] = option(None, "host memory per node, bytes", gt=0)

@@ -1,10 +1,14 @@
-"""`python -m benchmarks.tools.sampler_bench [--out PATH]`: the neighbour sampler alone, on one core.
+"""`python -m benchmarks.tools.sampler_bench [--out PATH] [--frontier]`: the neighbour sampler alone, on one core.
 
 Whole mini-batches of blocks (sampling, relabelling, block construction) for batches of 512
 training nodes of the sampling study's synthetic graph (200k nodes, average degree 20), fan-outs
 [15, 10, 5], over the replicated store; and the draws alone. Writes sampled edges per second as
 JSON (default `results/sampling/sampler_throughput.json`, beside the sampling study's records,
-whose report section shows it)."""
+whose report section shows it).
+
+`--frontier`: the cost model's expected batch shapes (`benchmarks.traffic`: `sampled_hops`,
+`walk_batch`) against what the suite's samplers draw (5 batches each, by stream) on Cora, CiteSeer
+and a 50k-node synthetic graph: the measured ratios docs/projection.md gives."""
 from __future__ import annotations
 
 import argparse
@@ -14,8 +18,10 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.datasets import synthetic
-from benchmarks.sampling import SAMPLER, sample_blocks, sample_neighbors
+from benchmarks import traffic
+from benchmarks.datasets import load_dataset, synthetic
+from benchmarks.graph import Graph, degree_histogram
+from benchmarks.sampling import SAMPLER, StreamDraws, induced_subgraph, sample_blocks, sample_neighbors
 from benchmarks.stores import ReplicatedStore
 
 
@@ -41,10 +47,67 @@ def sampler_throughput(batches: int = 30, batch_size: int = 512, fanouts=(15, 10
             "blocks_edges_per_s": edges / blocks_s, "draw_only_edges_per_s": drawn / hop_s}
 
 
+#: (seeds, fan-outs) of neighbour sampling and (roots, walk length, roots from the training nodes) of
+#: random walks: the suite's defaults and the small-graph cases where neighbourhoods overlap most.
+FRONTIER_CASES = {"hops": [(64, [10, 10, 10]), (256, [10, 10, 10]), (1024, [15, 10, 5]), (512, [5, 5])],
+                  "walks": [(6000, 2, True), (2000, 2, True), (256, 2, False), (1000, 4, False)]}
+FRONTIER_GRAPHS = [{"name": "cora"}, {"name": "citeseer"},
+                   {"name": "synthetic", "nodes": 50_000, "avg_degree": 20, "classes": 8, "features": 16,
+                    "homophily": 0.8, "feature_noise": 6.0, "degree_skew": 1.0, "train_frac": 0.05,
+                    "val_frac": 0.2, "test_frac": 0.5, "seed": 0}]
+
+
+def frontier_ratios(g: Graph, batches: int = 5) -> list[dict]:
+    """Measured over modelled rows: per hop of neighbour sampling (frontier rows), and per random-walk
+    subgraph (nodes, induced edges), for `FRONTIER_CASES` on `g`."""
+    from methods.graphsaint import random_walks  # the plugin's walk, as graphsaint samples it
+    degrees = traffic.Degrees(tuple(map(tuple, degree_histogram(g.in_degree()))))
+    gen = torch.Generator().manual_seed(0)
+    nodes, train = torch.arange(g.num_nodes), g.train_mask.nonzero().squeeze(1)
+    rows = []
+    for seeds, fanouts in FRONTIER_CASES["hops"]:
+        measured = [0.0] * len(fanouts)
+        for _ in range(batches):
+            frontier = nodes[torch.randperm(g.num_nodes, generator=gen)[:seeds]]
+            for hop, fanout in enumerate(fanouts):
+                drawn = g.indices[sample_neighbors(g.indptr, g.indices, frontier, fanout, StreamDraws(gen))[1]]
+                frontier = torch.unique(torch.cat([frontier, drawn]))
+                measured[hop] += frontier.numel() / batches
+        modelled = [r for r, _ in traffic.sampled_hops(degrees, seeds, fanouts)]
+        rows.append({"graph": g.name, "case": f"{seeds} seeds, fan-outs {fanouts}",
+                     "ratios": [m / p for m, p in zip(measured, modelled)], "what": "frontier rows per hop"})
+    for roots, length, from_train in FRONTIER_CASES["walks"]:
+        pool = train if from_train else nodes
+        n = e = 0.0
+        for _ in range(batches):
+            walked = random_walks(g.indptr, g.indices, pool[torch.randint(pool.numel(), (roots,), generator=gen)],
+                                  length, gen)
+            sub = torch.unique(walked)
+            n, e = n + sub.numel() / batches, e + induced_subgraph(g.indptr, g.indices, sub)[1].numel() / batches
+        mn, me, _ = traffic.walk_batch(degrees, roots, length, pool.numel())
+        rows.append({"graph": g.name, "case": f"{roots} walks of {length} from {pool.numel()} nodes",
+                     "ratios": [n / mn, e / me], "what": "walk subgraph nodes, edges"})
+    return rows
+
+
+def frontier_table() -> str:
+    lines = ["| graph | case | measured / modelled | of |", "|---|---|---|---|"]
+    for cfg in FRONTIER_GRAPHS:
+        name = cfg["name"]
+        g = synthetic(**{k: v for k, v in cfg.items() if k != "name"}) if name == "synthetic" else load_dataset(cfg)
+        for r in frontier_ratios(g):
+            lines.append(f"| {r['graph']} | {r['case']} | {', '.join(f'{x:.2f}' for x in r['ratios'])} | {r['what']} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.tools.sampler_bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="results/sampling/sampler_throughput.json")
+    p.add_argument("--frontier", action="store_true", help="print the batch-shape model against the samplers")
     args = p.parse_args(argv)
+    if args.frontier:
+        print(frontier_table())
+        return
     s = sampler_throughput()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

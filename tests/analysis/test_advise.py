@@ -179,3 +179,29 @@ def test_bad_files_and_folders_are_refused_in_one_line(capsys, tmp_path):
     csv_file(bad, advise.FINDINGS_COLUMNS, [{"method": "x", "effect_pt": "big"}])
     assert "line 2: effect_pt is 'big', not a number" in one_line_error(
         capsys, [*argv, "--out", str(tmp_path), "--findings", str(bad)])
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs" / "results" / "advise").glob("*/advise.json")),
+                         ids=lambda p: p.parent.name)
+def test_each_committed_page_shows_the_accuracy_of_the_findings_it_cites(page):
+    """A committed advise page names the measured tables it read; every row's accuracy (effects,
+    epochs to target) is those tables' rows of its method as they stand now, and its ranked tables
+    show the effect measured at the P nearest each worker count. A findings rerun without the pages
+    regenerated fails here."""
+    result = json.loads(page.read_text())
+    text = (page.parent / "advise.md").read_text()
+    cites = result["measured"]
+    assert set(cites) == {"findings", "scaling"} and all(f"`{path}`" in text for path in cites.values())
+    findings = advise.read_table(ROOT / cites["findings"], advise.FINDINGS_COLUMNS, "--findings")
+    findings += advise.curve_rows(advise.read_table(ROOT / cites["scaling"], advise.SCALING_COLUMNS, "--scaling"))
+    for row in result["rows"]:
+        assert row["accuracy"] == [f for f in findings if f["method"] == row["method"]], row["method"]
+    for p in result["workers"]:
+        section = text.split(f"## {p} workers", 1)[1].split("\n## ", 1)[0]
+        ranked = [line for line in section.split("Do not fit", 1)[0].splitlines() if line.startswith("| ")]
+        for row in (r for r in result["rows"] if r["workers"] == p and r["fits"]):
+            found, where = advise.nearest(row["accuracy"], p)
+            want = f"{advise.effect(found, short=True)} {where}" if found else "not measured"
+            name = row.get("variant") or row["method"]
+            assert any(f"| {name} " in line and want in line and advise.to_target(row)[1] in line
+                       for line in ranked), (p, name)

@@ -170,8 +170,9 @@ def test_quick_calibration_writes_a_valid_profile(tmp_path):
 
     measured = list(numbers({f: getattr(profile, f) for f in hardware.FIELDS if f != "sources"}))
     # 16 rates and sizes, plus dropout's and GAT attention's (2 widths), each also on one thread, and
-    # the GEMM's share at 2 widths, and the sampler's rate (every core and one thread)
-    assert len(measured) == 26 and all(v > 0 for v in measured)
+    # the GEMM's share at 2 widths, and the samplers' rates (neighbour draws and induced subgraphs,
+    # every core and one thread)
+    assert len(measured) == 28 and all(v > 0 for v in measured)
     assert set(profile.sources) >= {"memory_bandwidth", "gather_bandwidth", "dense_flops.fp32", "intra_node"}
     bad = commands.run("benchmarks.tools.calibrate", "--quick", "--name", "../x")
     assert bad.returncode == 2 and "must be a plain file name" in bad.stderr
