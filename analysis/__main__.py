@@ -1,7 +1,8 @@
 """`python -m analysis report <results_dir> [--out DIR] [--target-acc X]`: write `report.md` and its
 figures (PNG and PDF) from a folder of run records; `--publish docs/results/<study>.md` writes a
-results page instead (the study's sections, the command, commit, machine and dates of its records). `python -m analysis table <results_dir>`: print
-the runs table only (one line per configuration, mean over seeds, failed runs marked).
+results page instead (the study's sections, the command, commit, machine and dates of its records).
+`python -m analysis table <results_dir>`: print the runs table only (one line per configuration, mean
+over seeds, failed runs marked).
 `python -m analysis project ...`: the cost model's projection of a folder of records (docs/projection.md).
 `python -m analysis advise --graph G --hardware H --workers 16,32,64`: every method ranked for a
 cluster by projected epoch time, with no records (docs/projection.md, "advise")."""

@@ -147,8 +147,8 @@ def variants(name: str, defaults: dict) -> list[tuple[str, dict]]:
     as a user's other choice (`Method.advise_variants`: neighbour sampling with a feature cache), for
     the plugin's own name only (an alias is a choice of option values already)."""
     from benchmarks.method import method_class
-    from benchmarks.registry import aliases
-    if name in aliases():
+    from benchmarks.registry import alias_of
+    if alias_of(name) is not None:
         return [(name, defaults)]
     return [(name, defaults)] + [(f"{name} {v}", {**defaults, **o})
                                  for v, o in method_class(name).advise_variants.items()]
@@ -199,7 +199,7 @@ def markdown(result: dict) -> str:
             f"- Device: {result['device']}", f"- Partition: {result['partition']}",
             f"- {validated(result['validation'], result['hardware'])}",
             *([f"- Command: `{result['command']}`"] if result.get("command") else []),
-            *([f"- Measured (accuracy effects, epochs to target): "
+            *(["- Measured (accuracy effects, epochs to target): "
                + ", ".join(f"`{path}`" for path in result["measured"].values())] if result.get("measured") else []),
             "- Each method at its default options (`python -m benchmarks --methods`). Projected: epoch time, peak "
             "memory per rank (the largest rank: training working set + graph, features, parameters) and training "
@@ -288,18 +288,20 @@ def top_choice(rows: list[dict], p: int, memory_bytes: float) -> str:
     first = rows[0]
     name = first.get("variant") or first["method"]
     devices = first.get("devices", p)
+    peak = first["projected_peak_mem_bytes"]
     line = (f"Top choice at {p} workers: `{name}` ({first['about']['kind']}, on {devices} "
-            f"device{'s' if devices != 1 else ''}): it fits because its peak, {number(first['projected_peak_mem_bytes'] / GB)} "
-            f"GB a device, is {share(first['projected_peak_mem_bytes'] / memory_bytes)} of the {number(memory_bytes / GB)} GB "
-            f"a device has; its time goes to {reason(first)}.")
+            f"device{'s' if devices != 1 else ''}): it fits because its peak, {number(peak / GB)} GB a device, "
+            f"is {share(peak / memory_bytes)} of the {number(memory_bytes / GB)} GB a device has; its time goes "
+            f"to {reason(first)}.")
     timed = [(to_target(r)[0] * r["projected_epoch_s"], r) for r in rows if to_target(r)[0] is not None]
     if timed:
         seconds, best = min(timed, key=lambda t: t[0])
         if best is not first:
-            line += (f" To the findings' target accuracy (epochs measured at small scale), `{best.get('variant') or best['method']}` "
-                     f"is faster: {number(seconds)} s against "
-                     + (f"{number(to_target(first)[0] * first['projected_epoch_s'])} s." if to_target(first)[0] is not None
-                        else f"`{name}`'s epochs to the target: {to_target(first)[1]}."))
+            epochs, text = to_target(first)
+            line += (f" To the findings' target accuracy (epochs measured at small scale), "
+                     f"`{best.get('variant') or best['method']}` is faster: {number(seconds)} s against "
+                     + (f"{number(epochs * first['projected_epoch_s'])} s." if epochs is not None
+                        else f"`{name}`'s epochs to the target: {text}."))
     return line
 
 

@@ -85,7 +85,8 @@ def plugin(method):
 def typed_options(cls, values):
     """A record's `config.method` (or any dict of option values) as `cls`'s validated `Options`: keys
     the plugin does not declare (its name, an alias's plugin, options since removed) are dropped,
-    and options a row does not state take the plugin's defaults. Typed options pass through. UserError for a value the plugin refuses."""
+    and options a row does not state take the plugin's defaults. Typed options pass through.
+    UserError for a value the plugin refuses."""
     if not isinstance(values, dict):
         return values
     import dataclasses
@@ -349,8 +350,8 @@ def _memory(method, options, model, rank: Rank, workers: int, stepped: tuple | N
     # the edges a rank aggregates over are those it holds: GAT's per-edge softmax terms scale with them
     # (tensor parallelism runs the softmax over every edge of the graph on every rank)
     edges = list(shape.edges) if batch else [structure[1]] * layers
-    retained = [_kept_for_backward(model, layer, rows[layer], kept[layer], edges[layer], shape.out[layer] if batch else None)
-                for layer in range(layers)]
+    retained = [_kept_for_backward(model, layer, rows[layer], kept[layer], edges[layer],
+                                   shape.out[layer] if batch else None) for layer in range(layers)]
     kernel = kernel_of(model)
     # the peak is the larger of: a forward dropout's draw on top of the earlier layers' activations
     # (`spmm`: uniform draws, mask and product, 9 bytes an element; `native`: the product alone; wide

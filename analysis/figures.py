@@ -276,7 +276,8 @@ def memory_time_scatter(agg: pd.DataFrame, out_dir) -> list[Path]:
                             xytext=(4, 3), textcoords="offset points", fontsize=7)
         failed = g[g["status"] != "ok"]
         if len(failed):
-            ax.text(0.02, 0.02, "failed: " + ", ".join(f"{r['variant']} P={r['workers']}" for _, r in failed.iterrows()),
+            ax.text(0.02, 0.02,
+                    "failed: " + ", ".join(f"{r['variant']} P={r['workers']}" for _, r in failed.iterrows()),
                     transform=ax.transAxes, color="red", fontsize=7)
         _log_if_wide(ax, list(ok["epoch_time_s"]), axis="x")
         _log_if_wide(ax, list(ok["train_mem_bytes"] / scale))
@@ -314,11 +315,13 @@ def accuracy_vs_comm(agg: pd.DataFrame, out_dir) -> list[Path]:
             x = v["comm_bytes_per_epoch"].where(v["comm_bytes_per_epoch"] > 0, floor) / 1e6
             ax.plot(x, 100 * v["test_acc"], linestyle="none", label=variant, **sty[variant])
             for xi, (_, r) in zip(x, v.iterrows()):
-                ax.annotate(f"P={r['workers']}" + ("" if r["comm_bytes_per_epoch"] else ", 0 B"), (xi, 100 * r["test_acc"]),
+                ax.annotate(f"P={r['workers']}" + ("" if r["comm_bytes_per_epoch"] else ", 0 B"),
+                            (xi, 100 * r["test_acc"]),
                             xytext=(4, 3), textcoords="offset points", fontsize=6)
         failed = g[g["status"] != "ok"]
         if len(failed):
-            ax.text(0.02, 0.02, "failed: " + ", ".join(f"{r['variant']} P={r['workers']}" for _, r in failed.iterrows()),
+            ax.text(0.02, 0.02,
+                    "failed: " + ", ".join(f"{r['variant']} P={r['workers']}" for _, r in failed.iterrows()),
                     transform=ax.transAxes, color="red", fontsize=7)
         ax.set_xscale("log")
         ax.set_xlabel("training MB per epoch, all ranks (log; 0 B at the left edge)")
@@ -344,7 +347,8 @@ def accuracy_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
             ax.errorbar(x, 100 * r["test_acc"], yerr=100 * r["test_acc_std"] if r["test_acc_std"] == r["test_acc_std"]
                         else None, linestyle="none", capsize=3, label=r["variant"], **sty[r["variant"]])
             if not r["halo_bytes_per_epoch"]:
-                ax.annotate("0 bytes", (x, 100 * r["test_acc"]), xytext=(4, -10), textcoords="offset points", fontsize=7)
+                ax.annotate("0 bytes", (x, 100 * r["test_acc"]), xytext=(4, -10), textcoords="offset points",
+                            fontsize=7)
         ax.set_xscale("log")
         ax.set_xlabel("halo MB per epoch, all ranks (log)")
         ax.set_ylabel("test accuracy (%)")
@@ -522,7 +526,8 @@ def projection_vs_workers(rows: list[dict], out_dir) -> list[Path]:
             measured = v.dropna(subset=["measured_epoch_s"])
             ax_t.scatter(measured["workers"], measured["measured_epoch_s"], color=sty[label]["color"], s=18)
             measured = v.dropna(subset=["measured_train_mem_bytes"])
-            ax_m.scatter(measured["workers"], measured["measured_train_mem_bytes"] / GIB, color=sty[label]["color"], s=18)
+            ax_m.scatter(measured["workers"], measured["measured_train_mem_bytes"] / GIB, color=sty[label]["color"],
+                         s=18)
         for ax, what in ((ax_t, "epoch time (s)"), (ax_m, "training memory per rank (GiB)")):
             _workers_axis(ax, g["workers"])
             ax.set_ylabel(f"projected {what}")

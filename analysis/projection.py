@@ -38,10 +38,15 @@ def build_model(model: str, features: int, hidden: int, classes: int, layers: in
 
 
 def _model_of(cfg: dict, features: int, classes: int):
-    model = build_model(cfg["model"]["name"], features, cfg["hidden"], classes, cfg["layers"],
-                        cfg["model"].get("heads", 4), cfg.get("batch_norm", False), cfg.get("dropout", 0.0),
-                        cfg["model"].get("heads_concat", True))
-    model.kernel = cfg.get("kernel", "spmm")  # some memory terms are the kernel's (costmodel.kernel_of)
+    """The model a run's configuration (`RunConfig.as_dict()`, a record's `config`) builds; a key the
+    configuration leaves out (an older record's) takes the schema's default, not one retyped here."""
+    from benchmarks.config import RunOptions
+    from benchmarks.models import ModelOptions
+    from benchmarks.options import defaults
+    run, spec = {**defaults(RunOptions), **cfg}, {**defaults(ModelOptions), **cfg["model"]}
+    model = build_model(spec["name"], features, run["hidden"], classes, run["layers"], spec["heads"],
+                        run["batch_norm"], run["dropout"], spec["heads_concat"])
+    model.kernel = run["kernel"]  # some memory terms are the kernel's (costmodel.kernel_of)
     return model
 
 
@@ -91,7 +96,8 @@ def ranks_of(partition: dict, workers: int, peers: list[int] | None = None, grap
 CUT_PARTS = tuple(2 ** i for i in range(1, 14))
 
 
-def graph_degrees(graph: dict, stats: dict | None = None, partition: dict | None = None, workers: int = 1) -> Degrees | None:
+def graph_degrees(graph: dict, stats: dict | None = None, partition: dict | None = None,
+                  workers: int = 1) -> Degrees | None:
     """The graph's `Degrees`: its degree histogram (a record's or a statistics file's `graph`) and its
     METIS cut shares, from a statistics file (`stats`: every P it holds, and the power law of
     `benchmarks.tools.partition_stats` fitted beyond them) and a record's own `partition` at `workers`.
@@ -309,7 +315,8 @@ def load_stats(graph: str, workers: list[int], stats_dir=None) -> dict:
         stats = json.loads(Path(graph).read_text())
         check_stats(stats)
     except (OSError, ValueError) as e:
-        raise UserError(f"--graph {graph}: not a partition-statistics file ({e}) nor one of {', '.join(TOTALS)}") from None
+        raise UserError(f"--graph {graph}: not a partition-statistics file ({e}) nor one of "
+                        f"{', '.join(TOTALS)}") from None
     return stats
 
 
@@ -495,7 +502,8 @@ def proxy_stats(proxies: list[dict], name: str, nodes: int, edges: int, features
                 -s["graph"]["nodes"])
     nearest = min(proxies, key=distance)
     out = extrapolate(nearest, workers, nodes=nodes, edges=edges, name=name)
-    out["proxy"] += f" (average degree {nearest['graph']['edges'] / nearest['graph']['nodes']:.0f} against {degree:.0f})"
+    proxy_degree = nearest["graph"]["edges"] / nearest["graph"]["nodes"]
+    out["proxy"] += f" (average degree {proxy_degree:.0f} against {degree:.0f})"
     out["graph"].update(features=features, classes=classes)
     g0 = nearest["graph"]
     if g0.get("degree_histogram"):  # the proxy's degree shape, stretched to this graph's average degree
@@ -519,8 +527,8 @@ def published_options(cls, text: str) -> dict:
 
     import yaml
     declared = {f.name for f in dataclasses.fields(cls.Options)}
-    return {k: yaml.safe_load(v) for k, v in re.findall(r"(?:^|;)\s*([a-z_][a-z0-9_]*)=(\[[^\]]*\]|[^;\s:,()]+)", text or "")
-            if k in declared}
+    pairs = re.findall(r"(?:^|;)\s*([a-z_][a-z0-9_]*)=(\[[^\]]*\]|[^;\s:,()]+)", text or "")
+    return {k: yaml.safe_load(v) for k, v in pairs if k in declared}
 
 
 def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> list[dict]:
@@ -582,7 +590,8 @@ def write_published(out_dir, reference=None, stats_dir=None) -> Path:
     reference = Path(reference or Path(__file__).resolve().parent.parent / "results" / "reference" / "projection.csv")
     rows = list(csv.DictReader(reference.open()))
     proxies = measured_stats(stats_dir)
-    profiles = {name: load_profile(name) for name in {r["hardware"] for r in rows if r["projectable"] == "yes" and r["hardware"]}}
+    profiles = {name: load_profile(name)
+                for name in {r["hardware"] for r in rows if r["projectable"] == "yes" and r["hardware"]}}
     result = project_published(rows, proxies, profiles)
     projected = [r for r in result if r["projected"] is not None]
     errs = _median_max([abs(r["ratio"] - 1) for r in projected])

@@ -21,6 +21,10 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: pandas is imported where a table is built
+    import pandas as pd
 
 # pandas is imported by the functions that build tables: the checks and `load` are read without it
 # (the projection's record checks run in the launching process of a run, the pre-flight memory
@@ -29,8 +33,8 @@ from pathlib import Path
 # One configuration = these columns; seeds are averaged within one.
 KEYS = ["dataset", "model", "variant", "workers", "setting"]
 METRICS = ["epoch_time_s", "peak_rss_bytes", "peak_pss_bytes", "peak_pss_sum_bytes", "peak_mem_bytes",
-           "train_mem_bytes", "comm_bytes_per_epoch", "comm_bytes_per_round", "best_val_acc", "test_acc", "train_time_s",
-           "cores"]
+           "train_mem_bytes", "comm_bytes_per_epoch", "comm_bytes_per_round", "best_val_acc", "test_acc",
+           "train_time_s", "cores"]
 
 
 class NoRecords(ValueError):

@@ -48,7 +48,6 @@ METHODS = {
     "PSGD-PA": "psgd_pa",
     "LLCG": "llcg",
     "DIGEST": "digest",
-    "PipeGCN": "pipegcn",
     "full-batch single machine": "single",
     "full-batch single machine (DGL)": "single",
     "full-graph single machine": "single",

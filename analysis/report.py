@@ -125,9 +125,12 @@ def _page_head(records: list[dict], results_dir: Path, page: Path, named: list[s
             "Generated from records; do not edit by hand. To regenerate it, run the sweep, then publish:", "",
             "```bash", sweep, f"python -m analysis report {results_dir} --publish {page}", "```", "",
             f"- Records: {_summary(records)}.",
-            f"- Machine: {', '.join(values(env('platform'))) or '?'}; python {', '.join(values(env('python'))) or '?'}.",
-            f"- Code: commit {', '.join(c[:10] + ('-dirty' if c.endswith('-dirty') else '') for c in commits) or 'unknown'}"
-            + (" (`-dirty`: the working tree had uncommitted changes)." if any(c.endswith("-dirty") for c in commits) else "."),
+            f"- Machine: {', '.join(values(env('platform'))) or '?'}; "
+            f"python {', '.join(values(env('python'))) or '?'}.",
+            "- Code: commit "
+            f"{', '.join(c[:10] + ('-dirty' if c.endswith('-dirty') else '') for c in commits) or 'unknown'}"
+            + (" (`-dirty`: the working tree had uncommitted changes)."
+               if any(c.endswith("-dirty") for c in commits) else "."),
             f"- Dates: {dates[0] + ' to ' + dates[-1] if len(dates) > 1 else (dates or ['unknown'])[0]}.", ""]
 
 
@@ -197,8 +200,9 @@ def _body(records: list[dict], out_dir: Path, target_acc: float | None) -> list[
                         for _, r in mem.iterrows()]), "", _img(figs, "memory_vs_workers"), ""]
 
     parts += ["## Accuracy against time", "",
-              f"Training time (evaluation excluded) until the validation accuracy first reaches the target "
-              f"({'given: ' + str(target_acc) if target_acc is not None else '95 % of the best any run reached on that dataset and model'}); "
+              "Training time (evaluation excluded) until the validation accuracy first reaches the target "
+              "(" + ("given: " + str(target_acc) if target_acc is not None
+                     else "95 % of the best any run reached on that dataset and model") + "); "
               "– where it never did. The figure: validation accuracy against epoch (exact methods share one curve: "
               "they compute the same model) and against training time (what a method's epoch costs); dashed lines "
               "are the fewer-worker runs. Look for a curve that ends below the exact one (the approximation costs "

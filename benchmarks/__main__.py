@@ -47,14 +47,5 @@ def preflight_checks():
     return check, check_only
 
 
-def run_forked(config: dict) -> None:
-    """A sweep's run forked from its warm parent (benchmarks/sweep.py `run_one`): what `python -m
-    benchmarks` does with the configuration the sweep composed and checked, the pre-flight check
-    included, without starting Python, importing torch or composing again."""
-    from benchmarks.cli import run_and_report
-
-    run_and_report(config, preflight=preflight_checks()[0])
-
-
 if __name__ == "__main__":
     main()

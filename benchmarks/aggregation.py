@@ -246,7 +246,8 @@ class LocalAdjacency:
         """(A, A^T) with the given edge normalisation as torch CSR tensors, built once."""
         if norm not in self._matrices:
             w = self.edge_weights(norm)
-            self._matrices[norm] = (self.with_values(w), self.with_values(w[self.t_perm32].contiguous(), transposed=True))
+            self._matrices[norm] = (self.with_values(w),
+                                    self.with_values(w[self.t_perm32].contiguous(), transposed=True))
         return self._matrices[norm]
 
     def native_matrix(self, norm: str):
@@ -416,11 +417,11 @@ def keep_with_probability(p: float, seed: int, epoch: int) -> Callable[[torch.Te
 
 class Replay:
     """Rows a checkpointed forward fetched, handed back to its recompute in backward
-    (`memory.checkpoint`, the rank's `Recompute`, which `Comm` carries) instead of fetched again: always for fetches with side
-    effects (a stale table that a sync step replaces, a posted exchange), and for plain halo
-    exchanges under `memory.checkpoint_halo=keep` or quantised messages (`comm.quantize`: a second
-    exchange would round differently, and the recompute must see the forward's rows). Each kept row
-    set is released at its replay."""
+    (`memory.checkpoint`, the rank's `Recompute`, which `Comm` carries) instead of fetched again:
+    always for fetches with side effects (a stale table that a sync step replaces, a posted
+    exchange), and for plain halo exchanges under `memory.checkpoint_halo=keep` or quantised
+    messages (`comm.quantize`: a second exchange would round differently, and the recompute must see
+    the forward's rows). Each kept row set is released at its replay."""
 
     def __init__(self, always: bool):
         self.always, self.kept = always, {}

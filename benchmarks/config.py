@@ -22,7 +22,7 @@ from benchmarks.errors import UserError, choose
 from benchmarks.method import method_class
 from benchmarks.models import DECAYED, MODELS, PRECISIONS, MemoryOptions, ModelOptions
 from benchmarks.options import RESERVED, Options, as_dict, defaults, option, seed_option, validate
-from benchmarks.registry import aliases
+from benchmarks.registry import alias_of
 from benchmarks.partition import PARTITIONERS
 from benchmarks.quantize import CommOptions
 from benchmarks.stopping import STOPPING
@@ -93,7 +93,8 @@ class RunOptions(Options):
     kernel: Literal[KERNELS] = option(
         "native", "aggregation and dropout kernel of every method: native (the suite's CPU kernels, "
                   "benchmarks/native.c, built on first use; where they cannot be built the run takes spmm's "
-                  "path, says so in one line and records it in env.agg_kernel), spmm (torch's CSR products, no per-edge tensors, as DGL's fused "
+                  "path, says so in one line and records it in env.agg_kernel), spmm (torch's CSR products, no "
+                  "per-edge tensors, as DGL's fused "
                   "builtins, which SAR's papers' vanilla ran: docs/sar.md) or messages (gather, scale, index_add per "
                   "edge, as PyG does). Compared like a method option: a record's variant names a kernel other than "
                   "native and its setting leaves the kernel out")
@@ -149,8 +150,8 @@ class RunOptions(Options):
             raise UserError(f"stopping={self.stopping} reads every epoch's validation: set eval_every=1 "
                             f"(got eval_every={self.eval_every})")
         if (self.backend_name == "nccl") != (self.device == "cuda"):
-            raise UserError(f"backend={self.backend_name} does not fit device={self.device}: use gloo on cpu and nccl on "
-                            "cuda (or backend=auto)")
+            raise UserError(f"backend={self.backend_name} does not fit device={self.device}: use gloo on cpu and "
+                            "nccl on cuda (or backend=auto)")
 
     @property
     def backend_name(self) -> str:
@@ -195,7 +196,8 @@ class RunConfig(RunOptions):
         method = {"name": self.method_name, **({"plugin": self.plugin} if self.plugin != self.method_name else {})}
         return {**top, "dataset": self.dataset_section,
                 "model": {"name": self.model_name, **as_dict(self.model)},
-                "memory": as_dict(self.memory), "comm": as_dict(self.comm), "method": {**method, **as_dict(self.method)}}
+                "memory": as_dict(self.memory), "comm": as_dict(self.comm),
+                "method": {**method, **as_dict(self.method)}}
 
 
 def check(cfg: dict) -> RunConfig:
@@ -209,7 +211,8 @@ def check(cfg: dict) -> RunConfig:
             raise UserError(f"the config has no {section} (choose one with {section}=<name>)")
     dataset = cfg["dataset"]
     options_cls = datasets.options(dataset["name"])
-    generator_keys = {f.name for f in fields(datasets.SyntheticOptions)} - {f.name for f in fields(datasets.DatasetOptions)}
+    generator_keys = ({f.name for f in fields(datasets.SyntheticOptions)}
+                      - {f.name for f in fields(datasets.DatasetOptions)})
     if options_cls is not datasets.SyntheticOptions and generator_keys & set(dataset):
         key = min(generator_keys & set(dataset))
         raise UserError(f"dataset.{key} is an option of dataset=synthetic, not of dataset={dataset['name']} "
@@ -225,10 +228,10 @@ def check(cfg: dict) -> RunConfig:
         sections[section] = validate(saver_cls, cfg.get(section, {}), top, section=section)
     name = cfg["method"]["name"]
     method_cls = method_class(name)
-    plugin = aliases().get(name, {}).get("plugin")
+    plugin = (alias_of(name) or {}).get("plugin")
     if cfg["method"].get("plugin", plugin) != plugin:  # only an alias's YAML names a plugin
-        raise UserError(f"method.plugin={cfg['method']['plugin']} is not an option: an alias YAML in conf/method/ names "
-                        f"its plugin; choose the method with method=<name> (drop method.plugin)")
+        raise UserError(f"method.plugin={cfg['method']['plugin']} is not an option: an alias YAML in conf/method/ "
+                        f"names its plugin; choose the method with method=<name> (drop method.plugin)")
     run = RunConfig(**{f.name: getattr(top, f.name) for f in fields(RunOptions)}, **sections,
                     dataset_name=dataset["name"], model_name=cfg["model"]["name"], method_name=name,
                     method_cls=method_cls)
@@ -270,21 +273,21 @@ def check_savers(run: RunConfig) -> None:
     if run.model.attention_dropout and "model.attention_dropout" not in applies:
         raise UserError(f"method={name} does not apply model.attention_dropout (its attention draws no per-edge "
                         f"mask; `python -m benchmarks --methods` lists the methods that do)")
-    for option, value in moved_savers(run.as_dict()):
-        if option in REGIME_AXES:
+    for saver, value in moved_savers(run.as_dict()):
+        if saver in REGIME_AXES:
             continue
-        section = option.partition(".")[0] if "." in option else ""
-        if {section, option, f"{option}={value}"} & applies:
+        section = saver.partition(".")[0] if "." in saver else ""
+        if {section, saver, f"{saver}={value}"} & applies:
             continue
-        if option == "comm.quantize" and run.comm.quantize_grads and "comm.quantize_grads" in applies:
+        if saver == "comm.quantize" and run.comm.quantize_grads and "comm.quantize_grads" in applies:
             continue  # the codec of the gradients this method does send
-        if option == "precision" and value == "fp16" and "precision=bf16" in applies:
+        if saver == "precision" and value == "fp16" and "precision=bf16" in applies:
             raise UserError(f"precision=fp16 needs loss scaling, which method={name} does not apply "
                             "(use precision=bf16, whose range is fp32's)")
         sent = ("; it sends only gradients between ranks: quantise them with comm.quantize_grads=true"
-                if option == "comm.quantize" and "comm.quantize_grads" in applies else "")
-        raise UserError(f"method={name} does not apply {option}={value}: a record must not name a saver that "
-                        f"did not run{sent}; drop {option} (method={name} applies: "
+                if saver == "comm.quantize" and "comm.quantize_grads" in applies else "")
+        raise UserError(f"method={name} does not apply {saver}={value}: a record must not name a saver that "
+                        f"did not run{sent}; drop {saver} (method={name} applies: "
                         f"{', '.join(sorted(applies)) or 'none of the savers'})")
 
 
@@ -301,7 +304,7 @@ def control_config(run: RunConfig) -> RunConfig | None:
         section = {**method, **spec}
     else:
         section = {"name": name, **{k: v for k, v in method.items() if k in declared}, **spec}
-    alias = aliases().get(name)
+    alias = alias_of(name)
     if alias and all(section.get(k) == declared.get(k) for k in alias if k not in (*RESERVED, "defaults")):
         # the control switches off all the alias sets (pipegcn_gf's: pipegcn without pipelining): one
         # control, named by its plugin, serves every alias of it

@@ -13,6 +13,7 @@ import importlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -22,8 +23,12 @@ from benchmarks.comm import Comm, flatten, unflatten_into
 from benchmarks.errors import UserError, choose
 from benchmarks.options import RESERVED, Options, defaults
 from benchmarks.partition import Part
-from benchmarks.registry import aliases, method_names, plugin_path
+from benchmarks.registry import alias_of, method_names, plugin_of, plugin_path
 from benchmarks.stores import PartitionedStore, SharedMemory, replicated_store
+
+if TYPE_CHECKING:  # annotations only: the configuration schema imports the plugins' options from here
+    from benchmarks.config import RunConfig
+    from benchmarks.traffic import Shape
 
 
 @dataclass
@@ -286,7 +291,7 @@ def method_class(name: str) -> type[Method]:
     """The `Method` class `method=<name>` runs (an alias's plugin's); its module is imported now, the
     first time the name is asked for, and no other plugin's is."""
     choose("method", name, method_names())
-    return _plugin_class(aliases().get(name, {}).get("plugin", name), plugin_path())
+    return _plugin_class(plugin_of(name), plugin_path())
 
 
 @functools.cache
@@ -297,6 +302,6 @@ def _plugin_class(plugin: str, path: tuple[str, ...]) -> type[Method]:
 def method_defaults(name: str) -> dict:
     """The options a run of `method=<name>` gets when nothing is overridden: the plugin's declared
     defaults with an alias's own values applied (no `name`, no `plugin`)."""
-    alias = aliases().get(name, {})
+    alias = alias_of(name) or {}
     return {**defaults(method_class(name).Options),
             **{k: v for k, v in alias.items() if k not in (*RESERVED, "defaults")}}

@@ -48,8 +48,9 @@ def option(default, doc: str = "", *, ge=None, gt=None, le=None, lt=None, also=(
            message: str | None = None):
     """A declared option: its default; `doc`, what it is (said in the error, in parentheses, and in the
     option references, docs/options.md and docs/methods.md); numeric bounds `ge`/`gt`/`le`/`lt` (of each
-    element, for a list); `also`, values allowed outside the bounds (-1: every neighbour); `empty`, whether a list may be empty; `message`, a whole error
-    line with `{key}` and `{value}` where an older message must be kept word for word."""
+    element, for a list); `also`, values allowed outside the bounds (-1: every neighbour); `empty`,
+    whether a list may be empty; `message`, a whole error line with `{key}` and `{value}` where an
+    older message must be kept word for word."""
     meta = {"doc": doc, "ge": ge, "gt": gt, "le": le, "lt": lt, "also": tuple(also), "empty": empty,
             "message": message}
     if isinstance(default, list):
@@ -90,7 +91,8 @@ def validate(options_cls: type[Options], values: dict, run=None, section: str = 
         raise UserError(f"unknown option{plural} {', '.join(f'{section}.{k}' for k in unknown)}"
                         f"{f' for {section}={name}' if name else ''}; {valid}")
     missing = [f.name for f in dataclasses.fields(options_cls)  # declared `option(MISSING, ...)`: required
-               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in values]
+               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+               and f.name not in values]
     if missing:
         prefix = f"{section}." if section else ""
         raise UserError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(prefix + m for m in missing)}")

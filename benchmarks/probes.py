@@ -167,7 +167,8 @@ class MemoryProbe:
         reset_hwm()
         if self.cuda:
             torch.cuda.synchronize(self.device)
-            self.cuda_peaks["allocated"] = max(self.cuda_peaks["allocated"], torch.cuda.max_memory_allocated(self.device))
+            self.cuda_peaks["allocated"] = max(self.cuda_peaks["allocated"],
+                                               torch.cuda.max_memory_allocated(self.device))
             self.cuda_peaks["reserved"] = max(self.cuda_peaks["reserved"], torch.cuda.max_memory_reserved(self.device))
 
     def resume(self) -> None:

@@ -39,7 +39,8 @@ class CommOptions(Options):
 
     def check(self, cfg: dict) -> None:
         if self.quantize_grads and self.quantize == "none":
-            raise UserError("comm.quantize_grads=true needs a codec: set comm.quantize to fp16, bf16, int8, int4 or int2")
+            raise UserError("comm.quantize_grads=true needs a codec: set comm.quantize to fp16, bf16, int8, int4 "
+                            "or int2")
 
 
 class Codec:

@@ -37,8 +37,8 @@ NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_time
 # The axes a comparison runs along: what a run's setting leaves out. The aggregation kernel is an
 # implementation of the same math, compared like a method option (SAR against `full_halo` and
 # `full_halo kernel=messages`, experiment=sar_vanilla): it is named in the variant (`run_variant`).
-# The savers (`memory`: activation checkpointing; `precision`; `comm`: quantised messages) are options that compose with any method, and
-# are named in the variant the same way.
+# The savers (`memory`: activation checkpointing; `precision`; `comm`: quantised messages) are options
+# that compose with any method, and are named in the variant the same way.
 AXES = ("method", "workers", "seed", *SAVER_AXES)
 
 
@@ -104,7 +104,8 @@ def git_commit() -> str | None:
     name a commit whose code did not make it."""
     try:
         def git(*args):
-            return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5).stdout.strip()
+            return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                                  timeout=5).stdout.strip()
         head = git("rev-parse", "HEAD")
         return head and head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
     except (OSError, subprocess.SubprocessError):
@@ -125,7 +126,8 @@ def environment(backend: str, device: str, threads_per_rank: int, launcher: str,
         "cores": cores(),
         "backend": backend,
         "device": device,
-        "cuda_device": torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available() else None,
+        "cuda_device": (torch.cuda.get_device_name(0) if device.startswith("cuda") and torch.cuda.is_available()
+                        else None),
         "threads_per_rank": threads_per_rank,
         "launcher": launcher,
         "agg_kernel": AGG_KERNELS[kernel],

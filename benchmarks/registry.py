@@ -2,7 +2,7 @@
 `method=sra`, is refused in a fraction of a second): method plugins (modules in methods/ and
 GNNBENCH_METHODS_PATH), the aliases in conf/method/, each config group's YAMLs.
 `benchmarks.method.method_class` is what imports the plugin a name runs, and only that one. What was
-found is cached, keyed by the plugin folders, so a run looks once.""" 
+found is cached, keyed by the plugin folders, so a run looks once."""
 from __future__ import annotations
 
 import copy
@@ -25,7 +25,8 @@ GROUPS = {
     "dataset": "`synthetic`: a degree-corrected stochastic block model whose blocks are the classes, no download "
                "(its options below); `synthetic-products`: the same generator at ogbn-products' size (2.45M nodes, "
                "62M edges, 100 features, 47 classes; `name: synthetic`); the others are read from `data_root` "
-               "(Cora and CiteSeer ship in data/; PubMed, Reddit, Flickr and the OGB datasets are downloaded there when online)",
+               "(Cora and CiteSeer ship in data/; PubMed, Reddit, Flickr and the OGB datasets are downloaded "
+               "there when online)",
     "model": "`gcn`, `sage` (mean), `gat` (`model.heads`; `model.heads_concat=false`: every layer has `heads` "
              "full-width heads, averaged, as DGL's GATConv in SAR's examples), `mlp` (features only)",
     "experiment": "a preset from conf/experiment/ (e.g. `experiment=sar_memory`): a study's or a paper table's "
@@ -62,6 +63,17 @@ def aliases() -> dict[str, dict]:
     return copy.deepcopy(_discover(plugin_path())[1])
 
 
+def alias_of(name: str) -> dict | None:
+    """Alias `name`'s YAML as a dict (a copy), or None where `name` is no alias."""
+    found = _discover(plugin_path())[1].get(name)
+    return copy.deepcopy(found) if found is not None else None
+
+
+def plugin_of(name: str) -> str:
+    """The plugin `method=<name>` runs: an alias's plugin, else the name itself."""
+    return _discover(plugin_path())[1].get(name, {}).get("plugin", name)
+
+
 @functools.cache
 def _discover(path: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, dict], tuple[str, ...]]:
     """(plugins, aliases, every YAML's name in conf/method/), read once per plugin path."""
@@ -77,7 +89,8 @@ def _discover(path: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, dict], 
 
 def method_names() -> list[str]:
     """Every name `method=` accepts: plugins and aliases."""
-    return sorted(set(plugin_names()) | set(aliases()))
+    plugins, found, _ = _discover(plugin_path())
+    return sorted(set(plugins) | set(found))
 
 
 def group_options(group: str) -> list[str]:

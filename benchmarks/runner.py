@@ -116,7 +116,8 @@ def prepare(cfg: RunConfig, world: int, log=print):
     graph = load_dataset(cfg.dataset_section, cfg.data_root)
     load_s = time.perf_counter() - t0
     if world > graph.num_nodes:
-        raise UserError(f"workers={world} exceeds the {graph.num_nodes} nodes of {graph.name}; use at most {graph.num_nodes}")
+        raise UserError(f"workers={world} exceeds the {graph.num_nodes} nodes of {graph.name}; "
+                        f"use at most {graph.num_nodes}")
     if world == 1:
         # The whole graph in its original numbering: the oracle needs no partition or relabel.
         parts = build_parts(graph, torch.tensor([0, graph.num_nodes]))
@@ -313,7 +314,8 @@ def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: 
             said = True
         except OSError:  # a full disk
             said = False
-        if isinstance(e, NotWritten):  # rank 0 trained, then could not write the record: the launcher says where it went
+        # rank 0 trained, then could not write the record: the launcher says where it went
+        if isinstance(e, NotWritten):
             if not said:
                 sys.stderr.write(f"{msg}\n")
                 sys.stderr.flush()

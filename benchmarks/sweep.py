@@ -55,7 +55,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from benchmarks.cli import COMPOSED, check_composes, composition_error, config_of
+from benchmarks.composition import COMPOSED, check_composes, composition_error, config_of
 from benchmarks.registry import CONF, check_overrides, method_names
 from benchmarks.errors import Stopped, UserError, stop_on_signals
 from benchmarks.options import Options, option, validate
@@ -234,8 +234,8 @@ def with_controls(runs: list[list[str]], configs: list, machine: bool) -> tuple[
 
 
 def checked(runs: list[list[str]], spec: Bisect | None, machine: bool = True) -> list:
-    """Every run's configuration (a bisection's: its first probe's; a `config.RunConfig`), composed and checked as the run
-    will check it (`runner.plan`; with `machine=False`, only what needs no look at this machine:
+    """Every run's configuration (a bisection's: its first probe's; a `config.RunConfig`), composed and
+    checked as the run will check it (`runner.plan`; with `machine=False`, only what needs no look at this machine:
     `config.check`, for commands printed to run elsewhere). The first bad one raises a UserError
     naming the run; nothing has started then."""
     from benchmarks.config import check
@@ -296,7 +296,8 @@ def warm_up(configs: list) -> bool:
 
     import torch
     import torch._dynamo  # noqa: F401
-    import benchmarks.__main__  # noqa: F401 (the entry point: the runner and the pre-flight check)
+    import benchmarks.outcome  # noqa: F401 (what a run imports: the runner, through run_and_report)
+    import benchmarks.runner  # noqa: F401
     from benchmarks import datasets, rank_server
     from benchmarks.record import ranks_of
 
@@ -315,12 +316,13 @@ def warm_up(configs: list) -> bool:
 _RUN_THREADS = 1
 
 
-def _forked_run(config: dict, output: str) -> None:
-    """A run in a child forked from the warm sweep: `python -m benchmarks`'s work (the entry point's
-    `run_forked`) on the configuration the sweep composed and checked, its output into `output`."""
-    from benchmarks.__main__ import run_forked
+def _forked_run(config: dict, output: str, preflight) -> None:
+    """A run in a child forked from the warm sweep: what `python -m benchmarks` does with the
+    configuration the sweep composed and checked, the pre-flight check it was handed included, without
+    starting Python, importing torch or composing again; its output into `output`."""
+    from benchmarks.outcome import run_and_report
 
-    become_child(lambda: run_forked(config), output, output, _RUN_THREADS)
+    become_child(lambda: run_and_report(config, preflight), output, output, _RUN_THREADS)
 
 
 def become_child(work, stdout: str, stderr: str, threads: int) -> None:
@@ -363,14 +365,15 @@ def become_child(work, stdout: str, stderr: str, threads: int) -> None:
     os._exit(code)
 
 
-def _run_forked(run) -> str:
+def _run_forked(run, preflight) -> str:
     """Fork `run` from this warm sweep (`warm_up`), wait for it; its output. A stop stops it as a user would."""
     import multiprocessing as mp
     import tempfile
 
     fd, output = tempfile.mkstemp(prefix="gnnbench-run-", suffix=".log")
     os.close(fd)
-    proc = mp.get_context("fork").Process(target=_forked_run, args=(run.as_dict(), output), name="gnnbench-run")
+    proc = mp.get_context("fork").Process(target=_forked_run, args=(run.as_dict(), output, preflight),
+                                          name="gnnbench-run")
     try:
         proc.start()
         try:
@@ -387,13 +390,14 @@ def _run_forked(run) -> str:
         os.unlink(output)
 
 
-def run_one(overrides: list[str], run, warm: bool = False) -> dict | None:
-    """The run `overrides` compose to (`run`, checked): forked from this warm sweep (`warm`), else
-    `python -m benchmarks <overrides>` in a fresh process; prints its last line and returns the record
-    it wrote (None if none: refused before it started, a UserError)."""
+def run_one(overrides: list[str], run, warm: bool = False, preflight=None) -> dict | None:
+    """The run `overrides` compose to (`run`, checked): forked from this warm sweep (`warm`; with the
+    pre-flight check `preflight`), else `python -m benchmarks <overrides>` in a fresh process (which
+    checks it itself); prints its last line and returns the record it wrote (None if none: refused
+    before it started, a UserError)."""
     import json
 
-    lines = (_run_forked(run) if warm else _run_fresh(overrides)).strip().splitlines() or ["(no output)"]
+    lines = (_run_forked(run, preflight) if warm else _run_fresh(overrides)).strip().splitlines() or ["(no output)"]
     print(f"  {lines[-1]}", flush=True)
     try:
         return json.loads(path_of(run).read_text())
@@ -408,7 +412,7 @@ def _run_fresh(overrides: list[str]) -> str:
 
     # The run dies with the sweep, even a SIGKILLed one (its ranks then die with it); a stop is below.
     # COMPOSED: the sweep composed and checked this run before it started the first (`expand`), so
-    # the run does not compose it a second time to check it (cli.check_composes): ~0.4 s a run.
+    # the run does not compose it a second time to check it (composition.check_composes): ~0.4 s a run.
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks", *overrides], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=killed_with_parent,
                             env={**os.environ, COMPOSED: "1"})
@@ -498,17 +502,19 @@ def _bisect_run(overrides: list[str], spec: Bisect, counts: dict) -> None:
     print(f"  largest {spec.key} that meets it: {lo} (smallest that does not: {hi})", flush=True)
 
 
-def main(argv=None) -> None:
+def main(argv=None, preflight=None) -> None:
+    """The sweep. `preflight`: the pre-flight memory check its forked runs pass, as the entry point
+    hands it (`python -m benchmarks.sweep` and `python -m benchmarks -m` do; None: none)."""
     try:
         with stop_on_signals():
-            sweep(sys.argv[1:] if argv is None else argv)
+            sweep(sys.argv[1:] if argv is None else argv, preflight)
     except Stopped as e:
         print(f"sweep {e}: the run in progress, if any, is recorded as failed; the same command resumes",
               file=sys.stderr)
         sys.exit(128 + e.signum)
 
 
-def sweep(argv: list[str]) -> None:
+def sweep(argv: list[str], preflight=None) -> None:
     dry_run = "--dry-run" in argv
     argv = [a for a in argv if a != "--dry-run"]
     try:
@@ -572,7 +578,7 @@ def sweep(argv: list[str]) -> None:
             print(f"python -m benchmarks {shlex.join(overrides)}")
             continue
         print(progress_line(head, *so_far), flush=True)
-        record = run_one(overrides, cfg, warm)
+        record = run_one(overrides, cfg, warm, preflight)
         counts["ok" if record and record["status"] == "ok" else "failed"] += 1
         ran, ran_s = ran + 1, ran_s + time.monotonic() - started
     if not dry_run:
@@ -583,5 +589,7 @@ def sweep(argv: list[str]) -> None:
         sys.exit(1)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # a program of its own: the entry point hands it the pre-flight check
+    from benchmarks.__main__ import preflight_checks
+
+    main(preflight=preflight_checks()[0])

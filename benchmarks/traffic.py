@@ -64,9 +64,10 @@ class Shape:
     first: the rows it reads (`rows`: its sources, which its dense transform runs on), the edges it
     aggregates over and the rows it writes (`out`). `steps` such steps per epoch; per step,
     `sampled_edges` drawn by the sampler, `subgraph_edges` in-edges an induced subgraph's construction
-    scans (`sampling.induced_subgraph`: every in-edge of the batch's nodes), and `host_rows` input rows copied from host memory to the
-    device (where the graph and features stay in host memory: `on_host`, as DistDGL and GAS keep
-    them); `gathered`: the step gathers its input rows into a new tensor (a batch's inputs).
+    scans (`sampling.induced_subgraph`: every in-edge of the batch's nodes), and `host_rows` input rows
+    copied from host memory to the device (where the graph and features stay in host memory:
+    `on_host`, as DistDGL and GAS keep them); `gathered`: the step gathers its input rows into a new
+    tensor (a batch's inputs).
     `host_bytes`: what else the rank keeps in host memory (a feature cache, GAS's histories).
     `largest`: where an epoch's steps differ (LLCG's server steps beside the local ones), its largest
     step, which memory is taken at (time is priced at this shape: steps of the mean)."""
@@ -297,10 +298,10 @@ def cache_hit_rate(degrees: Degrees, cached_share: float, remote_share: float) -
 
 
 def walk_batch(degrees: Degrees, roots: float, length: int, pool: float) -> tuple[float, float, float]:
-    """GraphSAINT's random-walk subgraph: expected (nodes, induced edges, in-edges of its nodes) of `roots` roots drawn with
-    replacement from `pool` training nodes, each walking `length` steps (`_expand`'s walks). Its
-    edges: a self-loop per node, each distinct walked edge both ways, or, where more, the pairs of
-    sampled nodes the graph joins (mean-field)."""
+    """GraphSAINT's random-walk subgraph: expected (nodes, induced edges, in-edges of its nodes) of
+    `roots` roots drawn with replacement from `pool` training nodes, each walking `length` steps
+    (`_expand`'s walks). Its edges: a self-loop per node, each distinct walked edge both ways, or,
+    where more, the pairs of sampled nodes the graph joins (mean-field)."""
     distinct = pool * (1 - math.exp(-roots / pool)) if pool else roots
     hops = _expand(degrees, distinct, [1] * length, walkers=roots)
     bins, edges = _bins(degrees), degrees.edges

@@ -119,7 +119,8 @@ class Method(FullGraphMethod):
         boundary = self.ctx.plan.recv_counts
         by_owner = self.kept_epoch0 or [0] * len(boundary)
         return {"boundary_rows_kept": {
-            "unit": "halo rows this rank receives per layer >= 1 (its boundary rows from each owner: boundary_by_owner)",
+            "unit": ("halo rows this rank receives per layer >= 1 (its boundary rows from each owner: "
+                     "boundary_by_owner)"),
             "by_owner_epoch0": by_owner, "boundary_by_owner": boundary, "total_all_epochs": self.kept_total,
             "fraction": sum(by_owner) / sum(boundary) if sum(boundary) else 0.0,
         }}

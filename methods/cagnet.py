@@ -172,7 +172,8 @@ class _BroadcastSpMM(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         agg = ctx.agg
-        return _stages(agg, agg.row.transposed(ctx.norm), grad.contiguous(), ctx.norm, "bcast_bwd", ctx.layer), None, None, None
+        return _stages(agg, agg.row.transposed(ctx.norm), grad.contiguous(), ctx.norm, "bcast_bwd",
+                       ctx.layer), None, None, None
 
 
 def _stages(agg: CagnetAggregator, blocks: dict, h: torch.Tensor, norm: str, category: str, layer: int):

@@ -3,7 +3,8 @@
 At setup each rank cuts its own part's subgraph (edges to other parts dropped) into `num_parts`
 clusters with METIS. Each step it trains the full model on the subgraph induced by `clusters_per_batch`
 (q) clusters drawn without replacement (a fresh permutation of its clusters per epoch, consumed q
-at a time; keyed by (seed, epoch), not the rank: every rank permutes its own clusters' numbers alike), between-cluster edges among the chosen ones restored, normalised on the degrees within
+at a time; keyed by (seed, epoch), not the rank: every rank permutes its own clusters' numbers alike),
+between-cluster edges among the chosen ones restored, normalised on the degrees within
 that subgraph, with the optional diagonal enhancement `diag_lambda`. Gradients are all-reduced
 every step; nothing else crosses ranks.
 """

@@ -41,7 +41,8 @@ Evaluation is the suite's exact full-graph inference; GAS's `mini_inference` giv
 (it is exact: layer-wise over every batch, each layer complete before the next).
 
 One device: pyg_autoscale trains on one GPU (no data parallelism in the repository), so the method
-runs one process whatever `workers` says (`single_process`, as `single`; the record says workers=1). Not applied: gradient clipping (`grad_norm: 1.0` for Cora in the conf; the suite
+runs one process whatever `workers` says (`single_process`, as `single`; the record says workers=1).
+Not applied: gradient clipping (`grad_norm: 1.0` for Cora in the conf; the suite
 has none), split weight decay (`reg_weight_decay` on every layer but the last: the suite's one
 `weight_decay` applies to all), GAS's asynchronous I/O pool (`AsyncIOPool`; copies here are
 synchronous), `memory.checkpoint` (the push happens in the forward) and reduced precision.

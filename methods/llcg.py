@@ -137,7 +137,8 @@ class Method(LocalRounds):
         if ctx.rank == 0:
             for j in range(self.correction_steps):
                 self.at_correction(j)
-                sampled_step(self, self.server_optimizer, self.server_store, lambda ids: self.server_store.features(ids, 0),
+                sampled_step(self, self.server_optimizer, self.server_store,
+                             lambda ids: self.server_store.features(ids, 0),
                              self.server_y, self.correction_batch(j), self.server_scaler)
         if ctx.world > 1:  # the corrected model, from the server to every worker
             tensors = [t.data for t in model_state(ctx.model)]

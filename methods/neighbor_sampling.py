@@ -3,7 +3,8 @@ NeurIPS 2017), data-parallel across workers as DistDGL does it.
 
 Each rank draws mini-batches of `batch_size` seeds from its own training nodes, in the epoch's order
 (each training node's place keyed by (seed, epoch, its dataset id): every rank takes its own nodes in
-one global order, whatever P); every rank takes the same number of steps per epoch (ceil(largest rank's training nodes / batch_size); a rank with fewer
+one global order, whatever P); every rank takes the same number of steps per epoch
+(ceil(largest rank's training nodes / batch_size); a rank with fewer
 training nodes spreads them over as many, smaller batches). For each batch, hop 1 samples
 `fanouts[0]` in-neighbours of every seed without replacement, hop 2 samples `fanouts[1]` of every
 node the first hop reached (seeds included), and so on (-1: every neighbour). Each hop is one block
@@ -11,7 +12,8 @@ node the first hop reached (seeds included), and so on (-1: every neighbour). Ea
 on hop 1's block. A node's draws at a layer are keyed by (seed, epoch, layer, its dataset id), not by
 the step or the rank (benchmarks/sampling.py): its sampled in-edges are the same in every batch of the
 epoch that reaches it, on whichever rank, whatever P; which nodes a rank's batch holds depends on the
-training nodes it owns, i.e. on the partition. Edge weights are the full-graph normalised weights times deg_v / sampled_v, so
+training nodes it owns, i.e. on the partition. Edge weights are the full-graph normalised weights
+times deg_v / sampled_v, so
 each sampled aggregation is an unbiased estimate of the full one and equals it when every
 neighbour is taken (mean aggregation becomes the mean over the sampled neighbours; GAT's softmax
 runs over the sampled in-edges).
@@ -84,7 +86,8 @@ class Method(MiniBatchMethod):
                                       "nodes (0: no cache; 1: every remote node)", ge=0, le=1)
         cache_policy: Literal["degree", "presample"] = option(
             "degree", "what the cache holds: degree, the remote nodes of highest degree (PaGraph); presample, the "
-            "remote nodes drawn most often over cache_presample_epochs epochs sampled before training (GNNLab, SALIENT++)")
+            "remote nodes drawn most often over cache_presample_epochs epochs sampled before training "
+            "(GNNLab, SALIENT++)")
         cache_presample_epochs: int = option(2, "epochs sampled before training to rank remote nodes "
                                              "(cache_policy=presample)", ge=1)
 
@@ -94,8 +97,10 @@ class Method(MiniBatchMethod):
                 raise UserError(f"method.feature_cache={self.feature_cache} caches other ranks' features, but "
                                 "method.store=replicated reads every row locally; use method.store=partitioned "
                                 "or method.feature_cache=0")
-            if run is not None and self.store == "replicated" and run.comm.quantize != "none" and not run.comm.quantize_grads:
-                raise UserError(f"method.store=replicated fetches no rows from other ranks: comm.quantize={run.comm.quantize} "
+            if (run is not None and self.store == "replicated" and run.comm.quantize != "none"
+                    and not run.comm.quantize_grads):
+                raise UserError("method.store=replicated fetches no rows from other ranks: "
+                                f"comm.quantize={run.comm.quantize} "
                                 "would quantise nothing (quantise the gradients with comm.quantize_grads=true, or use "
                                 "method.store=partitioned)")
 
@@ -208,7 +213,8 @@ class Method(MiniBatchMethod):
         degrees = cost.degrees_of(rank)
         if options.store == "replicated":  # the whole graph on every rank (one copy per machine)
             return dataclasses.replace(shape, host_bytes=max(0.0, degrees.nodes - rank.nodes)
-                                       * (cost.in_width(model, 0) * cost.FLOAT + cost.INDEX * (1 + degrees.edges / degrees.nodes)))
+                                       * (cost.in_width(model, 0) * cost.FLOAT
+                                          + cost.INDEX * (1 + degrees.edges / degrees.nodes)))
         cached = min(options.feature_cache * degrees.nodes, max(0.0, degrees.nodes - rank.nodes))
         return dataclasses.replace(shape, host_bytes=cached * (cost.in_width(model, 0) * cost.FLOAT + cost.INDEX))
 

@@ -256,18 +256,18 @@ class _SARAttention(torch.autograd.Function):
 
     @staticmethod
     def _step(adj: LocalAdjacency, zq, er, att_src, negative_slope, state, keep=None):
-        """Fold one shard into the running (max m, sum l, weighted sum acc), in place. `keep`: the
-        attention dropout's scaled mask, applied to the weighted sum only (the softmax's sum l is over
-        every edge: dropout acts on the normalised coefficients)."""
-        m, l, acc = state
+        """Fold one shard into the running (max m, sum `total`, weighted sum acc), in place. `keep`:
+        the attention dropout's scaled mask, applied to the weighted sum only (the softmax's sum is
+        over every edge: dropout acts on the normalised coefficients)."""
+        m, total, acc = state
         _, e = _SARAttention._weights(adj, zq, er, att_src, negative_slope)
         m_new = torch.maximum(m, adj.segment(e, "max"))
         safe = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with no edge yet
         scale = torch.exp(m - safe)  # exp(-inf) = 0 where nothing was accumulated
         p = e.sub_(safe.index_select(0, adj.dst)).exp_()  # e's buffer reused
-        l.mul_(scale).add_(adj.segment(p, "sum"))
+        total.mul_(scale).add_(adj.segment(p, "sum"))
         acc.mul_(scale.unsqueeze(-1)).add_(adj.weighted_sum(p if keep is None else p * keep, zq))  # no autograd
-        return m_new, l, acc
+        return m_new, total, acc
 
     @staticmethod
     def forward(ctx, z, att_src, att_dst, agg: SARAggregator, layer: int, negative_slope: float,
@@ -283,9 +283,9 @@ class _SARAttention(torch.autograd.Function):
             keep = agg.comm.draws.attention_keep(s.adj[q], heads, dropout, layer)
             state = _SARAttention._step(s.adj[q], rows, er, att_src, negative_slope, state, keep)
             del rows, keep
-        m, l, acc = state
-        out = acc.div_(l.unsqueeze(-1))  # every node has a self-loop, so l > 0
-        lse = m + torch.log(l)
+        m, total, acc = state
+        out = acc.div_(total.unsqueeze(-1))  # every node has a self-loop, so the sum is > 0
+        lse = m + torch.log(total)
         ctx.save_for_backward(z, att_src, att_dst, out, lse)
         ctx.agg, ctx.layer, ctx.negative_slope, ctx.dropout = agg, layer, negative_slope, dropout
         return out
@@ -350,7 +350,8 @@ class Method(FullGraphMethod):
     # GAT's attention dropout, keyed by edge in every mode (Draws.attention_keep over each shard; one_shot: full_halo's)
     applies = FullGraphMethod.applies | {"model.attention_dropout"}
     claim = ("(Mostafa, MLSys 2022) graphs too large for one machine: per-worker memory that falls linearly with the "
-             "workers, below vanilla domain parallelism's (`full_halo`; 2x for GraphSAGE, 4x for GAT: IntelLabs/SAR README)")
+             "workers, below vanilla domain parallelism's (`full_halo`; 2x for GraphSAGE, 4x for GAT: "
+             "IntelLabs/SAR README)")
 
     @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):

@@ -132,8 +132,8 @@ class TensorParallelAggregator(Aggregator):
         logits = torch.cat([(z * att_src).sum(-1), (z * att_dst).sum(-1)], 1)  # my rows, [n, 2H]
         logits, cols = _LogitsAndColumns.apply(logits, z.reshape(n, heads * ch), self, layer)
         with torch.autocast(z.device.type, enabled=False):
-            alpha = edge_softmax(self.adj, logits[:, :heads].float().contiguous(), logits[:, heads:].float().contiguous(),
-                                 negative_slope)
+            alpha = edge_softmax(self.adj, logits[:, :heads].float().contiguous(),
+                                 logits[:, heads:].float().contiguous(), negative_slope)
         if dropout:  # every rank drops the same coefficients of the whole graph, keyed by edge
             alpha = alpha * self.comm.draws.attention_keep(self.adj, heads, dropout, layer)
         lo, hi = column_slices(heads * ch, self.world)[self.rank]
@@ -224,7 +224,8 @@ class Method(FullGraphMethod):
         gradients flow, two backward (`layout_bwd`), each of P - 1 messages and calls. A switch moves
         the rank's n rows less its own slice one way and every other rank's rows of its slice the
         other; stated as n d (P - 1) / P each, which summed over ranks is exact when the slices are
-        equal (P divides d) or the parts are (the error is sum_i (n_i - N/P)(d_i - d/P)). GAT adds the logits' all-gather (each rank's n x 2H to every
+        equal (P divides d) or the parts are (the error is sum_i (n_i - N/P)(d_i - d/P)). GAT adds the
+        logits' all-gather (each rank's n x 2H to every
         other rank, `logits_fwd`) and its reverse (`logits_bwd`). Nothing depends on the edge cut."""
         from benchmarks.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce, world
         p = world(rank)

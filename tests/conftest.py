@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from benchmarks import native
-from benchmarks.cli import config_of
+from benchmarks.composition import config_of
 from benchmarks.datasets import DATA
 
 # Under pytest-xdist (`-n 2`), each worker keeps to a core of its own, and so does everything it starts
@@ -44,7 +44,7 @@ def make_cfg(tmp_path, request):
     """compose(overrides...) -> resolved config dict with records and caches under tmp_path."""
 
     def make(*overrides: str) -> dict:
-        # composed once a session for each distinct list (cli.config_of), the folders set after
+        # composed once a session for each distinct list (composition.config_of), the folders set after
         cfg = config_of(["log_every=0", "epochs=3", "hidden=16", "dropout=0", "eval_every=1", *overrides])
         named = {o.split("=", 1)[0] for o in overrides}
         for key, folder in (("results_dir", "results"), ("cache_dir", "cache")):

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.registry import method_names
+from benchmarks.tools.imports import cycles, import_graph, runtime, walk
 
 pytestmark = pytest.mark.fast
 
@@ -36,8 +37,39 @@ def files(*patterns: str) -> list[Path]:
     return found
 
 
-def imports(path: Path) -> list[str]:
-    return re.findall(r"^\s*(?:from|import) ([\w.]+)", path.read_text(), re.M)
+def imports(path: Path, module_level: bool = False) -> list[str]:
+    """The modules `path` imports, read from its syntax tree: every `import m` and `from m import n`
+    (as `m`; a relative import as written, with its dots), anywhere, or at module level only (what
+    importing the module runs: not a function's deferred import)."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if module_level else ast.walk(tree)
+    found = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append("." * node.level + (node.module or ""))
+    return found
+
+
+def test_the_import_finder_reads_every_form_and_the_cycle_finder_finds_a_loop(tmp_path):
+    code = "import a.b\nfrom c import d\nfrom . import e\ndef f():\n    import g\n"
+    (tmp_path / "m.py").write_text(code)
+    assert imports(tmp_path / "m.py") == ["a.b", "c", ".", "g"]
+    assert imports(tmp_path / "m.py", module_level=True) == ["a.b", "c", "."]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    guarded = ast.parse("import a\nif __name__ == '__main__':\n    import b\nif TYPE_CHECKING:\n    import c\n")
+    assert [n.names[0].name for n in walk(guarded, deferred=True) if isinstance(n, ast.Import)] == ["a"]
+
+
+def test_the_runtime_has_no_import_cycle():
+    """No runtime module comes back to itself through what it imports, a function's deferred import
+    included (the command line and the sweep both compose through benchmarks/composition.py; the
+    command line imports the sweep, never the other way)."""
+    graph = import_graph(runtime(), deferred=True)
+    assert "benchmarks.sweep" in graph["benchmarks.cli"] and not cycles(graph), cycles(graph)
+    assert not cycles(import_graph(runtime()))
 
 
 def test_the_runtime_imports_no_plugin_and_names_no_method():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.cli import config_of
+from benchmarks.composition import config_of
 from benchmarks.config import REGIME_ITEMS, REGIME_VERDICTS, check_regime
 from benchmarks.errors import UserError
 from benchmarks.registry import group_options

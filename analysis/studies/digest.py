@@ -51,7 +51,8 @@ def goals(t: pd.DataFrame) -> list[str]:
         ratio = r["halo_bytes_per_epoch"] / exact["halo_bytes_per_epoch"]
         amortised = (r["halo_bytes_per_epoch"] + r["inputs_bytes_per_epoch"]) / exact["halo_bytes_per_epoch"]
         lines.append(f"- {d} {p} {m}: digest s=10 test {100 * r['test_acc']:.1f} vs full_halo "
-                     f"{100 * exact['test_acc']:.1f} (gap {gap:+.1f} pt, goal <= 1: {'met' if gap <= 1 else 'NOT met'}); "
+                     f"{100 * exact['test_acc']:.1f} (gap {gap:+.1f} pt, "
+                     f"goal <= 1: {'met' if gap <= 1 else 'NOT met'}); "
                      f"halo bytes {ratio:.3f}x of full_halo (goal <= 0.125: {'met' if ratio <= 0.125 else 'NOT met'}; "
                      f"{amortised:.3f}x with the one-time input fetch amortised); psgd_pa {fmt(100 * psgd, 1)}")
     return lines
@@ -100,7 +101,8 @@ def stragglers_section(recs: list[dict], out_dir: Path) -> list[str]:
     t = table(recs)
     steps = {}
     for r in recs:
-        steps.setdefault(r["variant"], []).append([p.get("steps") for p in (r.get("summary") or {}).get("per_rank", [])])
+        steps.setdefault(r["variant"], []).append(
+            [p.get("steps") for p in (r.get("summary") or {}).get("per_rank", [])])
     cfg = recs[0]["config"]
     rows = [[r["variant"], fmt(100 * r["test_acc"], 1), fmt(r["train_time_s"], 1),
              _never(r["time_to_target_s"], 1), " / ".join(str(s) for s in steps.get(r["variant"], [[]])[0])]

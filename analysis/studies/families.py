@@ -128,7 +128,8 @@ def markdown(t: pd.DataFrame) -> str:
     return md_table(
         ["dataset", "P", "method", "seeds", "test acc %", "effect vs single, pt [95 % CI] (pairs)", "MB/epoch",
          "x full_halo", "x cost model", "where the bytes go", "train WS/rank x single", "peak/rank GB (projected)"],
-        [[r["dataset"], r["workers"], r["variant"], r["seeds"], fmt(100 * r["test_acc"], 1, std=100 * r["test_acc_std"]),
+        [[r["dataset"], r["workers"], r["variant"], r["seeds"],
+          fmt(100 * r["test_acc"], 1, std=100 * r["test_acc_std"]),
           "–" if r["effect"] is None else r["effect"].text(), fmt(r["bytes_per_epoch"], 3, scale=1e6),
           fmt(r["bytes_vs_full_halo"], 2), fmt(r["bytes_vs_model"], 3), r["categories"], fmt(r["ws_vs_single"], 2),
           f"{fmt(r['peak_bytes'], 2, scale=1e9)} ({fmt(r['projected_peak'], 2, scale=1e9)})"]

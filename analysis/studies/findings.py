@@ -179,9 +179,11 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "method and `single` for the others. Every draw of training is keyed by node, never by rank "
              "(benchmarks/draws.py), so an exact method's effect against the oracle is 0 with an interval of 0, "
              "and a method and its control share each seed's dropout masks. *effect at the largest P measured*: "
-             "the same effect from the `scaling` study (docs/results/scaling.md), at the largest P it ran. The last column (`Method.claim`) is "
+             "the same effect from the `scaling` study (docs/results/scaling.md), at the largest P it ran. "
+             "The last column (`Method.claim`) is "
              "the claim of the paper it names, or, where it starts \"description:\", the suite's own description of "
-             "a method no paper claims for; not a measurement: the measured columns say whether this graph shows it.", ""]
+             "a method no paper claims for; not a measurement: the measured columns say whether this graph "
+             "shows it.", ""]
     for (dataset, model), g in t.groupby(["dataset", "model"], sort=True):
         parts += [f"### {dataset} · {model} · {int(g['workers'].max())} workers", "", markdown(g), ""]
     parts += ["The intervals that exclude 0:", "", *headlines(t), ""]

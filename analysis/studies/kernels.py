@@ -41,7 +41,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
         rows.append([method, model, workers, fmt(old and old["epoch_time_s"], 3), fmt(new and new["epoch_time_s"], 3),
                      fmt(speedup, 2, suffix="x"), fmt(anchor, 2),
                      fmt(anchor / new["epoch_time_s"] if anchor and new else None, 2, suffix="x"),
-                     fmt(old and old["train_mem_bytes"], 3, scale=1e9), fmt(new and new["train_mem_bytes"], 3, scale=1e9),
+                     fmt(old and old["train_mem_bytes"], 3, scale=1e9),
+                     fmt(new and new["train_mem_bytes"], 3, scale=1e9),
                      fmt(old and old["test_acc"], 3), fmt(new and new["test_acc"], 3)])
         if method == "single" and speedup == speedup:
             goals.append(f"- single {model}: native {speedup:.2f}x faster than spmm per epoch (goal >= {EPOCH_GOAL}: "

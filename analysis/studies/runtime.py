@@ -44,5 +44,6 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     return ["## Study: the runtime against plain PyTorch Geometric", "",
             "`experiment=runtime`. Median epoch time after warm-up; peak RSS of the process.", "",
             md_table(["dataset", "model", "plain PyG s/epoch", "single s/epoch", "full_halo 1 worker s/epoch",
-                      "PyG / single", "full_halo(1) / single", "PyG peak RSS GiB", "single peak RSS GiB"], out_rows), "",
+                      "PyG / single", "full_halo(1) / single", "PyG peak RSS GiB", "single peak RSS GiB"],
+                     out_rows), "",
             "Goals:", "", *(goals or ["- (pyg_plain, single and full_halo are not all here)"]), ""]

@@ -125,5 +125,6 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
             "`experiment=sampling_baselines`. " + __doc__.split("\n\n")[1].replace("\n", " "), "",
             *sampler_line(Path(recs[0]["_path"]).parent), markdown(t), "",
             "Test accuracy (%), mean over worker counts and seeds, each variant at its longest epoch budget:", "",
-            accuracy_summary(t), "", "Goals:", "", *(goals(t) or ["- (no neighbour sampling and full_halo pair on a real graph here)"]),
+            accuracy_summary(t), "", "Goals:", "",
+            *(goals(t) or ["- (no neighbour sampling and full_halo pair on a real graph here)"]),
             "", *([image(fig, out_dir), ""] if fig else [])]

@@ -163,8 +163,10 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "every draw is keyed by node, never by rank), with a 95 % Student-t interval; *p* is the paired "
              "t-test's. *judged*: Holm's step-down over all comparisons of this page at family-wise 5 %. "
              f"{m} comparisons: {raw} intervals exclude 0 uncorrected, where about {ALPHA * m:.1f} would by chance "
-             f"alone; {int(t['holm'].sum())} stay resolved after Holm. The rest are \"within noise\" (the interval contains 0 "
-             "and lies within ±1 point) or \"not resolved\" (docs/analysis.md, \"Reading an interval\"). *halo bytes*: every training byte but the "
+             f"alone; {int(t['holm'].sum())} stay resolved after Holm. The rest are \"within noise\" "
+             "(the interval contains 0 "
+             "and lies within ±1 point) or \"not resolved\" (docs/analysis.md, \"Reading an interval\"). "
+             "*halo bytes*: every training byte but the "
              "gradient and parameter sums, per epoch, over `full_halo`'s at the same P; *halo rows / node*: the "
              "halos of all ranks summed, over the graph's nodes. Epoch times at more ranks than this machine's "
              "cores are time-slicing and are not shown.", ""]

@@ -395,9 +395,11 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
             "memory_bytes": "MemTotal of /proc/meminfo",
             "memory_bandwidth": f"torch.add(a, b, out=c), {sizes.stream} fp32 elements each, 12 bytes an element; "
                                 f"median of up to {sizes.repeats} runs after a warm-up, {n} threads",
-            "attention_rate": f"LocalAdjacency.attention (kernel={adj.kernel}) forward and backward, 4 heads of 16 and 64 channels, on "
+            "attention_rate": f"LocalAdjacency.attention (kernel={adj.kernel}) forward and backward, 4 heads of 16 "
+                              "and 64 channels, on "
                               f"{graph}: edges x heads per second; median of up to {sizes.repeats} runs, {n} threads",
-            "dropout_rate": f"benchmarks.draws.Draws.dropout(x, 0.5, training) (kernel={adj.kernel}) forward on {sizes.stream // 4} fp32 "
+            "dropout_rate": f"benchmarks.draws.Draws.dropout(x, 0.5, training) (kernel={adj.kernel}) forward on "
+                            f"{sizes.stream // 4} fp32 "
                             f"elements; median of up to {sizes.repeats} runs after a warm-up, {n} threads",
             "gather_bandwidth": f"LocalAdjacency.spmm (kernel={adj.kernel}) forward and spmm_t (its backward, A^T @ G) "
                                 f"on {graph}, counted as 2 x edges x width x 4 bytes over both; mean of widths "
@@ -422,7 +424,8 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
             "dense_width_efficiency": "the 64-wide product's rate (dense_flops.fp32's source) over the 256-wide one's",
             "ranks_per_node": "every rank of a run on this machine is on this node",
             "cores": "benchmarks.probes.cores() (the cores this process may run on)",
-            "single_thread": "the same measurements as memory_bandwidth, dropout_rate, attention_rate, gather_bandwidth and dense_flops.fp32 "
+            "single_thread": "the same measurements as memory_bandwidth, dropout_rate, attention_rate, "
+                             "gather_bandwidth and dense_flops.fp32 "
                              "with torch.set_num_threads(1)",
         },
         "cores": n,
@@ -448,7 +451,8 @@ def update_sampler(path: Path, sizes: Sizes) -> dict:
     values = yaml.safe_load(path.read_text())
     n = cores()
     graph = f"the suite's synthetic graph ({sizes.graph_nodes} nodes, average degree {sizes.graph_degree})"
-    for name, measure, text in (("sampler_rate", sampler_rate, SAMPLER_TEXT), ("subgraph_rate", subgraph_rate, SUBGRAPH_TEXT)):
+    for name, measure, text in (("sampler_rate", sampler_rate, SAMPLER_TEXT),
+                                ("subgraph_rate", subgraph_rate, SUBGRAPH_TEXT)):
         torch.set_num_threads(1)
         values.setdefault("single_thread", {})[name] = measure(sizes)
         torch.set_num_threads(n)
@@ -525,9 +529,10 @@ def main(argv=None) -> None:
         path = Path(args.out) / f"{args.name}.yaml"
         values = update_sampler(path, QUICK if args.quick else NORMAL)
         write_profile(values, Path(args.out))
-        print(f"sampler: {values['sampler_rate'] / 1e6:.2f} M edges/s ({values['single_thread']['sampler_rate'] / 1e6:.2f}"
+        one = values["single_thread"]
+        print(f"sampler: {values['sampler_rate'] / 1e6:.2f} M edges/s ({one['sampler_rate'] / 1e6:.2f}"
               f" one thread); induced subgraphs: {values['subgraph_rate'] / 1e6:.2f} M in-edges/s "
-              f"({values['single_thread']['subgraph_rate'] / 1e6:.2f} one thread); wrote {path}")
+              f"({one['subgraph_rate'] / 1e6:.2f} one thread); wrote {path}")
         return
     try:
         with stop_on_signals():  # the ranks of the exchange are ended and its folder removed on the way out

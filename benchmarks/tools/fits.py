@@ -28,7 +28,7 @@ LAUNCHER_BYTES = 542 * 2 ** 20
 
 def main(argv=None) -> None:
     from analysis import preflight
-    from benchmarks.cli import config_of
+    from benchmarks.composition import config_of
     from benchmarks.datasets import load_dataset
     from benchmarks.errors import UserError
     from benchmarks.partition import load_manifest, prepare_parts

@@ -70,7 +70,8 @@ def main(argv=None) -> int:
               flush=True)
         return record
 
-    print(f"gpu-check: {gpus} GPU(s) ({torch.cuda.get_device_name(0)}), torch {torch.__version__}, records in {results}")
+    print(f"gpu-check: {gpus} GPU(s) ({torch.cuda.get_device_name(0)}), torch {torch.__version__}, "
+          f"records in {results}")
     for model in ("sage", "gat"):
         oracle = go("method=single", f"model={model}")
         check(f"single {model}", oracle["status"] == "ok", "runs on cuda")
@@ -93,10 +94,11 @@ def main(argv=None) -> int:
         for method in ("full_halo", "sar"):  # quantised rows over NCCL (gradients too)
             rec = go(f"method={method}", f"model={model}", f"workers={gpus}", "comm.quantize=int8",
                      "comm.quantize_grads=true")
-            check(f"{method} {model} comm.quantize=int8", rec["status"] == "ok" and close(losses(rec), losses(oracle), 0.05),
+            check(f"{method} {model} comm.quantize=int8",
+                  rec["status"] == "ok" and close(losses(rec), losses(oracle), 0.05),
                   f"losses {losses(rec)[-1:]} vs fp32 {losses(oracle)[-1:]}")
-    rec = go("method=digest", f"workers={gpus}", "precision=bf16", "memory.checkpoint=layer", "method.offload_stale=true",
-             "comm.quantize=int4")
+    rec = go("method=digest", f"workers={gpus}", "precision=bf16", "memory.checkpoint=layer",
+             "method.offload_stale=true", "comm.quantize=int4")
     check("digest bf16 + checkpoint + stale tables on the host + int4 syncs", rec["status"] == "ok", "runs")
     print(f"gpu-check: {len(failures)} failed" + (f": {', '.join(failures)}" if failures else ""))
     return 1 if failures else 0

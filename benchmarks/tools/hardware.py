@@ -16,7 +16,7 @@ bytes, seconds, bytes/s, FLOP/s.
     sources: {memory_bandwidth: "...", ...}                     # where each value comes from
     cores: 2                      # optional, cpu only: the node's cores
     dense_width_efficiency: {64: 0.5, 256: 1.0}   # optional: GEMM rate by output width, relative
-    dropout_rate: 1.0e8           # optional: elements/s through dropout's forward; absent: its bytes at memory_bandwidth
+    dropout_rate: 1.0e8           # optional: elements/s through dropout's forward (absent: bytes at memory_bandwidth)
     single_thread: {dense_flops_fp32: ..., gather_bandwidth: ..., memory_bandwidth: ..., dropout_rate: ...}  # optional
 
 A profile is held to its declaration with the suite's option checks (`benchmarks.options`), so bad
@@ -189,7 +189,7 @@ def load_profile(name_or_path: str) -> HardwareProfile:
     path = profile_path(name_or_path)
     try:
         values = OmegaConf.to_container(OmegaConf.load(path))  # OmegaConf reads 2.5e10 as a number
-    except Exception as e:  # noqa: BLE001: any parse error is the file's
+    except Exception as e:  # noqa: BLE001 (any parse error is the file's)
         raise UserError(f"{path}: not a readable YAML file ({type(e).__name__})") from None
     profile = from_dict(values, str(path))
     if profile.name != path.stem:

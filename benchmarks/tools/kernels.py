@@ -9,8 +9,8 @@ it prints
   - each kernel's time (`spmm`: torch's CSR, `native`: benchmarks/native.c) for the forward product
     A @ X, the transposed one A^T @ G, the attention products (all heads, C = width / heads: the
     weighted sum, its transpose, the SDDMM, and GAT's whole aggregation forward and backward), and
-    dropout's forward at p = 0.5 (`draws.Draws.dropout`, masks keyed by node), with native's speed-up and its fraction of
-    the bound;
+    dropout's forward at p = 0.5 (`draws.Draws.dropout`, masks keyed by node), with native's speed-up
+    and its fraction of the bound;
   - with `--orders`, native's forward product after relabelling the nodes by degree and by reverse
     Cuthill-McKee (scipy), against the generator's order: whether ordering a part's nodes helps.
 Each time is the best of `--reps` runs after a warm-up (the best, not the median: the other load on a
@@ -63,6 +63,13 @@ def dropout_seconds(kernel: str, n: int, width: int, reps: int) -> float:
     return best(lambda: draws.dropout(x, 0.5, True, ("input", 0)), reps)
 
 
+def copy_bandwidth(reps: int) -> float:
+    """Bytes/s of a streaming copy of 256 MB (read and written), the best of `reps`."""
+    big = torch.randn(64 * 2 ** 20)
+    copy = torch.empty_like(big)
+    return 2 * big.numel() * 4 / best(lambda: copy.copy_(big), reps)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.tools.kernels", description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=int, default=200_000)
@@ -81,10 +88,7 @@ def main(argv=None) -> None:
     torch.manual_seed(0)
     graph = graph_of(a.nodes, a.degree)
     n, edges, width = graph.num_nodes, graph.num_edges, a.width
-    big = torch.randn(64 * 2 ** 20)  # 256 MB
-    copy = torch.empty_like(big)
-    bandwidth = 2 * big.numel() * 4 / best(lambda: copy.copy_(big), a.reps)
-    del big, copy
+    bandwidth = copy_bandwidth(a.reps)
     bound = (edges * width * 4 + n * width * 4 + edges * 8) / bandwidth
     print(f"graph: {n} nodes, {edges} edges with self-loops, width {width}, {a.heads} heads, {a.threads} threads")
     print(f"streaming copy: {bandwidth / 1e9:.1f} GB/s; no-reuse bound of A @ X: {bound * 1e3:.0f} ms")

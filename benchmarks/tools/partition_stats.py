@@ -289,7 +289,8 @@ def _ints(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.partition_stats", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.partition_stats",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides: dataset=<name> dataset.<key>=<value> seed=...")
     parser.add_argument("--workers", type=_ints, required=True, help="P to measure, e.g. 8,16,32")
     parser.add_argument("--partitioner", choices=PARTITIONERS, default=None, help="default: the config's (metis)")
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
     # parts of a 50k-node graph took 3.8 s with 2 threads on 2 shared cores, 0.9 s with one).
     torch.set_num_threads(1)
     try:
-        from benchmarks.cli import check_composes, config_of
+        from benchmarks.composition import check_composes, config_of
         from benchmarks.config import check
         from benchmarks.registry import check_overrides
 

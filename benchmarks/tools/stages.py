@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="the last stage to run (each needs the ones before it; default: all)")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
-    from benchmarks.cli import check_composes, config_of
+    from benchmarks.composition import check_composes, config_of
     from benchmarks.config import check
     from benchmarks.errors import UserError
     from benchmarks.probes import rss_bytes

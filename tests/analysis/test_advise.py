@@ -12,7 +12,6 @@ import pytest
 
 from analysis import advise, costmodel
 from analysis.__main__ import main
-from benchmarks.method import method_class
 from benchmarks.registry import method_names
 from tests.analysis.test_hostile_input import one_line_error
 
@@ -25,7 +24,8 @@ PROJECTED = [n for n in method_names() if not costmodel.why_not_modelled(n)]
 
 
 def csv_file(path: Path, columns: tuple, rows: list[dict]) -> Path:
-    path.write_text("\n".join([",".join(columns), *(",".join(str(r.get(c, "")) for c in columns) for r in rows)]) + "\n")
+    path.write_text("\n".join([",".join(columns), *(",".join(str(r.get(c, "")) for c in columns) for r in rows)])
+                    + "\n")
     return path
 
 
@@ -73,7 +73,8 @@ def table_order(text: str, heading: str, until: str) -> list[str]:
 def test_the_methods_that_fit_are_ranked_by_projected_epoch_time(advised):
     text, result, _ = advised
     for p in (2, 4):
-        fit = sorted((r for r in result["rows"] if r["workers"] == p and r["fits"]), key=lambda r: r["projected_epoch_s"])
+        fit = sorted((r for r in result["rows"] if r["workers"] == p and r["fits"]),
+                     key=lambda r: r["projected_epoch_s"])
         assert fit and table_order(text, f"## {p} workers", "##") == [r["variant"] for r in fit]
     assert {r["method"] for r in result["rows"]} == set(PROJECTED)  # every modelled method, no records needed
 
@@ -86,7 +87,8 @@ def test_a_method_that_does_not_fit_is_listed_against_the_memory_a_rank_has(advi
     device = (peaks[0] + peaks[-1]) / 2
     path = tmp_path / "half.yaml"
     path.write_text((ROOT / "conf" / "hardware" / "a100-dgx.yaml").read_text()
-                    .replace("name: a100-dgx", "name: half").replace("memory_bytes: 80.0e+9", f"memory_bytes: {device}"))
+                    .replace("name: a100-dgx", "name: half")
+                    .replace("memory_bytes: 80.0e+9", f"memory_bytes: {device}"))
     text = run(capsys, files, tmp_path / "out", "--hardware", str(path))
     result = json.loads((tmp_path / "out" / "advise.json").read_text())
     rows = [r for r in result["rows"] if r["workers"] == 2]
@@ -95,7 +97,8 @@ def test_a_method_that_does_not_fit_is_listed_against_the_memory_a_rank_has(advi
     section = text.split("## 2 workers", 1)[1].split("##", 1)[0]
     fit, out = section.split("Do not fit in")
     over_variants = {r["variant"] for r in rows if r["projected_peak_mem_bytes"] > device}
-    assert sorted(table_order(fit, "fastest first", "Do not fit")) == sorted({r["variant"] for r in rows} - over_variants)
+    assert (sorted(table_order(fit, "fastest first", "Do not fit"))
+            == sorted({r["variant"] for r in rows} - over_variants))
     has = f"| {advise.number(device / advise.GB)} "
     for name in over:
         assert any(line.startswith(f"| {name} ") and has in line for line in out.splitlines()), name

@@ -21,7 +21,8 @@ PROFILE = SimpleNamespace(name="hand", device="cuda", units_per_node=2, ranks_pe
 def hand_record(method="full_halo", measured=40.0) -> dict:
     """GCN 4 -> 8 -> 2 on two ranks of 10 nodes, 30 in-edges and 5 halo rows from one peer each."""
     return {"status": "ok", "method": method, "variant": method, "dataset": "hand", "model": "gcn", "workers": 2,
-            "seed": 0, "config": {"method": {}, "model": {"name": "gcn"}, "hidden": 8, "layers": 2},
+            "seed": 0, "config": {"method": {}, "model": {"name": "gcn"}, "hidden": 8, "layers": 2, "dropout": 0.0,
+                                  "kernel": "spmm"},
             "graph": {"nodes": 20, "features": 4, "classes": 2},
             "partition": {"nodes_per_rank": [10, 10], "edges_per_rank": [30, 30], "halo_nodes_per_rank": [5, 5],
                           "peers_per_rank": [1, 1]},
@@ -106,7 +107,8 @@ def test_a_rank_fits_when_its_peak_fits_its_share_of_the_unit():
 
 def test_a_graph_too_large_to_load_gets_labelled_proxy_statistics():
     measured = {"graph": {"name": "small", "nodes": 1000, "edges": 21000},
-                "by_workers": {str(p): {"fractions": {"halo_mean_frac": 0.1 / p ** 0.5, "halo_max_frac": 0.12 / p ** 0.5,
+                "by_workers": {str(p): {"fractions": {"halo_mean_frac": 0.1 / p ** 0.5,
+                                                      "halo_max_frac": 0.12 / p ** 0.5,
                                                       "peers_mean_share": 1.0, "peers_max_share": 1.0,
                                                       "edge_cut_frac": 0.2, "node_imbalance": 1.0,
                                                       "edge_imbalance": 1.0}} for p in (2, 4, 8)}}
@@ -152,7 +154,8 @@ def test_a_process_peak_adds_the_process_and_what_the_allocator_keeps_of_small_b
                                             in_process=False)
     small, large = terms(20_000), terms(2_000_000)  # rows of 128 floats: 10 MB, 1 GB
     assert small["process"] == large["process"] == costmodel.PROCESS_BYTES["spawned"]
-    assert small["allocator"] == pytest.approx(small["activations"] + small["backward_transient"] + small["stale_tables"])
+    assert small["allocator"] == pytest.approx(small["activations"] + small["backward_transient"]
+                                               + small["stale_tables"])
     assert large["allocator"] == 0
     ranks = [Rank(20_000, 200_000, 5000, 1), Rank(10_000, 100_000, 5000, 1)]
     assert costmodel.process_peak("full_halo", {}, model, ranks, 2, in_process=True) == \
@@ -175,3 +178,22 @@ def test_the_kernel_sets_what_dropout_and_attention_keep_and_messages_transient(
     assert sage("native")["activations"] < sage("spmm")["activations"] == sage("messages")["activations"]
     assert sage("messages")["backward_transient"] > sage("spmm")["backward_transient"] + 2 * 20000 * 32 * 4 * 0.9
     assert gat("native")["activations"] < gat("spmm")["activations"] < gat("messages")["activations"]
+
+
+@pytest.mark.parametrize("overrides", [["model=gat", "dropout=0.3", "kernel=spmm", "model.heads=2", "hidden=32",
+                                        "batch_norm=true"], ["model=sage"]])
+def test_the_projection_models_the_run_its_configuration_starts(make_cfg, overrides):
+    """The cost model's model of a run (`projection._model_of`, what the pre-flight check and every
+    projection of a record build) is the model the run builds (`train.py`: `benchmarks.models.build_model`
+    from the typed `RunConfig`), key for key; a configuration without a key takes the schema's default."""
+    from benchmarks.config import check
+    from benchmarks.models import build_model
+    run = check(make_cfg(*overrides))
+    projected = projection._model_of(run.as_dict(), 12, 5)
+    built = build_model(run.model_name, 12, run.hidden, 5, run.layers, run.dropout, run.seed,
+                        heads=run.model.heads, batch_norm=run.batch_norm, heads_concat=run.model.heads_concat)
+    assert projected.kernel == run.kernel and projected.dropout == run.dropout
+    assert [type(m) for m in projected.modules()] == [type(m) for m in built.modules()]
+    assert [p.shape for p in projected.parameters()] == [p.shape for p in built.parameters()]
+    bare = projection._model_of({"model": {"name": run.model_name}, "hidden": 16, "layers": 2}, 12, 5)
+    assert (bare.dropout, bare.kernel) == (0.5, "native")  # conf/config.yaml's and the schema's defaults

@@ -49,7 +49,7 @@ def clauses(path: Path) -> list[str]:
     if path.name == "README.md":  # the copy of the generated findings table: that page's words
         head, rest = text.split("<!-- findings:start -->")
         block, tail = rest.split("<!-- findings:end -->")
-        text = head + "\n".join(l for l in block.splitlines() if not l.startswith("|")) + tail
+        text = head + "\n".join(line for line in block.splitlines() if not line.startswith("|")) + tail
     out = []
     for paragraph in re.split(r"\n\s*\n|\n(?=\s*[-|#])", text):
         if paragraph.lstrip().startswith("|"):
@@ -108,7 +108,8 @@ def test_every_reading_follows_the_rule_on_its_printed_interval():
     wrong = []
     for page, clause, _, _, low, high, w in readings():
         contains = low <= 0 <= high
-        if (w == "resolved" and contains) or (w == "within noise" and not (contains and -NOISE <= low and high <= NOISE)) \
+        if (w == "resolved" and contains) \
+                or (w == "within noise" and not (contains and -NOISE <= low and high <= NOISE)) \
                 or (w == "not resolved" and contains and -NOISE <= low and high <= NOISE):
             wrong.append(f"{page}: {w!r} for [{low}, {high}]: {clause[:160]}")
     assert not wrong, "\n".join(wrong)

@@ -83,7 +83,8 @@ def test_a_stand_in_for_papers100m_gets_shapes_relative_to_vanilla_paired_by_wor
 
 
 def test_full_only_when_every_recorded_key_matches_and_the_differing_keys_are_listed():
-    paper = dict(hidden=16, layers=2, epochs=200, extra={**GCN_PAPER, "weight_decay_layers": "first", "stopping": "window",
+    paper = dict(hidden=16, layers=2, epochs=200, extra={**GCN_PAPER, "weight_decay_layers": "first",
+                                                         "stopping": "window",
                                                          "patience": 10, "dataset": {"name": "cora",
                                                                                      "transform": "row_normalize"},
                                                          "model": {"name": "gcn", "bias": False}})
@@ -102,7 +103,8 @@ def test_full_only_when_every_recorded_key_matches_and_the_differing_keys_are_li
     assert set(cmp.loc[cmp["reproduction"] == "full", "source"]) == {cora["source"]}
     citeseer = cmp[(cmp["dataset"] == "citeseer") & cmp["source"].str.startswith("arXiv 1609.02907")].iloc[0]
     assert citeseer["reproduction"] == "scaled-down"
-    assert citeseer["differs"] == ("hidden 64≠16, lr 0.001≠0.01, weight_decay_layers ?≠first, dataset.transform ?≠row_normalize, "
+    assert citeseer["differs"] == ("hidden 64≠16, lr 0.001≠0.01, weight_decay_layers ?≠first, "
+                                   "dataset.transform ?≠row_normalize, "
                                    "epochs 100≠200, stopping ?≠window, patience ?≠10, model.bias ?≠false")
     pubmed = cmp[cmp["dataset"] == "pubmed"]
     assert len(pubmed) and (pubmed["status"] == "failed").all() and (pubmed["reproduction"] != "full").all()

@@ -35,7 +35,8 @@ def test_cli_runs_one_configuration_and_says_where_the_record_went(tmp_path):
     (["model=gcm"], "error: unknown model 'gcm'; choose one of: gat, gcn, mlp, sage"),
     (["-m", "dataset=cora,citeseerr"], "error: unknown dataset 'citeseerr'; choose one of: citeseer, cora,"),
     (["workers=0"], "error: workers must be a positive integer (got 0)"),
-    (["partitioner=spectral"], "error: unknown partitioner 'spectral'; choose one of: contiguous, metis, metis_edges, random"),
+    (["partitioner=spectral"],
+     "error: unknown partitioner 'spectral'; choose one of: contiguous, metis, metis_edges, random"),
     (["backend=nccl"], "error: backend=nccl does not fit device=cpu: use gloo on cpu and nccl on cuda"),
     (["method=sar", "method.prefetch=-1", "workers=1", "dataset.nodes=100"],
      "error: method.prefetch must be a non-negative integer (got -1)"),
@@ -44,7 +45,8 @@ def test_cli_runs_one_configuration_and_says_where_the_record_went(tmp_path):
     # a key the config lacks, without `+`: Hydra's paragraph becomes the schema's line
     (["epoch=5"], "error: unknown key epoch; valid keys are: allow_nonfinite, backend, "),
     (["method.unknown=1"], "error: unknown option method.unknown for method=full_halo; its options are: layer0"),
-    (["-m", "workers=1,2", "method.mode=sa"], "error: unknown option method.mode for method=full_halo; its options are: layer0"),
+    (["-m", "workers=1,2", "method.mode=sa"],
+     "error: unknown option method.mode for method=full_halo; its options are: layer0"),
     (["workers=[1,2"], "error: cannot parse the override 'workers=[1,2': "),
 ])
 def test_bad_input_gets_one_line_and_exit_status_2(tmp_path, args, message):
@@ -78,5 +80,6 @@ def test_a_multirun_is_the_sweep_engine_which_refuses_a_bad_point_before_anythin
     out = cli(tmp_path, "-m", "workers=1,abc", "method=full_halo", "epochs=2", "hidden=8", "log_every=0",
               "dataset.nodes=300", "dataset.classes=3")
     assert out.returncode == 2
-    assert "error: run 2/2 (workers=abc" in out.stderr and "workers must be a positive integer (got 'abc')" in out.stderr
+    assert ("error: run 2/2 (workers=abc" in out.stderr
+            and "workers must be a positive integer (got 'abc')" in out.stderr)
     assert not list((tmp_path / "r").glob("*.json"))  # nothing ran

@@ -97,7 +97,8 @@ def recorded_tags(monkeypatch) -> list:
     GNNBENCH_P2P_TAG the suite runs under)."""
     monkeypatch.delenv("GNNBENCH_P2P_TAG", raising=False)
     tags = []
-    monkeypatch.setattr(comm_module.dist, "P2POp", lambda op, tensor, peer, tag=0: tags.append(tag) or (op, tensor, peer))
+    monkeypatch.setattr(comm_module.dist, "P2POp",
+                        lambda op, tensor, peer, tag=0: tags.append(tag) or (op, tensor, peer))
     return tags
 
 

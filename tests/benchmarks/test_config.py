@@ -42,7 +42,8 @@ pytestmark = pytest.mark.fast
     (["method=pyg_plain", "kernel=messages"], "method=pyg_plain does not apply kernel=messages"),
     (["method=pyg_plain", "comm.quantize=int8"], "method=pyg_plain does not apply comm.quantize=int8"),
     (["method=single", "comm.quantize=int8"], "method=single does not apply comm.quantize=int8"),
-    (["method=psgd_pa", "comm.quantize=int8", "comm.quantize_grads=true"], "method=psgd_pa does not apply comm.quantize"),
+    (["method=psgd_pa", "comm.quantize=int8", "comm.quantize_grads=true"],
+     "method=psgd_pa does not apply comm.quantize"),
     (["method=llcg", "comm.quantize=fp16"], "method=llcg does not apply comm.quantize=fp16"),
     (["method=cluster_gcn", "comm.quantize=int8"], "method=cluster_gcn does not apply comm.quantize=int8"),
     (["method=neighbor_sampling", "method.store=replicated", "comm.quantize=int8"],
@@ -60,7 +61,8 @@ pytestmark = pytest.mark.fast
     (["dataset.feature_noise=-1"], "dataset.feature_noise=-1 must be a number >= 0"),
     (["dataset.degree_skew=-1"], "dataset.degree_skew=-1 must be a number >= 0"),
     (["dataset.train_frac=0"], "dataset.train_frac=0 selects no node of 20000 (the train set would be empty)"),
-    (["dataset.nodes=10", "dataset.classes=2", "dataset.test_frac=0.05"], "dataset.test_frac=0.05 selects no node of 10"),
+    (["dataset.nodes=10", "dataset.classes=2", "dataset.test_frac=0.05"],
+     "dataset.test_frac=0.05 selects no node of 10"),
     (["dataset.train_frac=0.9", "dataset.val_frac=0.9"],
      "dataset.train_frac=0.9 + val_frac=0.9 + test_frac=0.5 = 2.3 must be at most 1"),
     (["dataset.train_frac=1.5"], "dataset.train_frac=1.5 must be a number in [0, 1]"),
@@ -158,5 +160,6 @@ def test_a_float_given_as_an_integer_is_one_configuration(make_cfg):
 
     a, b = check(make_cfg("dropout=0", "lr=1")), check(make_cfg("dropout=0.0", "lr=1.0"))
     assert record_path(a) == record_path(b) and a.as_dict() == b.as_dict()
-    assert setting_config(a.as_dict()) == setting_config(b.as_dict()) and config_hash(a.as_dict()) == config_hash(b.as_dict())
+    assert (setting_config(a.as_dict()) == setting_config(b.as_dict())
+            and config_hash(a.as_dict()) == config_hash(b.as_dict()))
     assert isinstance(a.as_dict()["dropout"], float)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import sweep
-from benchmarks.cli import config_of
+from benchmarks.composition import config_of
 from benchmarks.config import check, control_config
 from benchmarks.method import method_defaults
 from benchmarks.record import run_variant

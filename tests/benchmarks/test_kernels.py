@@ -1,13 +1,13 @@
 """The `kernel` option (native | spmm | messages) and the `metis_edges` partitioner on their own, in
 process: the per-edge message kernel (PyG's default path) and the native kernels give torch's CSR
-kernel's results and gradients (tests/benchmarks/test_native.py holds the native kernels closer); a bad value is one line before anything runs; balancing edges too
+kernel's results and gradients (tests/benchmarks/test_native.py holds the native kernels closer); a bad
+value is one line before anything runs; balancing edges too
 lowers the edge imbalance of a METIS partition of a skewed graph."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from benchmarks import aggregation
 from benchmarks.aggregation import KERNELS, LocalAdjacency
 from benchmarks.datasets import synthetic
 from benchmarks.errors import UserError

@@ -58,7 +58,8 @@ def test_check_completes_the_method_config_and_changes_nothing_composed():
     cfg["method"] = {"name": "cluster_gcn", "num_parts": 8}
     assert check(cfg).as_dict()["method"] == {"name": "cluster_gcn", **method_defaults("cluster_gcn"), "num_parts": 8}
     cfg["method"] = {"name": "sar", "modes": "sa"}
-    with pytest.raises(UserError, match=r"unknown option method\.modes for method=sar; its options are: mode, prefetch"):
+    with pytest.raises(UserError,
+                       match=r"unknown option method\.modes for method=sar; its options are: mode, prefetch"):
         check(cfg)
 
 

@@ -15,7 +15,7 @@ from benchmarks.train import make_context
 
 def run_config(*overrides: str):
     """The typed run config these overrides compose to (what a rank's context is built from)."""
-    from benchmarks.cli import config_of
+    from benchmarks.composition import config_of
     from benchmarks.config import check
 
     return check(config_of(list(overrides)))
@@ -94,8 +94,9 @@ def test_gat_heads_averaged_is_dgl_gatconv_with_mean(data_root):
     mean, after every layer): each layer has `heads` heads of the full width, averaged, which is
     PyG's GATConv(concat=False)."""
     graph = load_dataset({"name": "citeseer"}, data_root)
+    # 30: not divisible by 4, which only concatenation needs
     cfg = run_config("model=gat", "model.heads=4", "++model.heads_concat=false", "hidden=30", "layers=3",
-                     "dropout=0.0", "seed=1", "lr=0.01", "weight_decay=0.0")  # 30: not divisible by 4, which only concatenation needs
+                     "dropout=0.0", "seed=1", "lr=0.01", "weight_decay=0.0")
     ctx = make_context(cfg, 0, 1, build_parts(graph, torch.tensor([0, graph.num_nodes]))[0], torch.device("cpu"))
     ours = ctx.model
     assert [(m.heads, m.out_per_head, m.concat) for m in ours.layers] == [(4, 30, False), (4, 30, False),

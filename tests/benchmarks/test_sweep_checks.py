@@ -30,8 +30,9 @@ def no_runs(monkeypatch):
                      r"\(got 'abc'\)$"),
     (["epoch=5"], r"error: unknown key epoch; valid keys are: allow_nonfinite, backend, "),
     (["method=sra"], r"error: unknown method 'sra'; choose one of: "),
-    (["method=sar", "method.mode=fast"], r"error: run 1/2 \(workers=1 experiment=quickstart method=sar method.mode=fast "
-                                         r"results_dir=\S+\): unknown method.mode 'fast'"),
+    (["method=sar", "method.mode=fast"],
+     r"error: run 1/2 \(workers=1 experiment=quickstart method=sar method.mode=fast "
+     r"results_dir=\S+\): unknown method.mode 'fast'"),
 ])
 def test_a_bad_configuration_stops_the_sweep_before_any_run(no_runs, capsys, tmp_path, args, message):
     with pytest.raises(SystemExit) as e:

@@ -163,7 +163,8 @@ def test_a_bisection_probe_meets_the_bound_only_when_ok():
     # D17: an incomplete spec, or a field no record has, is refused before any probe runs
     ({"key": "dataset.nodes"}, "missing keys sweep.bisect.start, sweep.bisect.field"),
     ({"key": "dataset.nodes", "start": 8000, "field": "summary.nope", "at_most": 1},
-     "sweep.bisect.field=summary.nope is not a number of a record's summary; choose one of: summary.epoch_time_s_median"),
+     "sweep.bisect.field=summary.nope is not a number of a record's summary; choose one of: "
+     "summary.epoch_time_s_median"),
     ({"key": "dataset.nodes", "start": 8000, "field": "summary.best_val_acc"}, "sweep.bisect needs one bound"),
     # D16: a factor of 1 (or below) would probe the same value forever
     ({"key": "dataset.nodes", "start": 8000, "field": "summary.best_val_acc", "at_least": 0.5, "factor": 1},

@@ -129,7 +129,8 @@ def test_rows_of_mixed_widths_arrive_decoded_in_their_places(mirror):  # noqa: F
     """One all-to-all per width; each received row lands where it belongs, within its width's
     quantisation step (exact at 32 bits), and is counted at its width's payload size."""
     from benchmarks.comm import Comm
-    ctx = SimpleNamespace(comm=Comm(rank=0, world=2), plan=HaloPlan(torch.arange(6), [0, 6], [0, 6]), cfg=SimpleNamespace(seed=0),
+    ctx = SimpleNamespace(comm=Comm(rank=0, world=2), plan=HaloPlan(torch.arange(6), [0, 6], [0, 6]),
+                          cfg=SimpleNamespace(seed=0),
                           rank=0, world=2, device=torch.device("cpu"),
                           model=SimpleNamespace(exchanges=lambda: [(10, False)]))
     widths, key = Widths(ctx, 8, 0.5, 1), ("halo_fwd", 0)

@@ -135,7 +135,8 @@ def test_the_scaled_sampled_aggregation_is_unbiased_and_includes_each_row_at_rat
         assert (included / K - ratio).abs().max() < 5 * math.sqrt(p * (1 - p) / K)
         # Without the 1 / r scaling the estimate is biased (the check above would catch it).
         kept_halo, _, unscaled, _ = sampled_views([(part, adj, plan)], p, 0, scale=False)[0]
-        biased = unscaled.with_values(unscaled.edge_weights("gcn").double()) @ torch.cat([local, x[part.halo_ids[kept_halo]]])
+        biased = (unscaled.with_values(unscaled.edge_weights("gcn").double())
+                  @ torch.cat([local, x[part.halo_ids[kept_halo]]]))
         assert not torch.allclose(biased, estimates[0])
 
 

@@ -305,8 +305,9 @@ def test_digest_a_counts_what_digest_counts_for_the_same_exchange(make_cfg):
     (["method=digest", "method.sync=eager"], "unknown method.sync 'eager'; choose one of: blocking, overlapped"),
     (["method=digest", "method.asynchronous=true", "method.sync=blocking"],
      "method.sync=blocking does not apply to method.asynchronous=true"),
-    (["method=digest", "method.layer0=maybe"], "unknown method.layer0 'maybe'; choose one of: cached, cached_undropped, "
-                                               "exchanged, precomputed"),
+    (["method=digest", "method.layer0=maybe"],
+     "unknown method.layer0 'maybe'; choose one of: cached, cached_undropped, "
+     "exchanged, precomputed"),
     (["method=digest", "method.asynchronous=true", "method.layer0=exchanged"],
      "method.layer0=exchanged exchanges layer 0 with every peer every step"),
     (["method=psgd_pa", "method.avg_every=null"], "method.avg_every=None must be a positive integer"),

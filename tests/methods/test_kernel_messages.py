@@ -1,5 +1,6 @@
 """`kernel=messages` (per-edge messages, PyG's default path; a weaker baseline than the papers'
-DGL vanilla, which fuses its builtins: docs/sar.md) against the single-process oracle run with the default CSR kernel: same losses,
+DGL vanilla, which fuses its builtins: docs/sar.md) against the single-process oracle run with the
+default CSR kernel: same losses,
 epoch-0 gradients and evaluation for GCN, SAGE and GAT under `full_halo` (3 workers) and under `sar`
 (its fused GAT kernel dispatches on the kernel too), and the same analytic halo volume."""
 from __future__ import annotations

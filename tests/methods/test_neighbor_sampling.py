@@ -146,7 +146,8 @@ class Method(ns.Method):
         for fanouts, key in [([-1] * len(self.fanouts), 0)] + [(self.fanouts, k) for k in range(20)]:
             (rb, ri, _), (pb, pi, _) = (ns.sample_blocks(s, seeds, fanouts, NodeDraws(key)) for s in stores.values())
             self.identical.append(
-                torch.equal(ri, pi) and torch.equal(stores["replicated"].features(ri, 0), stores["partitioned"].features(pi, 0))
+                torch.equal(ri, pi)
+                and torch.equal(stores["replicated"].features(ri, 0), stores["partitioned"].features(pi, 0))
                 and torch.equal(stores["replicated"].dataset_ids(ri), stores["partitioned"].dataset_ids(pi))
                 and all(torch.equal(a.indptr, b.indptr) and torch.equal(a.src, b.src)
                         and torch.equal(a.col_deg, b.col_deg) for a, b in zip(rb, pb)))

@@ -199,6 +199,7 @@ def test_options_aliases_and_a_bad_gamma(make_cfg):
                              ("pipegcn_gf", (True, True))):
         options = check(make_cfg(f"method={alias}")).method
         assert (options.smooth_features, options.smooth_grads) == smoothing and options.pipeline
-    with pytest.raises(UserError, match=r"^method.gamma=1 must be a number in \[0, 1\) \(the smoothing.s decay\)$") as error:
+    with pytest.raises(UserError,
+                       match=r"^method.gamma=1 must be a number in \[0, 1\) \(the smoothing.s decay\)$") as error:
         check(make_cfg("method=pipegcn", "method.gamma=1"))
     assert "\n" not in str(error.value)

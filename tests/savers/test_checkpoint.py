@@ -67,9 +67,11 @@ def test_kept_halo_rows_are_not_fetched_again_and_batch_norm_statistics_are_take
     (["memory.checkpoint=some"], "unknown memory.checkpoint .some.; choose one of: all, layer, none"),
     (["memory.checkpoint_halo=keep"], "memory.checkpoint_halo=keep applies to a recompute"),
     (["+memory.offload_to=cpu"], "unknown option memory.offload_to"),
-    (["memory.offload=activations"], "memory.offload=activations moves device memory to the host, so it needs device=cuda"),
+    (["memory.offload=activations"],
+     "memory.offload=activations moves device memory to the host, so it needs device=cuda"),
     (["method=digest", "method.offload_stale=true"], "method.offload_stale=true moves .* needs device=cuda"),
-    (["+memory.offload_stale=true"], "unknown option memory.offload_stale"),  # DIGEST's own option: method.offload_stale
+    # DIGEST's own option: method.offload_stale
+    (["+memory.offload_stale=true"], "unknown option memory.offload_stale"),
     (["precision=fp16", "method=digest"], "precision=fp16 needs loss scaling, which method=digest does not apply"),
     (["memory=layer"], "memory is a section of options"),
 ])

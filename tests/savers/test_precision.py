@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.errors import UserError
-from benchmarks.runner import plan
 from tests.methods.exactness import DATASETS, run_ok
 
 

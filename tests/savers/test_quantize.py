@@ -17,7 +17,8 @@ def test_payload_is_the_analytic_size_and_decodes_to_the_shape(name, shape):
     codec = Codec(name, torch.Generator().manual_seed(0))
     x = torch.randn(shape)
     payload = codec.encode(x)
-    assert payload.dtype == torch.uint8 and payload.numel() == codec.payload_bytes(shape[0], x[0].numel() if shape[0] else 0)
+    assert (payload.dtype == torch.uint8
+            and payload.numel() == codec.payload_bytes(shape[0], x[0].numel() if shape[0] else 0))
     out = codec.decode(payload, shape)
     assert out.shape == x.shape and out.dtype == torch.float32
 

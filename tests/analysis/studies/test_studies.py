@@ -18,7 +18,8 @@ def digest_run(method, val, by_cat, options=None):
 
 def fit_probe(method, nodes, train_mem, status="ok", options=None):
     return record(method, 4, train_mem=train_mem, status=status, model="gat", options=options,
-                  extra={"study": "sar_fit", "dataset": {"name": "synthetic", "nodes": nodes}, "sweep": {"bisect": FIT}})
+                  extra={"study": "sar_fit", "dataset": {"name": "synthetic", "nodes": nodes},
+                         "sweep": {"bisect": FIT}})
 
 
 @pytest.fixture
@@ -125,7 +126,9 @@ def test_boundary_attributes_each_method_to_its_control_and_the_treatment_to_ful
             "unresolved (fewer than 2 paired seeds)); halo wait 0.50x its control's on its worst rank (goal <= 0.2: "
             "NOT met)") in lines
     headlines = "\n".join(studies.boundary.headlines(t))
-    assert "its control `sancus threshold=0.0` is above `full_halo` by +4.0 [+1.5, +6.5] (3) pt (treatment)" in headlines
+    assert ("its control `sancus threshold=0.0` is above `full_halo` by +4.0 [+1.5, +6.5] (3) pt (treatment)"
+            in headlines)
     assert "sancus is below" not in headlines  # contains 0: never a headline
     text = "\n".join(studies.sections(records.load(folder), tmp_path / "out"))
-    assert "## Study: boundary communication" in text and (tmp_path / "out/figures/boundary/accuracy_vs_halo_bytes.png").exists()
+    assert ("## Study: boundary communication" in text
+            and (tmp_path / "out/figures/boundary/accuracy_vs_halo_bytes.png").exists())

@@ -81,7 +81,8 @@ def test_extrapolation_recovers_a_power_law_and_reports_its_error():
     # The largest measured P 10% off the law: predicted from the others, it misses by 1 - 1/1.1.
     off, _ = _power_law_stats(scale_last=1.1)
     errors = extrapolate(off, [64])["fit"]["holdout_rel_error"]
-    assert errors["halo_mean_frac"] == pytest.approx(1 - 1 / 1.1) and errors["halo_max_frac"] == pytest.approx(0, abs=1e-9)
+    assert (errors["halo_mean_frac"] == pytest.approx(1 - 1 / 1.1)
+            and errors["halo_max_frac"] == pytest.approx(0, abs=1e-9))
 
     # A proxy: the fractions applied to another graph's totals, and said so; a measured P keeps its own.
     proxy = extrapolate(off, [16, 64], nodes=100_000_000, edges=3_000_000_000, name="big")
@@ -103,7 +104,8 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     with pytest.raises(UserError, match="unknown partitioner"):
         measure(small, [2], partitioner="metric", results_dir=tmp_path)
     with pytest.raises(SystemExit) as stop:
-        partition_stats.main(["dataset=synthetic", "dataset.nodez=400", "--workers", "2", "--results-dir", str(tmp_path)])
+        partition_stats.main(["dataset=synthetic", "dataset.nodez=400", "--workers", "2", "--results-dir",
+                              str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert stop.value.code == 2 and "\n" not in err and err.startswith("error: unknown option dataset.nodez")
     with pytest.raises(SystemExit):
