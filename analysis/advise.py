@@ -17,10 +17,10 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from analysis import costmodel, projection
+from analysis import PROJECT_ROOT, costmodel, projection
 from analysis.markdown import md_table
 
-RESULTS = Path(__file__).resolve().parent.parent / "docs" / "results"
+RESULTS = PROJECT_ROOT / "docs" / "results"
 #: What the suite measured: each method's accuracy effect (the `findings` study), and the
 #: projection's validation (`experiment=projection_validate`). Tests point these elsewhere.
 FINDINGS, VALIDATION = RESULTS / "findings.csv", RESULTS / "projection.csv"
@@ -102,9 +102,8 @@ def model_of(name: str, features: int, hidden: int, classes: int, layers: int):
 
 def cited(path) -> str:
     """How a page names a measured table it read: relative to the project root where it lies inside."""
-    root = RESULTS.parent.parent
     path = Path(path).resolve()
-    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+    return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
 
 
 def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings: list[dict],

@@ -131,14 +131,14 @@ def projected_peak(run, info: dict, launcher: str) -> float | str:
     prepared partition's per-rank sizes (`info`: the record's `graph` and `partition`); or why the
     model leaves the run out."""
     from analysis import costmodel, projection
-    from benchmarks.record import ranks_of
+    from benchmarks.record import processes_of
     cfg = run.as_dict()
     if run.device == "cuda":
         return "device=cuda (the check covers the host memory of CPU runs)"
     why = projection.outside_model(run.method_name, cfg)
     if why:
         return f"the cost model leaves it out ({why})"
-    world = ranks_of(run)
+    world = processes_of(run)
     model, ranks = projection.record_inputs({"config": cfg, "graph": info["graph"], "partition": info["partition"],
                                              "workers": world})
     return costmodel.process_peak(run.method_cls, run.method, model, ranks, world, in_process=launcher != "spawn")
@@ -147,11 +147,11 @@ def projected_peak(run, info: dict, launcher: str) -> float | str:
 def answer(run, info: dict, launcher: str, local_ranks: int) -> tuple[bool | None, str]:
     """(whether the run fits, `figures`' words) on this machine now; (None, why) where the model
     leaves the run out. `check` and `check_only` take it; their arguments are the same."""
-    from benchmarks.record import ranks_of
+    from benchmarks.record import processes_of
     peak = projected_peak(run, info, launcher)
     if isinstance(peak, str):
         return None, peak
-    return figures(run.method_name, ranks_of(run), local_ranks, peak, machine_memory(),
+    return figures(run.method_name, processes_of(run), local_ranks, peak, machine_memory(),
                    held_by_launcher(in_process=launcher != "spawn"))
 
 

@@ -20,7 +20,7 @@ import re
 import statistics
 from pathlib import Path
 
-from analysis import costmodel
+from analysis import PROJECT_ROOT, costmodel
 from analysis.markdown import fmt, md_table
 from analysis.records import BadRecord, is_whole
 from benchmarks.methods_table import family
@@ -587,7 +587,7 @@ def write_published(out_dir, reference=None, stats_dir=None) -> Path:
     import csv
 
     from benchmarks.tools.hardware import load_profile
-    reference = Path(reference or Path(__file__).resolve().parent.parent / "results" / "reference" / "projection.csv")
+    reference = Path(reference or PROJECT_ROOT / "results" / "reference" / "projection.csv")
     rows = list(csv.DictReader(reference.open()))
     proxies = measured_stats(stats_dir)
     profiles = {name: load_profile(name)

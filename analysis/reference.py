@@ -28,10 +28,12 @@ import re
 from pathlib import Path
 
 import pandas as pd
+
+from analysis import PROJECT_ROOT
 import yaml
 
 # The published numbers are files of this checkout (analysis reads files, never the runtime).
-REFERENCE_DIR = Path(__file__).resolve().parents[1] / "results" / "reference"
+REFERENCE_DIR = PROJECT_ROOT / "results" / "reference"
 REFERENCE = REFERENCE_DIR / "papers.csv"
 TABLES = REFERENCE_DIR / "tables.csv"
 

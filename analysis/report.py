@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import figures, reference, studies
+from analysis import PROJECT_ROOT, figures, reference, studies
 from analysis import records as rec
 from analysis.markdown import fmt, fmt_peak, md_table
 
@@ -104,7 +104,7 @@ def _presets(folders: list[str]) -> list[str]:
     a folder of records (a record keeps its resolved config, not the preset's name)."""
     import yaml
     found = []
-    for path in sorted((Path(__file__).resolve().parents[1] / "conf" / "experiment").glob("*.yaml")):
+    for path in sorted((PROJECT_ROOT / "conf" / "experiment").glob("*.yaml")):
         if (yaml.safe_load(path.read_text()) or {}).get("results_dir") in folders:
             found.append(path.stem)
     return found

@@ -19,8 +19,8 @@ import torch
 from benchmarks.errors import UserError, choose
 from benchmarks.graph import Graph, from_edge_index
 from benchmarks.options import Options, option, seed_option
+from benchmarks import PROJECT_ROOT
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DATA = PROJECT_ROOT / "data"  # Cora and CiteSeer ship here (data/README.md); downloads land here
 
 

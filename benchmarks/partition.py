@@ -120,7 +120,7 @@ def _child_main(send, fn, args) -> None:
         send.send((False, f"{type(e).__name__}: {e}"))
 
 
-def relabel(assignment: torch.Tensor, parts: int) -> tuple[torch.Tensor, torch.Tensor]:
+def order_by_part(assignment: torch.Tensor, parts: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(perm, offsets): new node i is old node perm[i]; part p owns [offsets[p], offsets[p+1])."""
     perm = torch.argsort(assignment, stable=True)
     offsets = torch.zeros(parts + 1, dtype=torch.int64)
@@ -171,7 +171,7 @@ class Part:
 
 def build_parts(graph: Graph, offsets: torch.Tensor, node_ids: torch.Tensor | None = None) -> list[Part]:
     """Cut a graph whose parts are contiguous id ranges into per-rank parts. `node_ids[i]`: the
-    dataset's id of node i (`relabel`'s perm; default: the graph's own ids)."""
+    dataset's id of node i (`order_by_part`'s perm; default: the graph's own ids)."""
     P = offsets.numel() - 1
     node_ids = torch.arange(graph.num_nodes) if node_ids is None else node_ids
     deg = graph.in_degree()
@@ -233,7 +233,7 @@ def partition(graph: Graph, partitioner: str, parts: int, seed: int) -> tuple[to
     t0 = time.perf_counter()
     assignment = assign(graph, partitioner, parts, seed)
     partition_s = time.perf_counter() - t0
-    perm, offsets = relabel(assignment, parts)
+    perm, offsets = order_by_part(assignment, parts)
     relabelled = permute(graph, perm)
     built = build_parts(relabelled, offsets, perm)
     return perm, built, partition_stats(relabelled, built, partitioner), partition_s

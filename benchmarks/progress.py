@@ -26,3 +26,15 @@ def time_left(done: int, left: int, elapsed_s: float) -> str | None:
 def progress_line(*parts: str | None) -> str:
     """A progress line: its parts that say something, joined by ` · `."""
     return " · ".join(p for p in parts if p)
+
+
+def epoch_printer(epochs: int, log_every: int):
+    """A run's per-epoch progress (`on_epoch(entry, left)`, rank 0's): the epoch's loss, accuracies
+    and time every `log_every` epochs and at the last (none with `log_every=0`), with the time left."""
+    def show(entry: dict, left: str | None = None) -> None:
+        e = entry["epoch"] + 1
+        if log_every and (e % log_every == 0 or e == epochs):
+            acc = f" val {entry['val_acc']:.4f} test {entry['test_acc']:.4f}" if entry["val_acc"] is not None else ""
+            epoch = f"  epoch {e:>4}/{epochs}  loss {entry['train_loss']:.4f}{acc}  {entry['epoch_time_s']:.3f} s"
+            print(progress_line(epoch, left), flush=True)
+    return show

@@ -23,12 +23,11 @@ import torch
 
 from benchmarks.comm import NOT_TRAINING
 from benchmarks.config import SAVER_AXES, RunConfig, moved_savers
-from benchmarks.datasets import PROJECT_ROOT
+from benchmarks import PROJECT_ROOT
 from benchmarks.methods_table import about
 from benchmarks.options import RESERVED
 from benchmarks.outputs import write_or_keep
 from benchmarks.probes import MemoryProbe, cores
-from benchmarks.progress import progress_line
 from benchmarks.stopping import selected
 
 # Keys that say where things are or how chatty a run is, not what is measured.
@@ -80,12 +79,12 @@ def variant_label(method_cfg: dict, defaults: dict) -> str:
 
 def record_path(run: RunConfig) -> Path:
     """Where the record of `run` is: a pure function of its configuration."""
-    name = (f"{run.dataset_name}-{run.model_name}-{run.method_name}-w{ranks_of(run)}"
+    name = (f"{run.dataset_name}-{run.model_name}-{run.method_name}-w{processes_of(run)}"
             f"-s{run.seed}-{config_hash(run.as_dict())}.json")
     return Path(run.results_dir) / name
 
 
-def ranks_of(run: RunConfig) -> int:
+def processes_of(run: RunConfig) -> int:
     """The ranks a run really uses: 1 for single-process methods, whatever `workers` says."""
     return 1 if run.method_cls.single_process else run.workers
 
@@ -183,13 +182,12 @@ def summarize(history: list[dict], per_rank: list[dict], warmup_epochs: int, sto
 
 class RecordBuilder:
     """One run's record from start to end (see the module docstring). Made in the launching process
-    (or on every rank under torchrun); `on_epoch`, `finish` and `fail` run wherever rank 0 or the
+    (or on every rank under torchrun); `keep_epoch`, `finish` and `fail` run wherever rank 0 or the
     launcher notices the outcome."""
 
     def __init__(self, run: RunConfig, scratch: Path, prepared: dict, env: dict, method_defaults: dict,
                  control: str | None = None):
         self.path, self.progress = record_path(run), Path(scratch) / "progress.jsonl"
-        self.epochs, self.log_every = run.epochs, run.log_every
         self.warmup_epochs, self.stopping = run.warmup_epochs, run.stopping
         cfg = run.as_dict()
         setting = setting_config(cfg)
@@ -199,21 +197,15 @@ class RecordBuilder:
             "control": control,  # the variant of its exact control (config.control_config); None: exact
             "about": about(run.method_name),  # family, kind, what it approximates, its paper's claim
             "dataset": run.dataset_name, "model": run.model_name,
-            "workers": ranks_of(run), "workers_requested": run.workers, "seed": run.seed,
+            "workers": processes_of(run), "workers_requested": run.workers, "seed": run.seed,
             "setting": _digest(setting, 6), "setting_config": setting,
             "config_hash": config_hash(cfg), "started_at": now(), "config": cfg, **prepared, "env": env,
         }
 
-    def on_epoch(self, entry: dict, left: str | None = None) -> None:
-        """Rank 0's per-epoch hook: keep the history on disk (a failed run keeps it) and print progress
-        (`left`: the time left, `benchmarks.progress.time_left`)."""
+    def keep_epoch(self, entry: dict) -> None:
+        """Rank 0's per-epoch history, kept on disk as it goes (a failed run keeps it)."""
         with open(self.progress, "a") as f:
             f.write(json.dumps(entry) + "\n")
-        e = entry["epoch"] + 1
-        if self.log_every and (e % self.log_every == 0 or e == self.epochs):
-            acc = f" val {entry['val_acc']:.4f} test {entry['test_acc']:.4f}" if entry["val_acc"] is not None else ""
-            epoch = f"  epoch {e:>4}/{self.epochs}  loss {entry['train_loss']:.4f}{acc}  {entry['epoch_time_s']:.3f} s"
-            print(progress_line(epoch, left), flush=True)
 
     def finish(self, history: list[dict], per_rank: list[dict], grads: dict | None = None) -> dict:
         """The `ok` record from the history and every rank's probes (rank 0, after training)."""

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from benchmarks import PROJECT_ROOT
 from benchmarks.errors import choose
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+CONF = PROJECT_ROOT / "conf"
 #: Config groups a command line chooses from (`method=...`), and what each chooses (the option
 #: reference, `python -m benchmarks --options`, prints it beside the choices).
 GROUPS = {

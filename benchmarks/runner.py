@@ -44,7 +44,8 @@ from benchmarks.leftovers import die_with_launcher, on_this_host, owner_tag, rem
 from benchmarks.method import method_defaults
 from benchmarks.partition import build_parts, load_manifest, load_part, partition_stats, prepare_parts
 from benchmarks.probes import cores, fix_mmap_threshold
-from benchmarks.record import RecordBuilder, environment, ok_record, ranks_of, record_path, run_variant
+from benchmarks.progress import epoch_printer
+from benchmarks.record import RecordBuilder, environment, ok_record, processes_of, record_path, run_variant
 from benchmarks.outputs import NotWritten, check_writable, write_atomic
 from benchmarks.train import Diverged, run_rank
 
@@ -64,7 +65,7 @@ class Plan:
     @property
     def world(self) -> int:
         """Ranks the run really uses: 1 for single-process methods, whatever `workers` says."""
-        return ranks_of(self.cfg)
+        return processes_of(self.cfg)
 
     def check_partition(self, info: dict) -> None:
         """Checks that need the partition (after preparing it, before any rank starts)."""
@@ -86,7 +87,7 @@ def plan(cfg: dict) -> Plan:
     run = check_config(cfg)
     if run.device == "cuda" and not torch.cuda.is_available():
         raise UserError("device=cuda but this torch build sees no CUDA device; use device=cpu")
-    world = ranks_of(run)
+    world = processes_of(run)
     if run.device == "cuda" and world > 1 and not under_torchrun() and world > torch.cuda.device_count():
         raise UserError(f"workers={world} but this machine has {torch.cuda.device_count()} GPUs; NCCL needs one "
                         "GPU per rank (use fewer workers, or torchrun across machines)")
@@ -220,6 +221,16 @@ def device_of(cfg: RunConfig, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
+def on_epoch(builder: RecordBuilder, cfg: RunConfig):
+    """Rank 0's per-epoch hook: the record keeps the history, the progress line is printed."""
+    show = epoch_printer(cfg.epochs, cfg.log_every)
+
+    def hook(entry: dict, left: str | None = None) -> None:
+        builder.keep_epoch(entry)
+        show(entry, left)
+    return hook
+
+
 def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: int, local_world: int, source,
                init_method: str | None) -> None:
     """One rank, whichever launcher started it: allocator and threads first (before the part is
@@ -236,7 +247,7 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
         part, folder = load_part(source, rank), Path(source)
     else:
         part, folder = source, None
-    result = run_rank(cfg, rank, p.world, part, device, on_epoch=builder.on_epoch if rank == 0 else None,
+    result = run_rank(cfg, rank, p.world, part, device, on_epoch=on_epoch(builder, cfg) if rank == 0 else None,
                       partition_folder=folder, local_rank=local_rank, local_world=local_world)
     not_written = None
     if rank == 0:

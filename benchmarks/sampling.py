@@ -130,7 +130,7 @@ def _distinct_draws(deg: torch.Tensor, k: int, draws, ids: torch.Tensor) -> torc
     return picks
 
 
-def relabel(dst: torch.Tensor, neighbors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def block_columns(dst: torch.Tensor, neighbors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Source nodes of a block, destinations first: (column of each neighbour, source node ids =
     `dst` followed by the neighbours not among them, in id order)."""
     both = torch.cat([dst, neighbors])
@@ -152,7 +152,7 @@ def sample_blocks(store, seeds: torch.Tensor, fanouts: list[int], draws, kernel:
     for hop, fanout in enumerate(fanouts):
         layer = len(fanouts) - 1 - hop
         counts, neighbors, neighbor_deg, deg = store.hop(nodes, fanout, draws.layer(layer), layer)
-        columns, sources = relabel(nodes, neighbors)
+        columns, sources = block_columns(nodes, neighbors)
         source_deg = torch.empty_like(sources)
         source_deg[:nodes.numel()] = deg
         source_deg[columns] = neighbor_deg

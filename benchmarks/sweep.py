@@ -299,14 +299,14 @@ def warm_up(configs: list) -> bool:
     import benchmarks.outcome  # noqa: F401 (what a run imports: the runner, through run_and_report)
     import benchmarks.runner  # noqa: F401
     from benchmarks import datasets, rank_server
-    from benchmarks.record import ranks_of
+    from benchmarks.record import processes_of
 
     global _RUN_THREADS
     _RUN_THREADS = torch.get_num_threads()
     torch.set_num_threads(1)
     for cfg in configs:
         datasets.preload(cfg.dataset_section, cfg.data_root)
-    if any(ranks_of(cfg) > 1 for cfg in configs):
+    if any(processes_of(cfg) > 1 for cfg in configs):
         rank_server.serve()
     gc.freeze()  # what is loaded now is never garbage: a run's collections skip it instead of copying it
     return True

@@ -126,7 +126,7 @@ def assign_widths(channels: list[np.ndarray], width: int, variance_weight: float
 
 
 # --------------------------------------------------------------------------- mixed-width exchange
-class Transfer:
+class MixedWidthTransfer:
     """One layer's rows in flight in one direction, one all-to-all per width: `wait()` returns them
     in order (every width's rows placed where they belong)."""
 
@@ -198,7 +198,7 @@ class Widths:
         return [r for r in routes if not r.empty]
 
     # ------------------------------------------------------------------ posting rows
-    def post(self, rows: torch.Tensor, key) -> Transfer:
+    def post(self, rows: torch.Tensor, key) -> MixedWidthTransfer:
         """Post `rows` (the rows sent in `key`'s direction, in order) at their widths."""
         direction, layer = key
         if self.adaptive and not self.comm.recompute.active:
@@ -215,7 +215,7 @@ class Widths:
             if route.recv_index is None:
                 out = pending.out  # every row has this width: the received tensor is the result
             parts.append((pending, route.recv_index))
-        return Transfer(out, parts)
+        return MixedWidthTransfer(out, parts)
 
     # ------------------------------------------------------------------ tracing and assignment
     def setup_scores(self) -> None:

@@ -62,7 +62,7 @@ from benchmarks.errors import UserError
 from benchmarks.families.minibatch import Batch, SubgraphMethod
 from benchmarks.graph import concat_ranges
 from benchmarks.options import option
-from benchmarks.sampling import relabel
+from benchmarks.sampling import block_columns
 from methods.cluster_gcn import metis_clusters
 
 CATEGORIES = ("history_pull", "history_push", "history_fill")
@@ -74,7 +74,7 @@ def batch_adjacency(indptr: torch.Tensor, indices: torch.Tensor, deg: torch.Tens
     [B | O], O the out-of-batch in-neighbours (ascending); degrees global. Returns (adjacency, O)."""
     counts = indptr[nodes + 1] - indptr[nodes]
     cols = indices.index_select(0, concat_ranges(indptr[nodes], counts))
-    columns, sources = relabel(nodes, cols)  # sources: B, then O in id order
+    columns, sources = block_columns(nodes, cols)  # sources: B, then O in id order
     sub_indptr = torch.zeros(nodes.numel() + 1, dtype=torch.int64, device=indices.device)
     sub_indptr[1:] = torch.cumsum(counts, 0)
     adj = LocalAdjacency(sub_indptr, columns, deg.index_select(0, nodes), deg.index_select(0, sources), kernel=kernel)

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import figures, paired, records
+from analysis import PROJECT_ROOT, figures, paired, records
 from analysis.markdown import fmt, image, md_table
 
 #: A run and `single` pair on these (single always runs at one worker); a run and its control on `PAIR_KEYS`.
 WITH_SINGLE = ["dataset", "model", "setting", "seed"]
 #: The scaling study's published table (analysis/studies/scaling.py `csv`); tests point it elsewhere.
-SCALING = Path(__file__).resolve().parents[2] / "docs" / "results" / "scaling.csv"
+SCALING = PROJECT_ROOT / "docs" / "results" / "scaling.csv"
 
 
 def at_largest_p(method: str, dataset: str, model: str) -> str:

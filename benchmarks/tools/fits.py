@@ -32,7 +32,7 @@ def main(argv=None) -> None:
     from benchmarks.datasets import load_dataset
     from benchmarks.errors import UserError
     from benchmarks.partition import load_manifest, prepare_parts
-    from benchmarks.record import ranks_of
+    from benchmarks.record import processes_of
     from benchmarks.runner import plan
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.tools.fits", description=__doc__.split("\n")[0])
@@ -71,7 +71,7 @@ def main(argv=None) -> None:
             except UserError as e:
                 cells.append(f"refused: {e}")
                 continue
-            world = ranks_of(run)
+            world = processes_of(run)
             if world != w:
                 cells.append(f"(runs on {world})")
                 continue

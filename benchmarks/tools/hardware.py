@@ -36,8 +36,9 @@ from benchmarks.options import Options, option, validate
 from benchmarks.registry import CONF
 
 FOLDER = CONF / "hardware"
-#: The run's `precision` choices (`models.PRECISIONS`, restated here so that no torch is imported).
-PRECISIONS = ("fp32", "bf16", "fp16")
+#: The dense rates a profile states, one per `precision` choice (`models.PRECISIONS`, restated here so
+#: that no torch is imported; a test holds the two equal).
+DENSE_DTYPES = ("fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class HardwareProfile:
     def check(self, cfg: dict) -> None:
         """The nested sections, then what holds across fields."""
         for key in self.dense_flops:
-            choose("precision", key, PRECISIONS)
+            choose("precision", key, DENSE_DTYPES)
         for key, cls in SECTIONS.items():
             if getattr(self, key) is not None:
                 section(cls, getattr(self, key), key)
@@ -147,7 +148,7 @@ class HardwareProfile:
 
     def flops(self, precision: str) -> float:
         """Dense FLOP/s per unit at a run's `precision`."""
-        return self.dense_flops[choose("precision", precision, PRECISIONS)]
+        return self.dense_flops[choose("precision", precision, DENSE_DTYPES)]
 
 
 FIELDS = [f.name for f in dataclasses.fields(HardwareProfile)]

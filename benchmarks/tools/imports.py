@@ -12,7 +12,9 @@ import argparse
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmarks import PROJECT_ROOT
+
+ROOT = PROJECT_ROOT
 
 
 def is_script_guard(node: ast.AST) -> bool:

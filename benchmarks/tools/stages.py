@@ -113,9 +113,9 @@ def partition(run, graph) -> tuple[object, dict]:
     import torch
 
     from benchmarks.partition import build_parts, prepare_parts
-    from benchmarks.record import ranks_of
+    from benchmarks.record import processes_of
 
-    world = ranks_of(run)
+    world = processes_of(run)
     with ChildSampler() as sampler:
         if world == 1:
             source, out = _stage("partition", lambda: build_parts(graph, torch.tensor([0, graph.num_nodes]))[0])
@@ -174,9 +174,9 @@ def ranks(cfg_dict: dict, run, source) -> dict:
     part from the cache `source`."""
     import tempfile
 
-    from benchmarks.record import ranks_of
+    from benchmarks.record import processes_of
 
-    world = ranks_of(run)
+    world = processes_of(run)
     from benchmarks import rank_server
 
     ctx = rank_server.context()
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     from benchmarks.config import check
     from benchmarks.errors import UserError
     from benchmarks.probes import rss_bytes
-    from benchmarks.record import ranks_of
+    from benchmarks.record import processes_of
     from benchmarks.registry import check_overrides
 
     try:
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         part["launcher_holds_bytes"] = rss_bytes()
         report(part)
         if last >= 2:
-            report(one_rank(run, source) if ranks_of(run) == 1 else ranks(cfg, run, source))
+            report(one_rank(run, source) if processes_of(run) == 1 else ranks(cfg, run, source))
     if args.json:
         Path(args.json).write_text(json.dumps({"overrides": args.overrides, "stages": entries}, indent=1))
 

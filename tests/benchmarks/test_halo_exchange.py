@@ -12,7 +12,7 @@ from benchmarks.aggregation import HaloPlan, halo_exchange, halo_transpose
 from benchmarks.comm import Comm
 from benchmarks.datasets import synthetic
 from benchmarks.graph import permute
-from benchmarks.partition import assign, build_parts, relabel
+from benchmarks.partition import assign, build_parts, order_by_part
 
 pytestmark = pytest.mark.fast
 
@@ -42,7 +42,7 @@ class ThreadComm(Comm):
 
 
 def parts():
-    perm, offsets = relabel(assign(GRAPH, "random", WORLD, 0), WORLD)
+    perm, offsets = order_by_part(assign(GRAPH, "random", WORLD, 0), WORLD)
     return [(part, HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist()))
             for part in build_parts(permute(GRAPH, perm), offsets)]
 

@@ -10,7 +10,7 @@ from benchmarks.aggregation import HaloPlan, LocalAdjacency, keep_halo, keep_wit
 from benchmarks.comm import Comm, flatten, unflatten_into
 from benchmarks.datasets import synthetic
 from benchmarks.graph import permute
-from benchmarks.partition import assign, build_parts, own_edges, relabel
+from benchmarks.partition import assign, build_parts, own_edges, order_by_part
 
 GRAPH = synthetic(nodes=600, avg_degree=8, classes=4, features=8, homophily=0.8, feature_noise=1.0,
                   degree_skew=1.0, train_frac=0.2, val_frac=0.2, test_frac=0.5, seed=3)
@@ -18,7 +18,7 @@ GRAPH = synthetic(nodes=600, avg_degree=8, classes=4, features=8, homophily=0.8,
 
 def rank_views(parts_count: int = 3):
     """Per rank: (part, adjacency, plan), as `train.make_context` builds them."""
-    perm, offsets = relabel(assign(GRAPH, "random", parts_count, 0), parts_count)
+    perm, offsets = order_by_part(assign(GRAPH, "random", parts_count, 0), parts_count)
     out = []
     for part in build_parts(permute(GRAPH, perm), offsets):
         adj = LocalAdjacency(part.indptr, part.indices, part.deg[:part.num_local], part.deg)

@@ -11,7 +11,7 @@ import torch
 from benchmarks.aggregation import KERNELS, LocalAdjacency
 from benchmarks.datasets import synthetic
 from benchmarks.errors import UserError
-from benchmarks.partition import assign, build_parts, imbalance, relabel
+from benchmarks.partition import assign, build_parts, imbalance, order_by_part
 from benchmarks.graph import permute
 from benchmarks.runner import plan
 
@@ -105,7 +105,7 @@ def test_metis_edges_lowers_the_edge_imbalance_of_a_skewed_graph():
                       degree_skew=2.0, train_frac=0.2, val_frac=0.2, test_frac=0.5, seed=5)
     ratios = {}
     for partitioner in ("metis", "metis_edges"):
-        perm, offsets = relabel(assign(graph, partitioner, 4, 0), 4)
+        perm, offsets = order_by_part(assign(graph, partitioner, 4, 0), 4)
         parts = build_parts(permute(graph, perm), offsets)
         ratios[partitioner] = imbalance(p.indices.numel() for p in parts)
         assert imbalance(p.num_local for p in parts) < 1.1, partitioner  # nodes stay balanced

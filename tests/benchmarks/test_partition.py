@@ -6,7 +6,7 @@ import torch
 
 from benchmarks.datasets import synthetic
 from benchmarks.graph import permute
-from benchmarks.partition import assign, build_parts, load_manifest, load_part, prepare_parts, relabel
+from benchmarks.partition import assign, build_parts, load_manifest, load_part, prepare_parts, order_by_part
 
 pytestmark = pytest.mark.fast
 
@@ -15,7 +15,7 @@ GRAPH = synthetic(nodes=2000, avg_degree=8, classes=4, features=8, homophily=0.8
 
 
 def split(partitioner, parts, seed=0):
-    perm, offsets = relabel(assign(GRAPH, partitioner, parts, seed), parts)
+    perm, offsets = order_by_part(assign(GRAPH, partitioner, parts, seed), parts)
     g = permute(GRAPH, perm)
     return g, offsets, build_parts(g, offsets)
 

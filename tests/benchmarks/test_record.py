@@ -84,8 +84,8 @@ def test_finish_writes_everything_analysis_reads(make_cfg, tmp_path):
 
 def test_fail_keeps_the_history_reached(make_cfg, tmp_path):
     b = builder(make_cfg, tmp_path)
-    b.on_epoch(entry(0))
-    b.on_epoch(entry(1))
+    b.keep_epoch(entry(0))
+    b.keep_epoch(entry(1))
     record = b.fail("RuntimeError: boom", "trace")
     assert record["status"] == "failed" and record["error"] == "RuntimeError: boom"
     assert [h["epoch"] for h in record["history"]] == [0, 1] and record["variant"] == "sar mode=sa"
@@ -120,8 +120,8 @@ def strict_json(text: str) -> dict:
 
 def test_records_are_strict_json_with_non_finite_numbers_as_null(make_cfg, tmp_path):
     b = builder(make_cfg, tmp_path)
-    b.on_epoch(entry(0))
-    b.on_epoch(entry(1, loss=float("nan")))
+    b.keep_epoch(entry(0))
+    b.keep_epoch(entry(1, loss=float("nan")))
     b.fail("Diverged: train loss became NaN at epoch 2")
     record = strict_json(b.path.read_text())
     assert [h["train_loss"] for h in record["history"]] == [1.0, None]

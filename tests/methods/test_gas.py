@@ -112,9 +112,9 @@ def test_history_bytes_are_counted(make_cfg, fill):
 @pytest.mark.fast
 def test_one_process_whatever_workers_says_and_bad_batches_are_one_line(make_cfg):
     """pyg_autoscale trains on one device: workers=2 runs one process (as `single`), the record says 1."""
-    from benchmarks.record import ranks_of
+    from benchmarks.record import processes_of
     run = check(make_cfg("method=gas", "workers=2"))
-    assert run.method_cls.single_process and ranks_of(run) == 1
+    assert run.method_cls.single_process and processes_of(run) == 1
     with pytest.raises(UserError, match=r"method.batch_size=8 exceeds method.num_parts=4") as e:
         check(make_cfg("method=gas", "workers=1", "method.num_parts=4", "method.batch_size=8"))
     assert "\n" not in str(e.value)

@@ -11,7 +11,7 @@ import torch
 
 from benchmarks.errors import UserError
 from benchmarks.runner import run
-from benchmarks.sampling import NodeDraws, in_id_order, keyed_order, relabel, sample_neighbors
+from benchmarks.sampling import NodeDraws, in_id_order, block_columns, keyed_order, sample_neighbors
 from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, assert_matches, oracle, param_bytes, run_ok
 
@@ -123,7 +123,7 @@ def test_keyed_order_restricted_to_a_subset_is_the_subset_in_the_global_order():
 def test_relabel_puts_destinations_first():
     dst = torch.tensor([7, 3, 9])
     neighbors = torch.tensor([3, 12, 7, 5, 12, 9])
-    columns, sources = relabel(dst, neighbors)
+    columns, sources = block_columns(dst, neighbors)
     assert sources[:3].tolist() == [7, 3, 9]
     assert sorted(sources[3:].tolist()) == [5, 12] and sources.unique().numel() == sources.numel()
     assert torch.equal(sources[columns], neighbors)

@@ -81,7 +81,7 @@ def test_round_trip_by_path_and_by_name(tmp_path, monkeypatch):
 def test_precisions_are_the_runs():
     from benchmarks.models import PRECISIONS
 
-    assert hardware.PRECISIONS == tuple(PRECISIONS)
+    assert hardware.DENSE_DTYPES == tuple(PRECISIONS)
 
 
 BAD = [
