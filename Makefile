@@ -28,7 +28,7 @@ $(TEST_STAMP): $(STAMP)
 
 run: $(STAMP)
 	@# every registered method (conf/experiment/quickstart.yaml); the report is written even if a run failed
-	$(BIN)/python -m benchmarks.sweep experiment=quickstart results_dir=$(RESULTS); status=$$?; \
+	$(BIN)/python -m benchmarks.commands.sweep experiment=quickstart results_dir=$(RESULTS); status=$$?; \
 	$(BIN)/python -m analysis report $(RESULTS) && exit $$status
 
 # One pytest-xdist worker per core this process may use (nproc: the affinity mask, which xdist's `auto`

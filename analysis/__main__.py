@@ -55,7 +55,7 @@ def main(argv=None) -> None:
     a.add_argument("--scaling", default=None, help=argparse.SUPPRESS)
     a.add_argument("--validation", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    from benchmarks.errors import UserError
+    from benchmarks.base.errors import UserError
     try:
         checked = _check(args)
         if args.command == "project":
@@ -67,7 +67,7 @@ def main(argv=None) -> None:
         if args.command == "table":
             print(runs_table(rec.speedup(rec.aggregate(rec.runs(rec.load(args.results_dir))))))
             return
-        from benchmarks.outputs import writing
+        from benchmarks.base.outputs import writing
         if args.publish:
             from analysis.report import publish
             with writing("the results page", args.publish):
@@ -82,7 +82,7 @@ def main(argv=None) -> None:
 
 
 def _whole(option: str, text: str, least: int = 1) -> int:
-    from benchmarks.errors import UserError
+    from benchmarks.base.errors import UserError
     try:
         value = int(text)
     except ValueError:
@@ -96,7 +96,7 @@ def _graph(graph: str, workers: list[int]) -> dict:
     """`--graph`'s partition statistics (`projection.load_stats`), refused when `workers` asks for
     more ranks than the graph has nodes (the runtime refuses them too)."""
     from analysis import projection
-    from benchmarks.errors import UserError
+    from benchmarks.base.errors import UserError
     stats = projection.load_stats(graph, workers)
     nodes = stats["graph"]["nodes"]
     if max(workers, default=0) > nodes:
@@ -109,12 +109,12 @@ def _check(args) -> dict:
     """Every argument of `report`, `table`, `project` and `advise` checked before any work, in this
     one place (UserError, one line, status 2): numbers in range, options that need each other, the
     hardware profile and `--graph` readable, no more ranks than the graph has nodes, and the output
-    folder writable (`benchmarks.outputs.check_writable`). Returns what `_project` or `_advise`
+    folder writable (`benchmarks.base.outputs.check_writable`). Returns what `_project` or `_advise`
     needs, loaded."""
     from pathlib import Path
 
-    from benchmarks.errors import UserError
-    from benchmarks.outputs import check_writable
+    from benchmarks.base.errors import UserError
+    from benchmarks.base.outputs import check_writable
     if args.command == "advise":
         return _check_advise(args)
     if args.command != "project":
@@ -154,8 +154,8 @@ def _check_advise(args) -> dict:
     from pathlib import Path
 
     from analysis import advise
-    from benchmarks.errors import UserError, choose
-    from benchmarks.outputs import check_writable
+    from benchmarks.base.errors import UserError, choose
+    from benchmarks.base.outputs import check_writable
     from benchmarks.tools.hardware import load_profile
     if not (args.graph and args.hardware and args.workers):
         raise UserError("advise needs --graph, --hardware and --workers")
@@ -186,7 +186,7 @@ def _check_advise(args) -> dict:
 
 def _advise(args, workers, profile, stats, model, findings, validation, out, spec, measured) -> None:
     from analysis import advise
-    from benchmarks.outputs import writing
+    from benchmarks.base.outputs import writing
     command = (f"python -m analysis advise --graph {args.graph} --hardware {args.hardware} "
                f"--workers {','.join(map(str, workers))} --model {spec['name']} --hidden {spec['hidden']} "
                f"--layers {spec['layers']} --out {out}")
@@ -200,7 +200,7 @@ def _advise(args, workers, profile, stats, model, findings, validation, out, spe
 def _project(args, workers=(), hidden=None, profile=None, stats=None) -> None:
     from analysis import projection
     from analysis import records as rec
-    from benchmarks.outputs import writing
+    from benchmarks.base.outputs import writing
 
     if args.published:
         out = args.out or "results/projection"

@@ -45,7 +45,7 @@ def read_table(path, columns: tuple, option: str) -> list[dict]:
     """The rows of the CSV at `path`, NUMBERS among `columns` read as numbers (None where empty); []
     where there is no file (nothing measured yet). UserError, one line naming `option`, for a file
     that cannot be read, lacks a column or holds a number that is not one."""
-    from benchmarks.errors import UserError
+    from benchmarks.base.errors import UserError
     path = Path(path)
     if not path.exists():
         return []
@@ -94,7 +94,7 @@ def model_of(name: str, features: int, hidden: int, classes: int, layers: int):
     """The suite's model; what advise does not ask (dropout, GAT's heads) at the run config's defaults."""
     from omegaconf import OmegaConf
 
-    from benchmarks.registry import CONF
+    from benchmarks.base.registry import CONF
     heads = OmegaConf.load(CONF / "model" / "gat.yaml")["heads"]
     return projection.build_model(name, features, hidden, classes, layers, heads,
                                   dropout=OmegaConf.load(CONF / "config.yaml")["dropout"])
@@ -113,9 +113,9 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
     family, kind, ...; as its records state it) and its rows of `findings` (`accuracy`); and the
     methods left out, with their reason. `measured`: the tables `findings` was read from, which the
     page cites; `command`: the command line that writes the page."""
-    from benchmarks.method import method_class, method_defaults
-    from benchmarks.methods_table import about
-    from benchmarks.registry import method_names
+    from benchmarks.run.method import method_class, method_defaults
+    from benchmarks.run.methods_table import about
+    from benchmarks.base.registry import method_names
     rows, left_out = [], []
     for name in method_names():
         what, accuracy = about(name), [f for f in findings if f["method"] == name]
@@ -145,8 +145,8 @@ def variants(name: str, defaults: dict) -> list[tuple[str, dict]]:
     """(variant, options) advise projects for method `name`: its defaults, then what its plugin names
     as a user's other choice (`Method.advise_variants`: neighbour sampling with a feature cache), for
     the plugin's own name only (an alias is a choice of option values already)."""
-    from benchmarks.method import method_class
-    from benchmarks.registry import alias_of
+    from benchmarks.run.method import method_class
+    from benchmarks.base.registry import alias_of
     if alias_of(name) is not None:
         return [(name, defaults)]
     return [(name, defaults)] + [(f"{name} {v}", {**defaults, **o})
@@ -320,7 +320,7 @@ def title(result: dict) -> str:
 def write(result: dict, out_dir) -> list[Path]:
     """advise.md, advise.json and figures/advise.png / .pdf in `out_dir`."""
     from analysis.figures import advise_vs_workers
-    from benchmarks.outputs import write_atomic
+    from benchmarks.base.outputs import write_atomic
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "advise.md").write_text(markdown(result))

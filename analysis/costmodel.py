@@ -1,10 +1,10 @@
 """The cost model: a method's epoch time and per-rank training memory on a hardware profile, from
 counts alone. Nothing here is fitted to the times or memory it is checked against: the inputs are
-per-layer work (`benchmarks.models.GNN.work`), what each method moves per epoch as its plugin states it
-(the cost-model hooks of `benchmarks.method.Method`: `traffic`, `layer0_mode`, `kept_halo_rows`,
-`stale_table_bytes`, counted with `benchmarks.traffic`), partition statistics per rank and a
+per-layer work (`benchmarks.core.models.GNN.work`), what each method moves per epoch as its plugin states it
+(the cost-model hooks of `benchmarks.run.method.Method`: `traffic`, `layer0_mode`, `kept_halo_rows`,
+`stale_table_bytes`, counted with `benchmarks.base.traffic`), partition statistics per rank and a
 profile's rates (`benchmarks.tools.hardware`). No method is named here: plugins are reached through the
-registry (`benchmarks.method.method_class`, which resolves an alias to its plugin).
+registry (`benchmarks.run.method.method_class`, which resolves an alias to its plugin).
 
 Time of one rank's training epoch, each term named as in `projection.json`:
 
@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from benchmarks.traffic import FLOAT, INDEX, Rank, Shape, Transfer, in_width, out_width, parameters
+from benchmarks.base.traffic import FLOAT, INDEX, Rank, Shape, Transfer, in_width, out_width, parameters
 
 #: Bytes moved per element by the elementwise steps of a layer (fp32 4, mask 1), counted from the
 #: suite's code: dropout (`aggregation.dropout`: compare the draws, multiply by the mask, then by
@@ -75,9 +75,9 @@ class Projection:
 
 def plugin(method):
     """The plugin class of `method`: a registered name (an alias resolves to its plugin, through the
-    registry: `benchmarks.method.method_class`) or the class itself."""
+    registry: `benchmarks.run.method.method_class`) or the class itself."""
     if isinstance(method, str):
-        from benchmarks.method import method_class
+        from benchmarks.run.method import method_class
         return method_class(method)
     return method
 
@@ -91,7 +91,7 @@ def typed_options(cls, values):
         return values
     import dataclasses
 
-    from benchmarks.options import validate
+    from benchmarks.base.options import validate
     declared = {f.name for f in dataclasses.fields(cls.Options)}
     return validate(cls.Options, {k: v for k, v in values.items() if k in declared})
 
@@ -99,7 +99,7 @@ def typed_options(cls, values):
 def why_not_modelled(method: str) -> str | None:
     """Why the model leaves `method` out (no plugin of that name, or a plugin that states no
     traffic: `Method.traffic` not overridden), or None."""
-    from benchmarks.errors import UserError
+    from benchmarks.base.errors import UserError
     try:
         cls = plugin(method)
     except UserError:
@@ -157,7 +157,7 @@ def rank_rate(profile, workers: int, term: str, channels: int | None = None) -> 
     without one, the node's rate is split evenly. `attention` is read at `channels` per head."""
     unit_key, thread_key = RATES[term]
     if getattr(profile, unit_key, None) is None:
-        from benchmarks.errors import UserError
+        from benchmarks.base.errors import UserError
         raise UserError(f"hardware profile {profile.name} has no {unit_key}, which the sampled families need "
                         "(python -m benchmarks.tools.calibrate --sampler measures this machine's)")
     rate = profile.dense_flops["fp32"] if term == "dense" else getattr(profile, unit_key)
@@ -216,7 +216,7 @@ class Links:
 
 def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Projection:
     """Epoch time and training memory of one rank. `method`: a name or plugin class; `options`: a
-    dict of option values or the plugin's typed `Options`; `model`: a built `benchmarks.models.GNN`
+    dict of option values or the plugin's typed `Options`; `model`: a built `benchmarks.core.models.GNN`
     (its layers' `work`, `exchanges` and parameters are the model's counts). A plugin that states a
     step `Shape` (the sampled families) is priced step by step: its layers on the step's rows and
     edges, times the steps of an epoch, with the sampler's edges and, on a GPU, the input rows
@@ -464,7 +464,7 @@ def process_peak_terms(method, options, model, rank: Rank, workers: int, in_proc
     where any layer's are. Measured: a 50k-node graph's process peaks at 1.4-2.1 times its live
     working set and static data with 128-wide layers (blocks of 13 MB), 0.86-0.93 times with 512-wide
     ones (51 MB, returned to the system when freed)."""
-    from benchmarks.probes import TIMED_MMAP_THRESHOLD
+    from benchmarks.core.probes import TIMED_MMAP_THRESHOLD
     terms, retained, rows = _memory(method, options, model, rank, workers)
     small = [rows[layer] * max(in_width(model, layer), out_width(model, layer)) * FLOAT < TIMED_MMAP_THRESHOLD
              for layer in range(len(retained))]

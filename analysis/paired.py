@@ -6,7 +6,7 @@ per-seed differences with a 95 % Student-t interval (n - 1 degrees of freedom), 
 (`reading`; docs/analysis.md, "Reading an interval"): "resolved" when it excludes 0 after the page's
 multiplicity correction, "within noise" when it contains 0 and lies within +-1 point, "not resolved"
 otherwise. Each approximate method's record names
-its exact control (`control`, the variant of `benchmarks.method.control_config`), so:
+its exact control (`control`, the variant of `benchmarks.run.method.control_config`), so:
   - the approximation's effect is method - control (same layer 0, model, partition, seeds);
   - the treatment's effect is control - the plain exact method (`full_halo`): what the control
     itself does differently (layer 0 cached or precomputed, the receiver's dropout).

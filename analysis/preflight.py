@@ -131,7 +131,7 @@ def projected_peak(run, info: dict, launcher: str) -> float | str:
     prepared partition's per-rank sizes (`info`: the record's `graph` and `partition`); or why the
     model leaves the run out."""
     from analysis import costmodel, projection
-    from benchmarks.record import processes_of
+    from benchmarks.run.record import processes_of
     cfg = run.as_dict()
     if run.device == "cuda":
         return "device=cuda (the check covers the host memory of CPU runs)"
@@ -147,7 +147,7 @@ def projected_peak(run, info: dict, launcher: str) -> float | str:
 def answer(run, info: dict, launcher: str, local_ranks: int) -> tuple[bool | None, str]:
     """(whether the run fits, `figures`' words) on this machine now; (None, why) where the model
     leaves the run out. `check` and `check_only` take it; their arguments are the same."""
-    from benchmarks.record import processes_of
+    from benchmarks.run.record import processes_of
     peak = projected_peak(run, info, launcher)
     if isinstance(peak, str):
         return None, peak
@@ -158,7 +158,7 @@ def answer(run, info: dict, launcher: str, local_ranks: int) -> tuple[bool | Non
 def check_only(run, info: dict, launcher: str, local_ranks: int, log) -> None:
     """`check`'s answer instead of the run (`python -m benchmarks ... --check-memory`): raises
     MemoryChecked with one line, `fits: ...`, `would not fit: ...` or `not checked: ...`."""
-    from benchmarks.errors import MemoryChecked
+    from benchmarks.base.errors import MemoryChecked
     fits, text = answer(run, info, launcher, local_ranks)
     if fits is None:
         raise MemoryChecked(f"not checked: {text}", True)
@@ -171,7 +171,7 @@ def check(run, info: dict, launcher: str, local_ranks: int, log) -> None:
     the record's `env.launcher`), `local_ranks` the ranks on this machine. Raises UserError with the
     one line when the run would not fit and `force` is off; `log`s one line when it is not checked,
     or runs although it would not fit."""
-    from benchmarks.errors import UserError
+    from benchmarks.base.errors import UserError
     fits, text = answer(run, info, launcher, local_ranks)
     if fits is None:
         log(f"memory not checked: {text}; running it")

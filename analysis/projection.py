@@ -23,8 +23,8 @@ from pathlib import Path
 from analysis import PROJECT_ROOT, costmodel
 from analysis.markdown import fmt, md_table
 from analysis.records import BadRecord, is_whole
-from benchmarks.methods_table import family
-from benchmarks.traffic import Degrees, Rank, cache_hit_rate
+from benchmarks.run.methods_table import family
+from benchmarks.base.traffic import Degrees, Rank, cache_hit_rate
 
 GiB = 2 ** 30
 
@@ -32,7 +32,7 @@ GiB = 2 ** 30
 def build_model(model: str, features: int, hidden: int, classes: int, layers: int, heads: int = 4,
                 batch_norm: bool = False, dropout: float = 0.0, heads_concat: bool = True):
     """The suite's own model, for its counts (work per layer, exchange widths, parameters)."""
-    from benchmarks.models import build_model as build
+    from benchmarks.core.models import build_model as build
     return build(model, features, hidden, classes, layers, dropout, 0, heads=heads, batch_norm=batch_norm,
                  heads_concat=heads_concat)
 
@@ -40,9 +40,9 @@ def build_model(model: str, features: int, hidden: int, classes: int, layers: in
 def _model_of(cfg: dict, features: int, classes: int):
     """The model a run's configuration (`RunConfig.as_dict()`, a record's `config`) builds; a key the
     configuration leaves out (an older record's) takes the schema's default, not one retyped here."""
-    from benchmarks.config import RunOptions
-    from benchmarks.models import ModelOptions
-    from benchmarks.options import defaults
+    from benchmarks.run.config import RunOptions
+    from benchmarks.core.models import ModelOptions
+    from benchmarks.base.options import defaults
     run, spec = {**defaults(RunOptions), **cfg}, {**defaults(ModelOptions), **cfg["model"]}
     model = build_model(spec["name"], features, run["hidden"], classes, run["layers"], spec["heads"],
                         run["batch_norm"], run["dropout"], spec["heads_concat"])
@@ -67,7 +67,7 @@ def outside_model(method: str, cfg: dict) -> str | None:
         return "the model covers fp32 rows (no bf16/fp16, no quantised messages but AdaQP's)"
     if (cfg.get("memory") or {}).get("checkpoint", "none") != "none":
         return "the model has no activation checkpointing"
-    from benchmarks.errors import UserError
+    from benchmarks.base.errors import UserError
     try:
         costmodel.typed_options(costmodel.plugin(method), cfg["method"])
     except UserError as e:
@@ -175,7 +175,7 @@ def record_inputs(record: dict) -> tuple:
     """The model and per-rank shapes a record is projected with, at its own worker count: from its
     `config` (model, hidden, layers), `graph` (features, classes) and `partition` (per-rank lists).
     Raises BadRecord (or KeyError) naming what is missing or of the wrong kind."""
-    from benchmarks.errors import UserError
+    from benchmarks.base.errors import UserError
     cfg, graph, partition = record["config"], record["graph"], record["partition"]
     if not isinstance(graph, dict) or not isinstance(partition, dict) or not isinstance(cfg.get("model"), dict):
         raise BadRecord("field 'graph', 'partition' or 'config.model' is not a mapping")
@@ -307,7 +307,7 @@ def load_stats(graph: str, workers: list[int], stats_dir=None) -> dict:
     """`--graph`: a partition-statistics file (`benchmarks.tools.partition_stats`), or the name of a graph of
     TOTALS, whose statistics are a proxy (`proxy_stats`) from the measured graphs in `stats_dir`. A file
     without the fields the projection reads (`check_stats`) is refused with one line."""
-    from benchmarks.errors import UserError
+    from benchmarks.base.errors import UserError
     if graph in TOTALS:
         nodes, edges, features, classes, train = TOTALS[graph]
         return proxy_stats(measured_stats(stats_dir), graph, nodes, edges, features, classes, workers, train)
@@ -354,7 +354,7 @@ def check_stats(stats) -> None:
 def measured_stats(stats_dir=None) -> list[dict]:
     """Every measured partition-statistics file (data/partition_stats/ by default): the graphs a proxy
     can be taken from."""
-    from benchmarks.errors import UserError
+    from benchmarks.base.errors import UserError
     from benchmarks.tools.partition_stats import STATS_DIR
     folder = Path(stats_dir or STATS_DIR)
     stats = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
@@ -384,7 +384,7 @@ def errors(rows: list[dict]) -> dict:
 
 
 def by_family(rows: list[dict]) -> list[dict]:
-    """`errors` per family (the runtime base a plugin stands on: `benchmarks.methods_table.family`),
+    """`errors` per family (the runtime base a plugin stands on: `benchmarks.run.methods_table.family`),
     with how many rows' counted bytes the model states to the byte (within 0.1 %) and the median
     |error| of the others'."""
     out = []
@@ -535,7 +535,7 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
     """Each projectable row of results/reference/projection.csv projected on its paper's hardware
     profile, beside the published value, with the options its `method_options` sets
     (`published_options`). Rows that cannot be projected keep their reason."""
-    from benchmarks.errors import UserError
+    from benchmarks.base.errors import UserError
     out = []
     for r in rows:
         base = {k: r[k] for k in ("table", "dataset", "model", "method", "workers", "metric", "value", "unit",

@@ -114,7 +114,7 @@ def load(folder, check_also=None) -> list[dict]:
         else:
             records.append(record)
     if not records:
-        raise NoRecords(f"no records in {folder}; run `python -m benchmarks.sweep experiment=quickstart "
+        raise NoRecords(f"no records in {folder}; run `python -m benchmarks.commands.sweep experiment=quickstart "
                         f"results_dir={folder}` (or any `python -m benchmarks results_dir={folder}`) first")
     return records
 

@@ -46,7 +46,7 @@ def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
     """Write `<out_dir>/report.md` and `<out_dir>/figures/*.png|pdf`; returns the report's path.
     The report is made in a hidden folder inside `out_dir` and moved into place once whole, so a
     write that fails (a full disk) leaves the folder as it was; the CLI says it in one line
-    (`benchmarks.outputs.writing`, outside the report, which imports nothing from the runtime)."""
+    (`benchmarks.base.outputs.writing`, outside the report, which imports nothing from the runtime)."""
     results_dir = Path(results_dir)
     out_dir = Path(out_dir) if out_dir else results_dir
     records = rec.load(results_dir)
@@ -118,8 +118,8 @@ def _page_head(records: list[dict], results_dir: Path, page: Path, named: list[s
     commits = values(env("git_commit"))
     dates = values(lambda r: (r.get("finished_at") or r.get("started_at") or "")[:10])
     presets = _presets(values(lambda r: r["config"].get("results_dir")))
-    sweep = (" && ".join(f"python -m benchmarks.sweep experiment={p}" for p in presets)
-             if presets else f"python -m benchmarks.sweep ... results_dir={results_dir}")
+    sweep = (" && ".join(f"python -m benchmarks.commands.sweep experiment={p}" for p in presets)
+             if presets else f"python -m benchmarks.commands.sweep ... results_dir={results_dir}")
     title = ", ".join(named) if named else page.stem
     return [f"# Results: {title}", "",
             "Generated from records; do not edit by hand. To regenerate it, run the sweep, then publish:", "",

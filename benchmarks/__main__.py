@@ -1,4 +1,4 @@
-"""`python -m benchmarks key=value ...` (benchmarks/cli.py). A misspelt group choice (`method=sra`)
+"""`python -m benchmarks key=value ...` (benchmarks/commands/cli.py). A misspelt group choice (`method=sra`)
 is refused here, before the CLI imports torch and any plugin. `--methods` lists every method and option,
 `--options` every key of a run's configuration. `--check-memory` prepares the run (dataset, partition)
 and prints what the pre-flight memory check says of it, instead of running it.
@@ -8,18 +8,18 @@ hands the launcher the cost model's pre-flight memory check (analysis/preflight.
 `runner.run` calls once the partition is prepared, before any rank starts."""
 import sys
 
-from benchmarks.errors import UserError
-from benchmarks.registry import check_overrides
+from benchmarks.base.errors import UserError
+from benchmarks.base.registry import check_overrides
 
 
 def main() -> None:
     if sys.argv[1:] == ["--methods"]:  # every method and option, from the registry (docs/methods.md)
-        from benchmarks.methods_table import describe
+        from benchmarks.run.methods_table import describe
 
         print(describe(), end="")
         return
     if sys.argv[1:] == ["--options"]:  # every key of the run config, from the schema (docs/options.md)
-        from benchmarks.options_table import describe
+        from benchmarks.commands.options_table import describe
 
         print(describe(), end="")
         return
@@ -31,9 +31,9 @@ def main() -> None:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    from benchmarks import rank_server
-    rank_server.start()  # its imports overlap this process's own (benchmarks/rank_server.py)
-    from benchmarks.cli import main as cli_main
+    from benchmarks.run import rank_server
+    rank_server.start()  # its imports overlap this process's own (benchmarks/run/rank_server.py)
+    from benchmarks.commands.cli import main as cli_main
 
     check, check_only = preflight_checks()
     cli_main(preflight=check_only if check_memory else check)

@@ -1,1 +1,1 @@
-"""Method plugins: one module per method, each defining `Method` (see benchmarks/method.py)."""
+"""Method plugins: one module per method, each defining `Method` (see benchmarks/run/method.py)."""

@@ -2,7 +2,7 @@
 code raywan-110/AdaQP). `full_halo` with two changes (docs/savers.md, "AdaQP"):
 
 - **Per-row bit widths.** Every halo message (a forward row, a backward halo gradient) travels
-  quantised to 2, 4 or 8 bits (`benchmarks.quantize.Codec`: stochastic rounding, per-row fp32 offset
+  quantised to 2, 4 or 8 bits (`benchmarks.core.quantize.Codec`: stochastic rounding, per-row fp32 offset
   and scale, unbiased), one all-to-all per width. Every row starts at 8 bits. Each epoch the sender
   adds the row's variance term D/6 (max - min)^2 to its trace; every `assign_cycle` epochs, before the
   step (untimed, `Method.between_epochs`), rank 0 gathers every row's score (trace x squared
@@ -28,11 +28,11 @@ from typing import Literal, NamedTuple
 import numpy as np
 import torch
 
-from benchmarks.aggregation import Aggregator, LocalAdjacency, Replay
-from benchmarks.errors import UserError
+from benchmarks.core.aggregation import Aggregator, LocalAdjacency, Replay
+from benchmarks.base.errors import UserError
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.options import option
-from benchmarks.quantize import Codec
+from benchmarks.base.options import option
+from benchmarks.core.quantize import Codec
 
 WIDTHS = (2, 4, 8)  # the widths an assignment chooses from (the paper's BITS_SET)
 FULL = 32  # full precision: rows travel as they are
@@ -164,7 +164,7 @@ class Widths:
         self.ctx, self.comm, self.plan = ctx, ctx.comm, ctx.plan
         self.adaptive = bits == "adaptive"
         self.variance_weight, self.group_size = variance_weight, group_size
-        # Forward rows are nodes' rows: their rounding is keyed by node (`post`, benchmarks/draws.py);
+        # Forward rows are nodes' rows: their rounding is keyed by node (`post`, benchmarks/core/draws.py);
         # backward rows are partial gradient sums, the layout's own: rounded from the rank's stream.
         generator = torch.Generator(ctx.device).manual_seed(7_000_003 * (ctx.cfg.seed + 1) + ctx.rank)
         self.codecs = {b: Codec(f"int{b}", generator) for b in WIDTHS}
@@ -463,7 +463,7 @@ class Method(FullGraphMethod):
         rows are aggregated under `overlap`."""
         import math
 
-        from benchmarks.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair
+        from benchmarks.base.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair
         bits = 8 if options.bits == "adaptive" else int(options.bits)
         out = [grad_allreduce(model)]
         for layer, width, grad in exchanged_layers(model, rank, cls.layer0_mode(options)):

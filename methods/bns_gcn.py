@@ -27,10 +27,10 @@ from typing import Literal
 
 import torch
 
-from benchmarks.aggregation import HaloAggregator, HaloPlan, keep_halo_rows, keyed_hash
+from benchmarks.core.aggregation import HaloAggregator, HaloPlan, keep_halo_rows, keyed_hash
 from benchmarks.families.full_graph import FullGraphMethod
 from benchmarks.families.partition_parallel import LAYER0, LayerZeroExact, layer0_aggregator, layer0_option
-from benchmarks.options import option
+from benchmarks.base.options import option
 
 
 def kept_count(p: float, boundary: int) -> int:
@@ -131,7 +131,7 @@ class Method(FullGraphMethod):
     @classmethod
     def traffic(cls, options, model, rank):
         """full_halo's pattern over `boundary_fraction` of each pair's boundary rows."""
-        from benchmarks.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair
+        from benchmarks.base.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair
         out = [grad_allreduce(model)]
         for layer, width, grad in exchanged_layers(model, rank, cls.layer0_mode(options)):
             out += halo_pair(layer, rank, width * FLOAT, grad, share=options.boundary_fraction)

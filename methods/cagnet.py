@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import torch
 
-from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency
+from benchmarks.core.aggregation import Aggregator, HaloAggregator, LocalAdjacency
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.method import RankContext
+from benchmarks.run.method import RankContext
 
 CATEGORIES = ("bcast_fwd", "bcast_bwd", "reduce_bwd")
 
@@ -228,7 +228,7 @@ class Method(FullGraphMethod):
         stage). Backward the same for the gradients (`bcast_bwd`); GAT instead returns every block's
         source gradients to its owner (`reduce_bwd`: the rank receives (P - 1) n rows, in P - 1
         messages and calls). Unlike the halo's, none of it depends on the edge cut."""
-        from benchmarks.traffic import FLOAT, Transfer, attention, exchanged_layers, grad_allreduce, world
+        from benchmarks.base.traffic import FLOAT, Transfer, attention, exchanged_layers, grad_allreduce, world
         p = world(rank)
         out = [grad_allreduce(model)]
         for layer, width, grad in exchanged_layers(model, rank):

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmarks import traffic as cost
-from benchmarks.aggregation import LocalAdjacency
-from benchmarks.errors import UserError
-from benchmarks.options import option
-from benchmarks.partition import metis
+from benchmarks.base import traffic as cost
+from benchmarks.core.aggregation import LocalAdjacency
+from benchmarks.base.errors import UserError
+from benchmarks.base.options import option
+from benchmarks.core.partition import metis
 from benchmarks.families.minibatch import Subgraph, SubgraphMethod
-from benchmarks.graph import concat_ranges, edge_rows
-from benchmarks.partition import own_edges
-from benchmarks.sampling import induced_subgraph
+from benchmarks.core.graph import concat_ranges, edge_rows
+from benchmarks.core.partition import own_edges
+from benchmarks.core.sampling import induced_subgraph
 
 
 def metis_clusters(indptr: torch.Tensor, indices: torch.Tensor, num_parts: int, seed: int) -> torch.Tensor:

@@ -20,7 +20,7 @@ stale weight). Parameters: gradient all-reduce every step (`avg_every: null`) or
 
 DIGEST-A: workers push their boundary rows to and pull their halo rows from a shared representation
 store at their own sync steps, and pull parameters from / push gradients to a parameter server every
-step, never waiting for each other (benchmarks/stores.py; shared memory on one machine). An
+step, never waiting for each other (benchmarks/core/stores.py; shared memory on one machine). An
 epoch is P updates of the shared model, from whichever workers are ready; fast workers contribute
 more. The only barriers are the first step (the exact cold-start fill) and evaluations. Staleness
 actually seen is recorded per rank (`summary.per_rank[].staleness`, in parameter-server versions).
@@ -36,13 +36,13 @@ from typing import Literal
 
 import torch
 
-from benchmarks.aggregation import exchange_rows, start_exchange_rows
-from benchmarks.errors import UserError
+from benchmarks.core.aggregation import exchange_rows, start_exchange_rows
+from benchmarks.base.errors import UserError
 from benchmarks.families.partition_parallel import (LAYER0, LayerZeroExact, LocalAggregator, PartitionParallelMethod,
                                                      layer0_aggregator, layer0_option)
-from benchmarks.models import check_on_device
-from benchmarks.options import option
-from benchmarks.stores import ParameterServer, RepresentationStore
+from benchmarks.core.models import check_on_device
+from benchmarks.base.options import option
+from benchmarks.core.stores import ParameterServer, RepresentationStore
 
 
 class StaleHalo:
@@ -285,7 +285,7 @@ class Method(PartitionParallelMethod):
         """Every `sync_every` steps the stale tables (the layer's input rows, not its exchange width)
         are refreshed, forward only (no gradient crosses ranks), posted without waiting under
         `sync: overlapped`; averaged per epoch."""
-        from benchmarks.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce, in_width
+        from benchmarks.base.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce, in_width
         every, hidden = options.sync_every, options.sync == "overlapped"
         out = [grad_allreduce(model)]
         for layer, _, _ in exchanged_layers(model, rank, cls.layer0_mode(options)):
@@ -296,5 +296,5 @@ class Method(PartitionParallelMethod):
     @classmethod
     def stale_table_bytes(cls, options, model, rank):
         """The tables of stale halo rows, every layer >= 1."""
-        from benchmarks.traffic import stale_tables
+        from benchmarks.base.traffic import stale_tables
         return stale_tables(model, rank)

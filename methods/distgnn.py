@@ -6,7 +6,7 @@ some of its in-edges, and the partials are summed at its owner. On the suite's e
 (every rank holds its nodes' in-edges, halo nodes as sources) the same quantity is the *remote
 partial aggregate*: for a node v owned by rank q, the sum over its in-edges u -> v whose source u
 lives on rank p != q of w_uv h_u (w: the layer's `gcn` or `mean` weight), computed on p and sent to
-q. The graph is undirected (benchmarks/graph.py), so p holds every such edge as its mirror v -> u
+q. The graph is undirected (benchmarks/core/graph.py), so p holds every such edge as its mirror v -> u
 with v one of p's halo nodes: p aggregates its own rows over the transposed halo edges (one row per
 halo node, `remote` below) and sends them to their owners with `aggregation.halo_transpose`, which
 sums what the peers sent. Every layer, every step:
@@ -35,10 +35,10 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmarks.aggregation import Aggregator, LocalAdjacency, halo_transpose
-from benchmarks.errors import UserError
+from benchmarks.core.aggregation import Aggregator, LocalAdjacency, halo_transpose
+from benchmarks.base.errors import UserError
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.options import option
+from benchmarks.base.options import option
 
 CATEGORIES = ("partial_agg", "partial_agg_grad")
 
@@ -124,7 +124,7 @@ class Method(FullGraphMethod):
         """The gradient all-reduce every step, and every r + 1 epochs, in every exchanged layer, one
         partial aggregate per halo row (sent by the rank whose halo it is) at the layer's exchange
         width, and where gradients flow as many gradient rows back: full_halo's volume / (r + 1)."""
-        from benchmarks.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce
+        from benchmarks.base.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce
         share = 1 / (options.delay + 1)
         out = [grad_allreduce(model)]
         for layer, width, grad in exchanged_layers(model, rank):
@@ -138,5 +138,5 @@ class Method(FullGraphMethod):
         (at most the rank's nodes), every layer, at the layer's exchange width."""
         if options.delay == 0:
             return 0.0
-        from benchmarks.traffic import FLOAT, exchanged_layers
+        from benchmarks.base.traffic import FLOAT, exchanged_layers
         return sum(rank.nodes * width * FLOAT for _, width, _ in exchanged_layers(model, rank))

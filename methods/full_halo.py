@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from benchmarks.aggregation import HaloAggregator
-from benchmarks.errors import UserError
+from benchmarks.core.aggregation import HaloAggregator
+from benchmarks.base.errors import UserError
 from benchmarks.families.full_graph import FullGraphMethod
 from benchmarks.families.partition_parallel import LAYER0, LayerZeroExact, layer0_aggregator, layer0_option
 
@@ -45,5 +45,5 @@ class Method(FullGraphMethod):
     @classmethod
     def traffic(cls, options, model, rank):
         """Every halo row of every exchanged layer, forward and back, and the gradient all-reduce."""
-        from benchmarks.traffic import full_halo
+        from benchmarks.base.traffic import full_halo
         return full_halo(model, rank, cls.layer0_mode(options))

@@ -55,14 +55,14 @@ from typing import Literal
 
 import torch
 
-from benchmarks import traffic as cost
-from benchmarks.aggregation import Aggregator, LocalAdjacency
-from benchmarks.comm import Comm
-from benchmarks.errors import UserError
+from benchmarks.base import traffic as cost
+from benchmarks.core.aggregation import Aggregator, LocalAdjacency
+from benchmarks.core.comm import Comm
+from benchmarks.base.errors import UserError
 from benchmarks.families.minibatch import Batch, SubgraphMethod
-from benchmarks.graph import concat_ranges
-from benchmarks.options import option
-from benchmarks.sampling import block_columns
+from benchmarks.core.graph import concat_ranges
+from benchmarks.base.options import option
+from benchmarks.core.sampling import block_columns
 from methods.cluster_gcn import metis_clusters
 
 CATEGORIES = ("history_pull", "history_push", "history_fill")

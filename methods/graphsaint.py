@@ -5,7 +5,7 @@ Each rank samples from its own part's subgraph (edges to other parts dropped). A
 walk roots drawn uniformly (with replacement) from the rank's training nodes, each walking
 `walk_length` steps along in-edges (one uniformly drawn in-neighbour per step, self-loop included);
 the subgraph is induced by every visited node. Roots and walks draw from a generator keyed by (seed,
-epoch, step) (benchmarks/draws.py; the pre-sampling's by `presample`), not by the rank: every rank
+epoch, step) (benchmarks/core/draws.py; the pre-sampling's by `presample`), not by the rank: every rank
 draws the same numbers, applied to its own part. Normalisation as PyG's GraphSAINTSampler: before
 training, subgraphs are pre-sampled until every node was drawn `sample_coverage` times on average,
 counting C_v (subgraphs holding node v) and C_uv (holding edge u->v) over S subgraphs. Edge u->v
@@ -21,13 +21,13 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmarks import traffic as cost
-from benchmarks.aggregation import LocalAdjacency
+from benchmarks.base import traffic as cost
+from benchmarks.core.aggregation import LocalAdjacency
 from benchmarks.families.minibatch import Subgraph, SubgraphMethod
-from benchmarks.options import option
-from benchmarks.graph import edge_rows
-from benchmarks.partition import own_edges
-from benchmarks.sampling import induced_subgraph
+from benchmarks.base.options import option
+from benchmarks.core.graph import edge_rows
+from benchmarks.core.partition import own_edges
+from benchmarks.core.sampling import induced_subgraph
 
 
 def random_walks(indptr: torch.Tensor, indices: torch.Tensor, roots: torch.Tensor, walk_length: int,

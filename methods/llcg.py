@@ -10,7 +10,7 @@ Adam state each round by the train-count-weighted average of the workers' states
 `correction: sampled` (default, LLCG's code): the server holds the whole graph; each correction
 step is a mini-batch of `server_batch_size` training nodes drawn from the whole graph with
 `server_fanouts` neighbours sampled from the whole graph (global degrees). Here rank 0 is the
-server: it reads the whole graph from the replicated store (`benchmarks/stores.py`, memory-mapped
+server: it reads the whole graph from the replicated store (`benchmarks/core/stores.py`, memory-mapped
 from the partition cache; the labels and training mask gathered once at setup), runs the steps and
 broadcasts the corrected model (parameters and batch-norm statistics), counted as `correction`
 (once per round, at rank 0: the suite's rule for a broadcast). Its batches are keyed by (seed, epoch,
@@ -26,16 +26,16 @@ from typing import Literal, Optional
 
 import torch
 
-from benchmarks.aggregation import HaloAggregator
-from benchmarks.comm import flatten, unflatten_into
-from benchmarks import traffic as cost
+from benchmarks.core.aggregation import HaloAggregator
+from benchmarks.core.comm import flatten, unflatten_into
+from benchmarks.base import traffic as cost
 from benchmarks.families.local_rounds import LocalRoundOptions, LocalRounds, sampled_batch, sampled_step
 from benchmarks.families.minibatch import check_fanouts, per_layer
 from benchmarks.families.replicas import model_state
-from benchmarks.method import local_loss
-from benchmarks.models import decay_groups
-from benchmarks.options import option
-from benchmarks.stores import replicated_store
+from benchmarks.run.method import local_loss
+from benchmarks.core.models import decay_groups
+from benchmarks.base.options import option
+from benchmarks.core.stores import replicated_store
 
 
 class Method(LocalRounds):

@@ -10,7 +10,7 @@ training nodes spreads them over as many, smaller batches). For each batch, hop 
 node the first hop reached (seeds included), and so on (-1: every neighbour). Each hop is one block
 (message-flow graph) whose destinations come first among its sources; the model's last layer runs
 on hop 1's block. A node's draws at a layer are keyed by (seed, epoch, layer, its dataset id), not by
-the step or the rank (benchmarks/sampling.py): its sampled in-edges are the same in every batch of the
+the step or the rank (benchmarks/core/sampling.py): its sampled in-edges are the same in every batch of the
 epoch that reaches it, on whichever rank, whatever P; which nodes a rank's batch holds depends on the
 training nodes it owns, i.e. on the partition. Edge weights are the full-graph normalised weights
 times deg_v / sampled_v, so
@@ -62,11 +62,11 @@ from typing import Literal
 
 import torch
 
-from benchmarks import traffic as cost
-from benchmarks.errors import UserError
+from benchmarks.base import traffic as cost
+from benchmarks.base.errors import UserError
 from benchmarks.families.minibatch import Batch, BlockAggregator, MiniBatchMethod, check_fanouts, per_layer
-from benchmarks.options import option
-from benchmarks.sampling import NodeDraws, keyed_order, sample_blocks
+from benchmarks.base.options import option
+from benchmarks.core.sampling import NodeDraws, keyed_order, sample_blocks
 
 
 class Method(MiniBatchMethod):

@@ -41,12 +41,12 @@ from typing import Callable, Literal
 
 import torch
 
-from benchmarks.aggregation import Aggregator, Replay, start_exchange_rows
-from benchmarks.comm import Pending
+from benchmarks.core.aggregation import Aggregator, Replay, start_exchange_rows
+from benchmarks.core.comm import Pending
 from benchmarks.families.full_graph import FullGraphMethod
 from benchmarks.families.partition_parallel import (LAYER0, LayerZeroExact, LocalAggregator, layer0_aggregator,
                                                      layer0_option)
-from benchmarks.options import option
+from benchmarks.base.options import option
 
 class StaleBlock:
     """One layer's halo traffic in one direction (forward rows or backward gradients).
@@ -229,7 +229,7 @@ class Method(FullGraphMethod):
     def traffic(cls, options, model, rank):
         """Last epoch's layer inputs (at the layer's input width: the receiver projects them) and
         their gradients, in every exchanged layer, sent without waiting under `pipeline`."""
-        from benchmarks.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair, in_width
+        from benchmarks.base.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair, in_width
         out = [grad_allreduce(model)]
         for layer, _, _ in exchanged_layers(model, rank, cls.layer0_mode(options)):
             out += halo_pair(layer, rank, in_width(model, layer) * FLOAT, True, hidden=options.pipeline)
@@ -238,5 +238,5 @@ class Method(FullGraphMethod):
     @classmethod
     def stale_table_bytes(cls, options, model, rank):
         """Last epoch's halo rows and their gradients, every layer >= 1."""
-        from benchmarks.traffic import stale_tables
+        from benchmarks.base.traffic import stale_tables
         return stale_tables(model, rank, copies=2)

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from benchmarks.errors import UserError
-from benchmarks.graph import edge_rows
-from benchmarks.method import Method as MethodBase
-from benchmarks.method import RankContext, loss_share
+from benchmarks.base.errors import UserError
+from benchmarks.core.graph import edge_rows
+from benchmarks.run.method import Method as MethodBase
+from benchmarks.run.method import RankContext, loss_share
 
 
 class PygNet(torch.nn.Module):

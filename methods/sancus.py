@@ -30,11 +30,11 @@ from typing import Literal
 
 import torch
 
-from benchmarks.aggregation import HaloAggregator, Replay
-from benchmarks.comm import Comm
+from benchmarks.core.aggregation import HaloAggregator, Replay
+from benchmarks.core.comm import Comm
 from benchmarks.families.full_graph import FullGraphMethod
 from benchmarks.families.partition_parallel import LAYER0, LayerZeroExact, layer0_aggregator, layer0_option
-from benchmarks.options import option
+from benchmarks.base.options import option
 
 EPS = 1e-12  # keeps the relative change finite for an all-zero cached block
 
@@ -200,11 +200,11 @@ class Method(FullGraphMethod):
     @classmethod
     def traffic(cls, options, model, rank):
         """An upper bound: full_halo's traffic (which blocks are skipped depends on how fast rows change)."""
-        from benchmarks.traffic import full_halo
+        from benchmarks.base.traffic import full_halo
         return full_halo(model, rank, cls.layer0_mode(options))
 
     @classmethod
     def stale_table_bytes(cls, options, model, rank):
         """The cached blocks: last sent halo rows of every layer >= 1."""
-        from benchmarks.traffic import stale_tables
+        from benchmarks.base.traffic import stale_tables
         return stale_tables(model, rank)

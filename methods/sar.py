@@ -25,10 +25,10 @@ from typing import Literal
 
 import torch
 
-from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency, head_sddmm, head_spmm_t
+from benchmarks.core.aggregation import Aggregator, HaloAggregator, LocalAdjacency, head_sddmm, head_spmm_t
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.method import RankContext
-from benchmarks.options import option
+from benchmarks.run.method import RankContext
+from benchmarks.base.options import option
 
 
 class Shards:
@@ -373,7 +373,7 @@ class Method(FullGraphMethod):
         round's rows fetched while this one is aggregated (hidden when `prefetch` > 0); backward returns
         the gradients round by round, and GAT under `sar`, whose softmax is not linear, refetches each
         shard first (rematerialisation: `halo_refetch`)."""
-        from benchmarks.traffic import FLOAT, Transfer, attention, exchanged_layers, full_halo, grad_allreduce
+        from benchmarks.base.traffic import FLOAT, Transfer, attention, exchanged_layers, full_halo, grad_allreduce
         if options.mode == "one_shot":
             return full_halo(model, rank, cls.layer0_mode(options))
         h, k, ahead = rank.halo, rank.peers, options.prefetch > 0

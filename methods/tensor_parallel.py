@@ -41,9 +41,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import Aggregator, EdgeSoftmax, HaloAggregator, LocalAdjacency
+from benchmarks.core.aggregation import Aggregator, EdgeSoftmax, HaloAggregator, LocalAdjacency
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.method import RankContext
+from benchmarks.run.method import RankContext
 
 CATEGORIES = ("layout_fwd", "layout_bwd", "logits_fwd", "logits_bwd")
 
@@ -227,7 +227,7 @@ class Method(FullGraphMethod):
         equal (P divides d) or the parts are (the error is sum_i (n_i - N/P)(d_i - d/P)). GAT adds the
         logits' all-gather (each rank's n x 2H to every
         other rank, `logits_fwd`) and its reverse (`logits_bwd`). Nothing depends on the edge cut."""
-        from benchmarks.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce, world
+        from benchmarks.base.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce, world
         p = world(rank)
         out = [grad_allreduce(model)]
         for layer, width, grad in exchanged_layers(model, rank):
@@ -254,5 +254,5 @@ class Method(FullGraphMethod):
     def held_structure(cls, options, rank):
         """The whole graph on every rank: P times a rank's part (the largest rank's, where the
         projection is given it: on the safe side)."""
-        from benchmarks.traffic import world
+        from benchmarks.base.traffic import world
         return rank.nodes * world(rank), rank.edges * world(rank)

@@ -1,4 +1,4 @@
-"""The suite's commands (`python -m benchmarks`, `benchmarks.sweep`, `analysis`), run for a test from a
+"""The suite's commands (`python -m benchmarks`, `benchmarks.commands.sweep`, `analysis`), run for a test from a
 warm parent: what `subprocess.run([sys.executable, "-m", module, *args], ...)` gives, without paying,
 per command, a fresh interpreter's imports (torch, Hydra, pandas: 3-4 s of CPU) and a fresh fork
 server for its ranks.
@@ -23,12 +23,12 @@ import subprocess
 import sys
 import tempfile
 
-from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.core.datasets import PROJECT_ROOT
 
 #: What the parent imports before it forks anything: every command's own imports.
 #: (Not the `__main__` modules themselves: each command runs its own afresh.)
-WARM = ["torch", "torch._dynamo", "benchmarks.cli", "benchmarks.runner", "benchmarks.sweep", "analysis.preflight",
-        "analysis.records", "analysis.report", "analysis.advise", "matplotlib.pyplot"]
+WARM = ["torch", "torch._dynamo", "benchmarks.commands.cli", "benchmarks.run.runner", "benchmarks.commands.sweep",
+        "analysis.preflight", "analysis.records", "analysis.report", "analysis.advise", "matplotlib.pyplot"]
 
 _parent: subprocess.Popen | None = None
 
@@ -61,7 +61,7 @@ def run(module: str, *args: str, env: dict | None = None, cwd=PROJECT_ROOT,
 
 
 def _dies_with_tests() -> None:
-    from benchmarks.leftovers import killed_with_parent
+    from benchmarks.base.leftovers import killed_with_parent
 
     killed_with_parent()
 
@@ -78,10 +78,11 @@ def _serve() -> None:
     import torch
 
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # no OpenMP pool here: one would not survive a fork (benchmarks/sweep.py `warm_up`)
+    # no OpenMP pool here: one would not survive a fork (benchmarks/commands/sweep.py `warm_up`)
+    torch.set_num_threads(1)
     for name in WARM:
         importlib.import_module(name)
-    from benchmarks import rank_server
+    from benchmarks.run import rank_server
 
     rank_server.serve()
     gc.freeze()
@@ -117,7 +118,7 @@ def _command(request: dict, threads: int) -> None:
     """In the forked child: become `python -m <module> <args>` in the request's folder and environment."""
     import runpy
 
-    from benchmarks.sweep import become_child
+    from benchmarks.commands.sweep import become_child
 
     def work() -> None:
         os.chdir(request["cwd"])

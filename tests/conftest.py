@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from benchmarks import native
-from benchmarks.composition import config_of
-from benchmarks.datasets import DATA
+from benchmarks.core import native
+from benchmarks.commands.composition import config_of
+from benchmarks.core.datasets import DATA
 
 # Under pytest-xdist (`-n 2`), each worker keeps to a core of its own, and so does everything it starts
 # (affinity is inherited): a run then sizes its thread pools to that core (probes.cores), and two

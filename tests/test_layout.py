@@ -1,9 +1,9 @@
 """The layout's rules, held by reading the code: tools apart from the runtime, and no method's name
-outside its plugin. The runtime (`benchmarks/*.py`, its families, `methods/`) imports no tool and no
+outside its plugin. The runtime (`benchmarks/` but its tools, `methods/`) imports no tool and no
 plugin by name, and names no method (the oracle `single` aside); it imports nothing from `analysis/`,
 which stands on it, except in the entry point `benchmarks/__main__.py`, the one module above both:
 it hands the launcher the cost model's pre-flight memory check (`analysis.preflight`, called by
-`runner.run` through its `preflight` argument). `benchmarks/traffic.py`, which plugins state their
+`runner.run` through its `preflight` argument). `benchmarks/base/traffic.py`, which plugins state their
 traffic with, imports nothing from `analysis/` or `methods/` (nor torch); `python -m analysis` loads
 no runtime module before a subcommand needs it; the report imports nothing from the runtime or the
 plugins; the cost model, the projection, the advice and the pre-flight check name no registered
@@ -19,13 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.registry import method_names
-from benchmarks.tools.imports import cycles, import_graph, runtime, walk
+from benchmarks.base.registry import method_names
+from benchmarks.tools.imports import ROOMS, cycles, import_graph, room_graph, runtime, upward, walk
 
 pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIME = ("benchmarks/*.py", "benchmarks/families/*.py")
+RUNTIME = ("benchmarks/*.py", "benchmarks/base/*.py", "benchmarks/core/*.py", "benchmarks/run/*.py",
+           "benchmarks/commands/*.py", "benchmarks/families/*.py")
 #: Modules the report (records to tables, figures, notebooks) is built from.
 REPORT = ("analysis/records.py", "analysis/report.py", "analysis/figures.py", "analysis/markdown.py",
           "analysis/paired.py", "analysis/reference.py", "analysis/studies/*.py")
@@ -65,11 +66,23 @@ def test_the_import_finder_reads_every_form_and_the_cycle_finder_finds_a_loop(tm
 
 def test_the_runtime_has_no_import_cycle():
     """No runtime module comes back to itself through what it imports, a function's deferred import
-    included (the command line and the sweep both compose through benchmarks/composition.py; the
+    included (the command line and the sweep both compose through benchmarks/commands/composition.py; the
     command line imports the sweep, never the other way)."""
     graph = import_graph(runtime(), deferred=True)
-    assert "benchmarks.sweep" in graph["benchmarks.cli"] and not cycles(graph), cycles(graph)
+    assert "benchmarks.commands.sweep" in graph["benchmarks.commands.cli"] and not cycles(graph), cycles(graph)
     assert not cycles(import_graph(runtime()))
+
+
+def test_each_room_imports_only_the_rooms_below_it():
+    """benchmarks/ is rooms (`base`, `core`, `run`, `families`, `commands`, then `tools` and the entry
+    point): every module lives in one, and no import, deferred or not, points to a room at or above
+    its own."""
+    graph = import_graph(runtime(), deferred=True)
+    rooms = room_graph(graph)
+    assert set(rooms) <= set(ROOMS) and not upward(rooms), upward(rooms)
+    assert not rooms.get("base") and rooms["core"] == {"base"}, rooms
+    loose = [p.name for p in (ROOT / "benchmarks").glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert not loose, f"modules outside a room: {loose}"
 
 
 def test_the_runtime_imports_no_plugin_and_names_no_method():
@@ -114,8 +127,8 @@ def test_the_raw_read_finder_sees_every_form():
 
 
 def test_plugins_and_families_read_the_typed_config():
-    for path in files("methods/*.py", "benchmarks/families/*.py", "benchmarks/train.py", "benchmarks/runner.py",
-                      "benchmarks/method.py"):
+    for path in files("methods/*.py", "benchmarks/families/*.py", "benchmarks/run/train.py", "benchmarks/run/runner.py",
+                      "benchmarks/run/method.py"):
         assert not raw_reads(ast.parse(path.read_text())), (path, raw_reads(ast.parse(path.read_text())))
 
 
@@ -135,9 +148,9 @@ def test_the_runtime_imports_no_tool():
 
 
 def test_traffic_helpers_stand_alone():
-    text = (ROOT / "benchmarks" / "traffic.py").read_text()
+    text = (ROOT / "benchmarks" / "base" / "traffic.py").read_text()
     assert not re.search(r"^\s*(from|import) (analysis|methods)\b", text, re.M)
-    code = "import sys, benchmarks.traffic; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, benchmarks.base.traffic; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.composition import config_of
-from benchmarks.config import REGIME_ITEMS, REGIME_VERDICTS, check_regime
-from benchmarks.errors import UserError
-from benchmarks.registry import group_options
+from benchmarks.commands.composition import config_of
+from benchmarks.run.config import REGIME_ITEMS, REGIME_VERDICTS, check_regime
+from benchmarks.base.errors import UserError
+from benchmarks.base.registry import group_options
 
 pytestmark = pytest.mark.fast
 

@@ -142,7 +142,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     if t.empty:
         return [title, "", "(no successful runs)", ""]
     return [title, "",
-            "`python -m benchmarks.sweep experiment=families`. Test accuracy at the best validation epoch, mean ± "
+            "`python -m benchmarks.commands.sweep experiment=families`. Test accuracy at the best validation epoch, "
+            "mean ± "
             "standard deviation over seeds; the effect is the method minus `single` seed by seed, mean with a 95 % "
             "Student-t interval (\"within noise\": it contains 0 and lies within ±1 point; \"not resolved\": it "
             "contains 0 and is wider; docs/analysis.md). MB/epoch: training bytes per epoch, all ranks; "

@@ -51,7 +51,7 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              fmt(r["hit_rate"], 3), fmt(r["feature_bytes"], 3, scale=1e6), fmt(r["ratio"], 3),
              fmt(r["fill_bytes"], 3, scale=1e6), fmt(r["presample_bytes"], 3, scale=1e6)] for r in rows]
     return ["## Study: feature cache for neighbour sampling", "",
-            "`python -m benchmarks.sweep experiment=feature_cache`: the partitioned store with each rank "
+            "`python -m benchmarks.commands.sweep experiment=feature_cache`: the partitioned store with each rank "
             "caching other ranks' input features (docs/sampling.md, \"Feature cache\"). Hit rate: remote input "
             "rows read from the cache over all remote input rows (every rank, every step); feature MB per epoch: "
             "`feature_request` + `feature_fetch`, all ranks; fill and pre-sampling: one-time, before training "

@@ -177,7 +177,7 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "within ±1 point; \"not resolved\": it contains 0 and is wider). The reference is the exact control "
              "(the same method with its approximation off, same layer 0, partition and seeds) for an approximate "
              "method and `single` for the others. Every draw of training is keyed by node, never by rank "
-             "(benchmarks/draws.py), so an exact method's effect against the oracle is 0 with an interval of 0, "
+             "(benchmarks/core/draws.py), so an exact method's effect against the oracle is 0 with an interval of 0, "
              "and a method and its control share each seed's dropout masks. *effect at the largest P measured*: "
              "the same effect from the `scaling` study (docs/results/scaling.md), at the largest P it ran. "
              "The last column (`Method.claim`) is "

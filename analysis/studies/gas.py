@@ -106,7 +106,7 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     if t.empty:
         return [title, "", "(no successful runs)", ""]
     return [title, "",
-            "`python -m benchmarks.sweep experiment=gas`. Test accuracy at the best validation epoch, mean ± "
+            "`python -m benchmarks.commands.sweep experiment=gas`. Test accuracy at the best validation epoch, mean ± "
             "standard deviation over seeds. GAS's effects are paired seed by seed with a 95 % Student-t interval: "
             "against `single` (full-batch, its exact control: the histories' approximation) and against "
             "`cluster_gcn` on the same clusters and batches (cut edges dropped instead of read from histories). "

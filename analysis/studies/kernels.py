@@ -54,7 +54,7 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     head = ["method", "model", "workers", "spmm s/epoch", "native s/epoch", "native speed-up", "IntelLabs/SAR s/iter",
             "native vs SAR", "spmm train WS GB", "native train WS GB", "spmm test acc", "native test acc"]
     return ["## Study: native kernels against torch's CSR kernels", "",
-            "`python -m benchmarks.sweep experiment=kernels`: each pair ran in one sweep on one machine; the "
+            "`python -m benchmarks.commands.sweep experiment=kernels`: each pair ran in one sweep on one machine; the "
             "speed-up is the ratio of their median epoch times. IntelLabs/SAR's seconds per iteration are from "
             f"`results/reference/{ANCHOR.name}` (dropout 0, as these sar runs).", "",
             md_table(head, rows), "", *goals, ""]

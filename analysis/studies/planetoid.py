@@ -3,7 +3,7 @@ whole regime on the Planetoid graphs, beside the papers' numbers and beside the 
 features.
 
 Per dataset and model:
-- the test accuracy of the model each run's stopping rule reports (`benchmarks/stopping.py`), the mean
+- the test accuracy of the model each run's stopping rule reports (`benchmarks/run/stopping.py`), the mean
   over seeds with a 95 % Student-t interval of that mean, in the regime's preprocessing
   (`dataset.transform=row_normalize`) and on raw features (`none`);
 - the preprocessing's effect, row-normalised minus raw, paired seed by seed (analysis/paired.py), read
@@ -133,7 +133,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     resolved = int(sum(bool(h) for h in t["holm"]))
     effects = int(sum(r["effect"] is not None and r["effect"].n >= 2 for r in t.to_dict("records")))
     return [title, "",
-            "`python -m benchmarks.sweep experiment=planetoid_baselines_full dataset=cora,citeseer`. `single`, "
+            "`python -m benchmarks.commands.sweep experiment=planetoid_baselines_full dataset=cora,citeseer`. "
+            "`single`, "
             "each model in its paper's whole regime (the preset's `regime` lists each item, followed or a "
             "deviation): GCN stops on Kipf & Welling's window of 10 epochs on the validation loss, GAT on "
             "Velickovic et al.'s patience of 100; GraphSAGE trains 200 epochs. The test accuracy is that of the "

@@ -33,7 +33,7 @@ from analysis.markdown import fmt, image, md_table
 GIB = 2 ** 30
 KEYS = ["dataset", "model", "workers", "setting"]
 EXACT = "full_halo"  # plain full_halo in fp32: what every ratio is taken against
-# The variants each preset runs, spelt as the runtime names them (`benchmarks.record.run_variant`).
+# The variants each preset runs, spelt as the runtime names them (`benchmarks.run.record.run_variant`).
 MEMORY_VARIANTS = [f"{m}{c}{p}" for m in ("full_halo", "sar") for p in ("", " precision=bf16")
                    for c in ("", " memory.checkpoint=layer")]
 QUANTIZE_VARIANTS = ["full_halo", *(f"full_halo comm.quantize={q}" for q in ("bf16", "int8", "int4", "int2")),

@@ -1,7 +1,7 @@
 """Study `scaling` (experiment=scaling): what each approximation costs in accuracy, and saves in
 bytes, as the number of partitions P grows. Every approximate method runs beside its exact control
 (`sweep.controls`) and `full_halo` at each P on the same seeds; with training's randomness keyed by
-node, never by rank (benchmarks/draws.py), a method and its control at one seed share their dropout
+node, never by rank (benchmarks/core/draws.py), a method and its control at one seed share their dropout
 masks and initial weights, so the paired difference is the approximation's alone.
 
 Per (dataset, model, partitioner, method, P):

@@ -10,6 +10,6 @@
   `cluster_gcn`, `graphsaint`, `ggs`);
 - `aggregators`: `LocalAggregator` (own rows, plus halo rows without gradient), which the
   partition-parallel and mini-batch families share.
-Every loop computes its loss with `benchmarks.method.loss_share` and steps with `Method.optimize`.
+Every loop computes its loss with `benchmarks.run.method.loss_share` and steps with `Method.optimize`.
 A plugin subclasses one of these and overrides the few hooks that make it different.
 """

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import Aggregator, LocalAdjacency, Replay
-from benchmarks.comm import Comm
+from benchmarks.core.aggregation import Aggregator, LocalAdjacency, Replay
+from benchmarks.core.comm import Comm
 
 
 class LocalAggregator(Aggregator):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from benchmarks.aggregation import HaloAggregator
-from benchmarks.method import Method, RankContext, local_loss
+from benchmarks.core.aggregation import HaloAggregator
+from benchmarks.run.method import Method, RankContext, local_loss
 
 
 class FullGraphMethod(Method):

@@ -3,7 +3,7 @@ own part, then parameter averaging. A local step is either a neighbour-sampled m
 part's own subgraph (LLCG's regime, nothing crosses ranks; on the mini-batch family's
 `BlockAggregator`) or a full-partition step (`local: full`, `PartitionParallelMethod`'s).
 
-Draws (benchmarks/draws.py): each local step sets `ctx.draws.at(epoch, step)`; a sampled step's seeds
+Draws (benchmarks/core/draws.py): each local step sets `ctx.draws.at(epoch, step)`; a sampled step's seeds
 are the `batch_size` training nodes first in an order keyed by (seed, epoch, step, node) and its
 neighbours are keyed by (seed, epoch, step, layer, node), never by the rank. What a rank samples
 still depends on the partition: its training nodes and its part's own edges.
@@ -15,15 +15,15 @@ from typing import Literal
 
 import torch
 
-from benchmarks import traffic as cost
+from benchmarks.base import traffic as cost
 from benchmarks.families.minibatch import BlockAggregator, check_fanouts, per_layer
 from benchmarks.families.partition_parallel import PartitionParallelMethod
 from benchmarks.families.replicas import LocalStepOptions, PeriodicAveragingOptions
-from benchmarks.method import Method, RankContext, loss_share
-from benchmarks.options import option
-from benchmarks.partition import own_edges
-from benchmarks.sampling import NodeDraws, in_id_order, keyed_order, sample_blocks
-from benchmarks.stores import ReplicatedStore
+from benchmarks.run.method import Method, RankContext, loss_share
+from benchmarks.base.options import option
+from benchmarks.core.partition import own_edges
+from benchmarks.core.sampling import NodeDraws, in_id_order, keyed_order, sample_blocks
+from benchmarks.core.stores import ReplicatedStore
 
 
 @dataclass(frozen=True)

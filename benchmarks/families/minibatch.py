@@ -1,5 +1,5 @@
 """The mini-batch family: what the sampling baselines share, the mini-batch aggregators and the
-data-parallel mini-batch loop (the sampler itself is `benchmarks.sampling`).
+data-parallel mini-batch loop (the sampler itself is `benchmarks.core.sampling`).
 
 Data parallelism (DistDGL, PyG + DDP): every rank draws its own mini-batches from its own training
 nodes, all ranks take the same number of steps per epoch, and gradients are all-reduced after every
@@ -19,7 +19,7 @@ it needs), `feature_fetch` (gathering the input rows), `compute` (forward, backw
 `communication` (the gradient all-reduce); they are reported per rank (`summary.per_rank[].phase_time_s`)
 with the number of sampled edges and steps.
 
-Randomness: every draw is keyed (benchmarks/draws.py), never by the rank; the loop sets the position
+Randomness: every draw is keyed (benchmarks/core/draws.py), never by the rank; the loop sets the position
 (`ctx.draws.at(epoch, step)`) before each step, and a sampler keys its draws at it (`Draws.epoch_key` for
 draws every step of an epoch shares: a node's sampled neighbours).
 """
@@ -32,16 +32,16 @@ from typing import Optional
 
 import torch
 
-from benchmarks.aggregation import Aggregator, LocalAdjacency
-from benchmarks.comm import Comm
-from benchmarks.errors import UserError
+from benchmarks.core.aggregation import Aggregator, LocalAdjacency
+from benchmarks.core.comm import Comm
+from benchmarks.base.errors import UserError
 from benchmarks.families.aggregators import LocalAggregator
 from benchmarks.families.replicas import AveragingOptions, LocalStepOptions, ReplicaAveraging
-from benchmarks.method import RankContext, loss_share
-from benchmarks.options import option
-from benchmarks.probes import Timer
-from benchmarks.sampling import SAMPLER
-from benchmarks import traffic as cost
+from benchmarks.run.method import RankContext, loss_share
+from benchmarks.base.options import option
+from benchmarks.core.probes import Timer
+from benchmarks.core.sampling import SAMPLER
+from benchmarks.base import traffic as cost
 
 PHASES = ("sampling", "feature_fetch", "compute", "communication")
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import Aggregator, HaloAggregator, LocalAdjacency, exchange_rows
+from benchmarks.core.aggregation import Aggregator, HaloAggregator, LocalAdjacency, exchange_rows
 from benchmarks.families.aggregators import LocalAggregator
 from benchmarks.families.replicas import ReplicaAveraging
-from benchmarks.method import RankContext, loss_share
-from benchmarks.options import option
-from benchmarks.partition import Part, own_edges
+from benchmarks.run.method import RankContext, loss_share
+from benchmarks.base.options import option
+from benchmarks.core.partition import Part, own_edges
 
 
 def local_block(part: Part, kernel: str) -> LocalAdjacency:
@@ -61,7 +61,7 @@ class CachedHaloInputs:
     """Layer 0's halo rows under `layer0: cached` (and DIGEST's table 0): the halo's input features,
     fetched once (category `halo_inputs`) and kept. A `LocalAggregator` with this halo projects them
     with the current weights, so layer 0's output and gradients are exact. Each step they get dropout
-    `p`, drawn by the receiver: keyed by node (benchmarks/draws.py), the very mask the owner draws
+    `p`, drawn by the receiver: keyed by node (benchmarks/core/draws.py), the very mask the owner draws
     under `exchanged` (under `draws=per_rank`, another sample)."""
 
     def __init__(self, ctx: RankContext, p: float):
@@ -70,7 +70,7 @@ class CachedHaloInputs:
     def __call__(self, _h: torch.Tensor, layer: int) -> torch.Tensor:
         if self.rows is None:
             self.rows = exchange_rows(self.ctx.part.x, self.ctx.plan, self.ctx.comm, "halo_inputs", 0)
-        part = self.ctx.part  # the receiver draws the mask each owner draws for its rows (benchmarks/draws.py)
+        part = self.ctx.part  # the receiver draws the mask each owner draws for its rows (benchmarks/core/draws.py)
         return self.ctx.draws.dropout(self.rows, self.p, self.ctx.model.training, ("input", 0),
                                       part.node_ids[part.num_local:])
 

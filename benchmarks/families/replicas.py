@@ -10,9 +10,9 @@ from typing import Literal, Optional
 
 import torch
 
-from benchmarks.comm import Comm, flatten, unflatten_into
-from benchmarks.method import Method, RankContext
-from benchmarks.options import Options, option
+from benchmarks.core.comm import Comm, flatten, unflatten_into
+from benchmarks.run.method import Method, RankContext
+from benchmarks.base.options import Options, option
 
 
 def model_state(model: torch.nn.Module) -> list[torch.Tensor]:

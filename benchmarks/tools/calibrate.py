@@ -36,14 +36,14 @@ import torch.distributed as dist
 import yaml
 
 from benchmarks.tools import hardware
-from benchmarks import native
-from benchmarks.aggregation import LocalAdjacency
-from benchmarks.comm import Comm
-from benchmarks.datasets import synthetic
-from benchmarks.errors import Stopped, UserError, stop_on_signals
-from benchmarks.leftovers import die_with_launcher, owner_tag, remove_leftovers
-from benchmarks.outputs import check_writable, writing
-from benchmarks.probes import cores
+from benchmarks.core import native
+from benchmarks.core.aggregation import LocalAdjacency
+from benchmarks.core.comm import Comm
+from benchmarks.core.datasets import synthetic
+from benchmarks.base.errors import Stopped, UserError, stop_on_signals
+from benchmarks.base.leftovers import die_with_launcher, owner_tag, remove_leftovers
+from benchmarks.base.outputs import check_writable, writing
+from benchmarks.core.probes import cores
 
 KiB, MiB = 1 << 10, 1 << 20
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -139,7 +139,7 @@ def dropout_rate(sizes: Sizes) -> float:
     element of (key, node id, column), a comparison, the scale). A CPU's generator and the mixed-type
     multiply run far below the streaming bandwidth, and dropout of wide input features is a large
     share of a small graph's epoch."""
-    from benchmarks.draws import Draws
+    from benchmarks.core.draws import Draws
     x = torch.ones(sizes.stream // 4 // 64, 64)  # rows of 64: the masks are keyed by row (node) and column
     draws = Draws(0, kernel=native.resolve("native", "cpu"))
     return x.numel() / median_seconds(lambda: draws.dropout(x, 0.5, True, ("input", 0)), sizes)
@@ -169,8 +169,8 @@ def sampler_rate(sizes: Sizes, batches: int = 8) -> float:
     """The suite's neighbour sampler (`sampling.sample_blocks`: draws, relabelling, blocks) over a
     replicated store of the calibration graph: sampled edges per second, for batches of
     SAMPLER_BATCH seeds with fan-outs SAMPLER_FANOUTS, median of the batches' rates after a warm-up."""
-    from benchmarks.sampling import NodeDraws, sample_blocks
-    from benchmarks.stores import ReplicatedStore
+    from benchmarks.core.sampling import NodeDraws, sample_blocks
+    from benchmarks.core.stores import ReplicatedStore
     g = graph_of(sizes.graph_nodes, sizes.graph_degree)
     store = ReplicatedStore(g.indptr, g.indices, g.x)
     gen = torch.Generator().manual_seed(0)
@@ -188,7 +188,7 @@ def subgraph_rate(sizes: Sizes, batches: int = 8) -> float:
     """`sampling.induced_subgraph` (what Cluster-GCN and GraphSAINT build each step) on the
     calibration graph for random sets of SUBGRAPH_SHARE of its nodes: in-edges scanned per second (every
     in-edge of the chosen nodes), median of the batches' rates after a warm-up."""
-    from benchmarks.sampling import induced_subgraph
+    from benchmarks.core.sampling import induced_subgraph
     g = graph_of(sizes.graph_nodes, sizes.graph_degree)
     gen = torch.Generator().manual_seed(0)
     rates = []
@@ -267,7 +267,7 @@ def comm_times(sizes: Sizes) -> dict:
     ctx = mp.get_context("forkserver")
     # The fork server imports torch and the suite's communication layer once for both ranks (as the
     # runner's does); each rank then imports this module as its __main__, which costs nothing more.
-    ctx.set_forkserver_preload(["benchmarks.comm"])
+    ctx.set_forkserver_preload(["benchmarks.core.comm"])
     tmp = scratch_folder()
     try:
         out = tmp / "times.json"
@@ -398,7 +398,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
             "attention_rate": f"LocalAdjacency.attention (kernel={adj.kernel}) forward and backward, 4 heads of 16 "
                               "and 64 channels, on "
                               f"{graph}: edges x heads per second; median of up to {sizes.repeats} runs, {n} threads",
-            "dropout_rate": f"benchmarks.draws.Draws.dropout(x, 0.5, training) (kernel={adj.kernel}) forward on "
+            "dropout_rate": f"benchmarks.core.draws.Draws.dropout(x, 0.5, training) (kernel={adj.kernel}) forward on "
                             f"{sizes.stream // 4} fp32 "
                             f"elements; median of up to {sizes.repeats} runs after a warm-up, {n} threads",
             "gather_bandwidth": f"LocalAdjacency.spmm (kernel={adj.kernel}) forward and spmm_t (its backward, A^T @ G) "
@@ -423,7 +423,7 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
             "subgraph_rate": SUBGRAPH_TEXT.format(graph=graph, threads=n),
             "dense_width_efficiency": "the 64-wide product's rate (dense_flops.fp32's source) over the 256-wide one's",
             "ranks_per_node": "every rank of a run on this machine is on this node",
-            "cores": "benchmarks.probes.cores() (the cores this process may run on)",
+            "cores": "benchmarks.core.probes.cores() (the cores this process may run on)",
             "single_thread": "the same measurements as memory_bandwidth, dropout_rate, attention_rate, "
                              "gather_bandwidth and dense_flops.fp32 "
                              "with torch.set_num_threads(1)",
@@ -437,10 +437,10 @@ def measure(name: str, sizes: Sizes, log=print) -> dict:
     }
 
 
-SAMPLER_TEXT = ("benchmarks.sampling.sample_blocks over a replicated store of {graph}, batches of "
+SAMPLER_TEXT = ("benchmarks.core.sampling.sample_blocks over a replicated store of {graph}, batches of "
                 f"{SAMPLER_BATCH} random seeds, fan-outs {list(SAMPLER_FANOUTS)}: sampled edges per second, "
                 "median of 8 batches after a warm-up, {threads} threads")
-SUBGRAPH_TEXT = ("benchmarks.sampling.induced_subgraph on {graph} for random sets of "
+SUBGRAPH_TEXT = ("benchmarks.core.sampling.induced_subgraph on {graph} for random sets of "
                  f"{SUBGRAPH_SHARE:.0%} of its nodes: in-edges of the chosen nodes scanned per second, median of 8 "
                  "sets after a warm-up, {threads} threads")
 

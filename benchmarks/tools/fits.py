@@ -28,12 +28,12 @@ LAUNCHER_BYTES = 542 * 2 ** 20
 
 def main(argv=None) -> None:
     from analysis import preflight
-    from benchmarks.composition import config_of
-    from benchmarks.datasets import load_dataset
-    from benchmarks.errors import UserError
-    from benchmarks.partition import load_manifest, prepare_parts
-    from benchmarks.record import processes_of
-    from benchmarks.runner import plan
+    from benchmarks.commands.composition import config_of
+    from benchmarks.core.datasets import load_dataset
+    from benchmarks.base.errors import UserError
+    from benchmarks.core.partition import load_manifest, prepare_parts
+    from benchmarks.run.record import processes_of
+    from benchmarks.run.runner import plan
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.tools.fits", description=__doc__.split("\n")[0])
     ap.add_argument("overrides", nargs="*", help="key=value overrides every variant shares")

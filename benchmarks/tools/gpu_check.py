@@ -1,7 +1,7 @@
 """The CUDA paths CI cannot run: `make gpu-check` (or `python -m benchmarks.tools.gpu_check`) on a machine
 with GPUs, one rank per GPU (NCCL does not share a GPU between ranks). Never part of `make test`.
 
-Each check is a real run through `benchmarks.runner.run` on `device=cuda` (NCCL when there are 2 or
+Each check is a real run through `benchmarks.run.runner.run` on `device=cuda` (NCCL when there are 2 or
 more GPUs) and holds what CPU tests hold on gloo: exact methods give the same losses as the
 single-process oracle, the savers change only what they should (checkpointing and offloading: the
 same losses; bf16, fp16 with loss scaling, quantised messages over NCCL: close to fp32), and every
@@ -20,8 +20,8 @@ import time
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from benchmarks.registry import CONF
-from benchmarks.runner import run
+from benchmarks.base.registry import CONF
+from benchmarks.run.runner import run
 
 
 def config(results: str, *overrides: str) -> dict:

@@ -19,7 +19,7 @@ bytes, seconds, bytes/s, FLOP/s.
     dropout_rate: 1.0e8           # optional: elements/s through dropout's forward (absent: bytes at memory_bandwidth)
     single_thread: {dense_flops_fp32: ..., gather_bandwidth: ..., memory_bandwidth: ..., dropout_rate: ...}  # optional
 
-A profile is held to its declaration with the suite's option checks (`benchmarks.options`), so bad
+A profile is held to its declaration with the suite's option checks (`benchmarks.base.options`), so bad
 input is one line naming the file and the key. No torch here: analysis imports this module.
 """
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import ClassVar, Literal, Optional
 
 from omegaconf import OmegaConf
 
-from benchmarks.errors import UserError, choose
-from benchmarks.options import Options, option, validate
-from benchmarks.registry import CONF
+from benchmarks.base.errors import UserError, choose
+from benchmarks.base.options import Options, option, validate
+from benchmarks.base.registry import CONF
 
 FOLDER = CONF / "hardware"
 #: The dense rates a profile states, one per `precision` choice (`models.PRECISIONS`, restated here so

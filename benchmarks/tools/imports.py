@@ -40,8 +40,8 @@ def module_of(path: Path) -> str:
 
 
 def import_graph(paths: list[Path], deferred: bool = False) -> dict[str, set[str]]:
-    """module -> the modules among `paths` it imports (`from benchmarks import traffic` names the
-    module `benchmarks.traffic`)."""
+    """module -> the modules among `paths` it imports (`from benchmarks.base import traffic` names the
+    module `benchmarks.base.traffic`)."""
     names = {module_of(p) for p in paths}
     graph = {}
     for path in paths:
@@ -93,13 +93,44 @@ def runtime() -> list[Path]:
     return sorted((ROOT / "benchmarks").rglob("*.py"))
 
 
+#: The rooms of `benchmarks/`, lowest first: each imports only the rooms before it (tools and the entry
+#: point stand above the rest, beside each other). docs/architecture.md says what each holds.
+ROOMS = ("base", "core", "run", "families", "commands", "tools", "__main__")
+
+
+def room_of(module: str) -> str:
+    """`benchmarks.core.comm` -> `core`; the package itself is `base` (it holds PROJECT_ROOT alone)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "base"
+
+
+def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded onto rooms: room -> the other rooms it imports."""
+    out: dict[str, set[str]] = {}
+    for m, deps in graph.items():
+        out.setdefault(room_of(m), set()).update(room_of(d) for d in deps if room_of(d) != room_of(m))
+    return out
+
+
+def upward(rooms: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Arrows from a room to one above it in `ROOMS` (tools and the entry point may import each other's
+    rooms below, not each other)."""
+    rank = {r: i for i, r in enumerate(ROOMS)}
+    return sorted((a, b) for a, deps in rooms.items() for b in deps if rank[b] >= rank[a])
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.tools.imports", description=__doc__.split("\n\n")[0])
     p.add_argument("--deferred", action="store_true", help="count a function's deferred imports too")
     args = p.parse_args(argv)
     graph = import_graph(runtime(), args.deferred)
     loops = cycles(graph)
+    rooms = room_graph(graph)
     print(f"{len(graph)} modules, {sum(map(len, graph.values()))} imports, {len(loops)} cycle(s)")
+    for r in ROOMS:
+        print(f"room {r}: imports {', '.join(sorted(rooms.get(r, ()), key=ROOMS.index)) or 'no other room'}")
+    for a, b in upward(rooms):
+        print(f"upward arrow: {a} -> {b}")
     for loop in loops:
         print("cycle: " + " -> ".join(loop))
     if loops:

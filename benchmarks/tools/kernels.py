@@ -6,7 +6,7 @@ On the suite's synthetic graph (calibrate's: degree-corrected block model, skewe
 it prints
   - the streaming-copy bandwidth (dst.copy_(src) of 256 MB, read + write) and, from it, the no-reuse
     bound of A @ X: every edge's source row read once, the output written once, the CSR read once;
-  - each kernel's time (`spmm`: torch's CSR, `native`: benchmarks/native.c) for the forward product
+  - each kernel's time (`spmm`: torch's CSR, `native`: benchmarks/core/native.c) for the forward product
     A @ X, the transposed one A^T @ G, the attention products (all heads, C = width / heads: the
     weighted sum, its transpose, the SDDMM, and GAT's whole aggregation forward and backward), and
     dropout's forward at p = 0.5 (`draws.Draws.dropout`, masks keyed by node), with native's speed-up
@@ -23,10 +23,10 @@ import time
 
 import torch
 
-from benchmarks import native
-from benchmarks.aggregation import LocalAdjacency, head_sddmm, head_spmm, head_spmm_t
-from benchmarks.draws import Draws
-from benchmarks.graph import permute
+from benchmarks.core import native
+from benchmarks.core.aggregation import LocalAdjacency, head_sddmm, head_spmm, head_spmm_t
+from benchmarks.core.draws import Draws
+from benchmarks.core.graph import permute
 from benchmarks.tools.calibrate import adjacency, graph_of
 
 KERNELS = ("spmm", "native")

@@ -32,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import datasets
-from benchmarks.errors import Stopped, UserError, choose, stop_on_signals
-from benchmarks.options import as_dict, defaults, validate
-from benchmarks.partition import PARTITIONERS, partition
-from benchmarks.outputs import check_writable, write_atomic
+from benchmarks.core import datasets
+from benchmarks.base.errors import Stopped, UserError, choose, stop_on_signals
+from benchmarks.base.options import as_dict, defaults, validate
+from benchmarks.core.partition import PARTITIONERS, partition
+from benchmarks.base.outputs import check_writable, write_atomic
 
 STATS_DIR = datasets.DATA / "partition_stats"  # shipped with the repository (data/README.md)
 
@@ -304,9 +304,9 @@ def main(argv: list[str] | None = None) -> None:
     # parts of a 50k-node graph took 3.8 s with 2 threads on 2 shared cores, 0.9 s with one).
     torch.set_num_threads(1)
     try:
-        from benchmarks.composition import check_composes, config_of
-        from benchmarks.config import check
-        from benchmarks.registry import check_overrides
+        from benchmarks.commands.composition import check_composes, config_of
+        from benchmarks.run.config import check
+        from benchmarks.base.registry import check_overrides
 
         overrides = args.overrides + ([f"partitioner={args.partitioner}"] if args.partitioner else [])
         check_overrides(overrides)

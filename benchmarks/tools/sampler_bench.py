@@ -6,7 +6,7 @@ training nodes of the sampling study's synthetic graph (200k nodes, average degr
 JSON (default `results/sampling/sampler_throughput.json`, beside the sampling study's records,
 whose report section shows it).
 
-`--frontier`: the cost model's expected batch shapes (`benchmarks.traffic`: `sampled_hops`,
+`--frontier`: the cost model's expected batch shapes (`benchmarks.base.traffic`: `sampled_hops`,
 `walk_batch`) against what the suite's samplers draw (5 batches each, by stream) on Cora, CiteSeer
 and a 50k-node synthetic graph: the measured ratios docs/projection.md gives."""
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import traffic
-from benchmarks.datasets import load_dataset, synthetic
-from benchmarks.graph import Graph, degree_histogram
-from benchmarks.sampling import SAMPLER, StreamDraws, induced_subgraph, sample_blocks, sample_neighbors
-from benchmarks.stores import ReplicatedStore
+from benchmarks.base import traffic
+from benchmarks.core.datasets import load_dataset, synthetic
+from benchmarks.core.graph import Graph, degree_histogram
+from benchmarks.core.sampling import SAMPLER, StreamDraws, induced_subgraph, sample_blocks, sample_neighbors
+from benchmarks.core.stores import ReplicatedStore
 
 
 def sampler_throughput(batches: int = 30, batch_size: int = 512, fanouts=(15, 10, 5)) -> dict:

@@ -64,7 +64,7 @@ class ChildSampler:
     def _run(self) -> None:
         import psutil
 
-        from benchmarks.probes import rss_bytes
+        from benchmarks.core.probes import rss_bytes
 
         me = psutil.Process()
         while not self._stop.wait(self.interval):
@@ -87,7 +87,7 @@ class ChildSampler:
 
 def _stage(name: str, fn):
     """(fn's result, {seconds, peak_rss_bytes, rss_after_bytes}) with VmHWM reset at the start."""
-    from benchmarks.probes import hwm_bytes, reset_hwm, rss_bytes
+    from benchmarks.core.probes import hwm_bytes, reset_hwm, rss_bytes
 
     gc.collect()
     reset_hwm()
@@ -99,7 +99,7 @@ def _stage(name: str, fn):
 
 
 def generate(run) -> tuple[object, list[dict]]:
-    from benchmarks.datasets import load_dataset
+    from benchmarks.core.datasets import load_dataset
 
     graph, gen = _stage("generate", lambda: load_dataset(run.dataset_section, run.data_root))
     gen["graph"] = graph.summary()
@@ -112,8 +112,8 @@ def partition(run, graph) -> tuple[object, dict]:
     graph's part for P = 1. Returns (the cache folder or the part, the stage's entry)."""
     import torch
 
-    from benchmarks.partition import build_parts, prepare_parts
-    from benchmarks.record import processes_of
+    from benchmarks.core.partition import build_parts, prepare_parts
+    from benchmarks.run.record import processes_of
 
     world = processes_of(run)
     with ChildSampler() as sampler:
@@ -133,11 +133,11 @@ def _rank(cfg_dict: dict, rank: int, world: int, folder: str, init_method: str, 
     import torch
     import torch.distributed as dist
 
-    from benchmarks.config import check
-    from benchmarks.partition import load_part
-    from benchmarks.probes import MemoryProbe, fix_mmap_threshold, hwm_bytes, rss_bytes, shared_excess_bytes
-    from benchmarks.runner import Plan
-    from benchmarks.train import make_context
+    from benchmarks.run.config import check
+    from benchmarks.core.partition import load_part
+    from benchmarks.core.probes import MemoryProbe, fix_mmap_threshold, hwm_bytes, rss_bytes, shared_excess_bytes
+    from benchmarks.run.runner import Plan
+    from benchmarks.run.train import make_context
 
     try:
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: loopback (as `runner._rank_process`)
@@ -150,7 +150,7 @@ def _rank(cfg_dict: dict, rank: int, world: int, folder: str, init_method: str, 
         part = load_part(folder, rank)
         steps["load_part_s"], steps["rss_after_load_bytes"] = time.perf_counter() - t0, rss_bytes()
         MemoryProbe(torch.device("cpu"))  # as run_rank: the probe exists before the context is built
-        torch.manual_seed(run.seed)  # as run_rank: every draw of training is keyed (benchmarks/draws.py)
+        torch.manual_seed(run.seed)  # as run_rank: every draw of training is keyed (benchmarks/core/draws.py)
         t0 = time.perf_counter()
         ctx = make_context(run, rank, world, part, torch.device("cpu"), Path(folder))
         steps["make_context_s"], steps["rss_after_context_bytes"] = time.perf_counter() - t0, rss_bytes()
@@ -174,10 +174,10 @@ def ranks(cfg_dict: dict, run, source) -> dict:
     part from the cache `source`."""
     import tempfile
 
-    from benchmarks.record import processes_of
+    from benchmarks.run.record import processes_of
 
     world = processes_of(run)
-    from benchmarks import rank_server
+    from benchmarks.run import rank_server
 
     ctx = rank_server.context()
     results = ctx.Queue()
@@ -204,8 +204,8 @@ def one_rank(run, part) -> dict:
     """P = 1: the launcher's own process goes on with the part it cut (`runner.run`)."""
     import torch
 
-    from benchmarks.probes import fix_mmap_threshold
-    from benchmarks.train import make_context
+    from benchmarks.core.probes import fix_mmap_threshold
+    from benchmarks.run.train import make_context
 
     fix_mmap_threshold(run.malloc_mmap_threshold)
 
@@ -250,12 +250,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="the last stage to run (each needs the ones before it; default: all)")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
-    from benchmarks.composition import check_composes, config_of
-    from benchmarks.config import check
-    from benchmarks.errors import UserError
-    from benchmarks.probes import rss_bytes
-    from benchmarks.record import processes_of
-    from benchmarks.registry import check_overrides
+    from benchmarks.commands.composition import check_composes, config_of
+    from benchmarks.run.config import check
+    from benchmarks.base.errors import UserError
+    from benchmarks.core.probes import rss_bytes
+    from benchmarks.run.record import processes_of
+    from benchmarks.base.registry import check_overrides
 
     try:
         check_overrides(args.overrides)

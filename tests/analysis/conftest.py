@@ -16,7 +16,7 @@ TINY = [*SMALL_SYNTHETIC, "epochs=4", "hidden=16", "warmup_epochs=1", "workers=2
 
 
 def sweep(results: Path, *extra: str) -> subprocess.CompletedProcess:
-    return commands.run("benchmarks.sweep", "experiment=quickstart", *TINY, f"results_dir={results}",
+    return commands.run("benchmarks.commands.sweep", "experiment=quickstart", *TINY, f"results_dir={results}",
                         f"cache_dir={results.parent / 'cache'}", *extra, timeout=600)
 
 

@@ -1,4 +1,4 @@
-"""Hand-made run records with known answers (the shape benchmarks.runner writes, only the fields
+"""Hand-made run records with known answers (the shape benchmarks.run.runner writes, only the fields
 the analysis reads, including the ones the runtime states about a run when it writes it)."""
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import pytest
 
 from analysis import advise, costmodel
 from analysis.__main__ import main
-from benchmarks.registry import method_names
+from benchmarks.base.registry import method_names
 from tests.analysis.test_hostile_input import one_line_error
 
 pytestmark = pytest.mark.fast

@@ -146,7 +146,7 @@ def test_a_process_peak_adds_the_process_and_what_the_allocator_keeps_of_small_b
     """A rank process's peak: its memory terms, the process's own and, where a layer's rows are blocks
     below glibc's mmap threshold, what the heap keeps of them over the run; none where they are
     above it (they go back to the system when freed)."""
-    from benchmarks.traffic import Rank
+    from benchmarks.base.traffic import Rank
     model = projection.build_model("sage", 64, 128, 8, 3)
 
     def terms(nodes):
@@ -166,7 +166,7 @@ def test_the_kernel_sets_what_dropout_and_attention_keep_and_messages_transient(
     """`native` keeps no dropout mask and one float per edge and head in GAT (its fused softmax), where
     `spmm` keeps the mask and four; `messages` adds GCN/SAGE's gathered E x width messages to the
     transient and keeps GAT's."""
-    from benchmarks.traffic import Rank
+    from benchmarks.base.traffic import Rank
     rank = Rank(nodes=1000, edges=20000, halo=300, peers=1)
     terms = {}
     for name in ("sage", "gat"):
@@ -184,10 +184,10 @@ def test_the_kernel_sets_what_dropout_and_attention_keep_and_messages_transient(
                                         "batch_norm=true"], ["model=sage"]])
 def test_the_projection_models_the_run_its_configuration_starts(make_cfg, overrides):
     """The cost model's model of a run (`projection._model_of`, what the pre-flight check and every
-    projection of a record build) is the model the run builds (`train.py`: `benchmarks.models.build_model`
+    projection of a record build) is the model the run builds (`train.py`: `benchmarks.core.models.build_model`
     from the typed `RunConfig`), key for key; a configuration without a key takes the schema's default."""
-    from benchmarks.config import check
-    from benchmarks.models import build_model
+    from benchmarks.run.config import check
+    from benchmarks.core.models import build_model
     run = check(make_cfg(*overrides))
     projected = projection._model_of(run.as_dict(), 12, 5)
     built = build_model(run.model_name, 12, run.hidden, 5, run.layers, run.dropout, run.seed,

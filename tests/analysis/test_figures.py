@@ -38,8 +38,8 @@ def test_no_two_variants_share_a_colour_and_marker_and_a_group_shares_a_hue():
     """Every registered method and a few variants: each its own (colour, marker) pair; the methods of
     one group (records.group of what its records state) drawn in shades of one colour map."""
     from analysis.records import group
-    from benchmarks.methods_table import about
-    from benchmarks.registry import method_names
+    from benchmarks.run.methods_table import about
+    from benchmarks.base.registry import method_names
     names = method_names()
     groups = {m: group(about(m)) for m in names}
     variants = [*names, "sar mode=sa", "full_halo method.layer0=cached", "bns_gcn boundary_fraction=1.0"]

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from benchmarks.datasets import PROJECT_ROOT
+from benchmarks.core.datasets import PROJECT_ROOT
 
 NOTEBOOKS = sorted((PROJECT_ROOT / "analysis" / "notebooks").glob("*.ipynb"))
 

@@ -13,10 +13,10 @@ import pytest
 
 from analysis import preflight
 from analysis.preflight import MARGIN, MEMORY_ENV, GiB, MiB, cgroup_limit, check, machine_memory, verdict
-from benchmarks import runner
-from benchmarks.config import check as check_config
-from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.errors import UserError
+from benchmarks.run import runner
+from benchmarks.run.config import check as check_config
+from benchmarks.core.datasets import PROJECT_ROOT
+from benchmarks.base.errors import UserError
 from tests import commands
 from tests.conftest import SMALL_SYNTHETIC
 
@@ -133,7 +133,7 @@ def test_the_command_line_refuses_in_one_line_and_a_sweep_records_it_and_goes_on
     assert out.returncode == 2 and out.stdout == "", out.stderr
     (line,) = out.stderr.strip().splitlines()  # that line alone: no rank started, so none said anything
     assert line.startswith("error: full_halo with 2 workers needs about "), out.stderr
-    sweep = commands.run("benchmarks.sweep", *args, "resume=false", env=env)
+    sweep = commands.run("benchmarks.commands.sweep", *args, "resume=false", env=env)
     assert sweep.returncode == 1, sweep.stderr
     said = sweep.stdout.strip().splitlines()
     assert said[-1] == "sweep: 1 runs: 0 ran, 0 kept, 1 failed"

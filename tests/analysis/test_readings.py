@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.method import method_class
-from benchmarks.registry import method_names
+from benchmarks.run.method import method_class
+from benchmarks.base.registry import method_names
 
 pytestmark = pytest.mark.fast
 

@@ -33,7 +33,7 @@ def test_loader_reads_records_only_and_says_what_to_do_with_an_empty_folder(fold
     assert len(records) == 7 and all("_path" in r for r in records)
     (tmp_path / "empty").mkdir()
     for empty in (tmp_path / "empty", tmp_path / "missing"):
-        with pytest.raises(rec.NoRecords, match=r"^no records in .*; run `python -m benchmarks.sweep"):
+        with pytest.raises(rec.NoRecords, match=r"^no records in .*; run `python -m benchmarks.commands.sweep"):
             rec.load(empty)
 
 

@@ -211,8 +211,8 @@ def preset_records(preset: str, **kw) -> list[dict]:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from benchmarks.registry import CONF
-    from benchmarks.sweep import expand
+    from benchmarks.base.registry import CONF
+    from benchmarks.commands.sweep import expand
 
     runs, _ = expand([f"experiment={preset}"])
     out = []

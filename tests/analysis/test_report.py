@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from benchmarks.registry import method_names
+from benchmarks.base.registry import method_names
 from tests import commands
 from tests.analysis.test_figures import FIGURES
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from benchmarks.registry import method_names
-from benchmarks.runner import run
+from benchmarks.base.registry import method_names
+from benchmarks.run.runner import run
 from tests import commands
 from tests.analysis.conftest import sweep
 from tests.conftest import SMALL_SYNTHETIC

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from analysis import costmodel, projection
-from benchmarks.method import method_class
-from benchmarks.registry import plugin_names
-from benchmarks.traffic import Rank
+from benchmarks.run.method import method_class
+from benchmarks.base.registry import plugin_names
+from benchmarks.base.traffic import Rank
 from tests.methods.exactness import DATASETS, run_ok
 
 #: Models a plugin is checked on (sage unless named: GAT's softmax changes SAR's rounds, CAGNET's

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import EdgeSpMM, LocalAdjacency, _SpMM
+from benchmarks.core.aggregation import EdgeSpMM, LocalAdjacency, _SpMM
 
 pytestmark = pytest.mark.fast
 

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from benchmarks.registry import method_names
-from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.errors import UserError
-from benchmarks.runner import run
+from benchmarks.base.registry import method_names
+from benchmarks.core.datasets import PROJECT_ROOT
+from benchmarks.base.errors import UserError
+from benchmarks.run.runner import run
 from tests import commands
 from tests.conftest import SMALL_SYNTHETIC
 
@@ -75,7 +75,7 @@ def test_a_misspelt_method_is_refused_before_torch_is_imported():
 
 
 def test_a_multirun_is_the_sweep_engine_which_refuses_a_bad_point_before_anything_runs(tmp_path):
-    # One sweep engine: `-m` hands its points to benchmarks.sweep (one process per run), which checks
+    # One sweep engine: `-m` hands its points to benchmarks.commands.sweep (one process per run), which checks
     # every point first, so a bad one is a one-line error naming it and no job has run.
     out = cli(tmp_path, "-m", "workers=1,abc", "method=full_halo", "epochs=2", "hidden=8", "log_every=0",
               "dataset.nodes=300", "dataset.classes=3")

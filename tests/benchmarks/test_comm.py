@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks import comm as comm_module
-from benchmarks.comm import Comm
-from benchmarks.errors import UserError
+from benchmarks.core import comm as comm_module
+from benchmarks.core.comm import Comm
+from benchmarks.base.errors import UserError
 
 pytestmark = pytest.mark.fast
 

@@ -1,4 +1,4 @@
-"""The run configuration's schema (benchmarks/config.py): every key of a composed config is checked by
+"""The run configuration's schema (benchmarks/run/config.py): every key of a composed config is checked by
 `runner.plan` before anything is loaded, in one line naming the key; the declared defaults are the
 YAMLs' own. In-process: `plan` composes nothing and loads nothing."""
 from __future__ import annotations
@@ -8,13 +8,13 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
-from benchmarks import datasets
-from benchmarks.registry import CONF, group_options
-from benchmarks.config import SAVERS, SECTIONS, RunOptions, check
-from benchmarks.errors import UserError
-from benchmarks.models import ModelOptions
-from benchmarks.options import defaults, validate
-from benchmarks.runner import plan
+from benchmarks.core import datasets
+from benchmarks.base.registry import CONF, group_options
+from benchmarks.run.config import SAVERS, SECTIONS, RunOptions, check
+from benchmarks.base.errors import UserError
+from benchmarks.core.models import ModelOptions
+from benchmarks.base.options import defaults, validate
+from benchmarks.run.runner import plan
 
 pytestmark = pytest.mark.fast
 
@@ -156,7 +156,7 @@ def test_check_needs_no_machine_facts(make_cfg):
 
 def test_a_float_given_as_an_integer_is_one_configuration(make_cfg):
     """`dropout=0` and `dropout=0.0` (or `lr=1` and `lr=1.0`) are one run: one record name, one setting."""
-    from benchmarks.record import config_hash, record_path, setting_config
+    from benchmarks.run.record import config_hash, record_path, setting_config
 
     a, b = check(make_cfg("dropout=0", "lr=1")), check(make_cfg("dropout=0.0", "lr=1.0"))
     assert record_path(a) == record_path(b) and a.as_dict() == b.as_dict()

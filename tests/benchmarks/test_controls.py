@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import sweep
-from benchmarks.composition import config_of
-from benchmarks.config import check, control_config
-from benchmarks.method import method_defaults
-from benchmarks.record import run_variant
+from benchmarks.commands import sweep
+from benchmarks.commands.composition import config_of
+from benchmarks.run.config import check, control_config
+from benchmarks.run.method import method_defaults
+from benchmarks.run.record import run_variant
 
 pytestmark = pytest.mark.fast
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.datasets import DATA, load_dataset, resolve_data_root, synthetic
-from benchmarks.errors import UserError
+from benchmarks.core.datasets import DATA, load_dataset, resolve_data_root, synthetic
+from benchmarks.base.errors import UserError
 
 pytestmark = pytest.mark.fast
 

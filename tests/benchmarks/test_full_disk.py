@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import outputs
-from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.errors import UserError
-from benchmarks.outputs import NotWritten
-from benchmarks.runner import run
+from benchmarks.base import outputs
+from benchmarks.core.datasets import PROJECT_ROOT
+from benchmarks.base.errors import UserError
+from benchmarks.base.outputs import NotWritten
+from benchmarks.run.runner import run
 from tests.conftest import SMALL_SYNTHETIC
 
 FULL_HALO_ON_A_FULL_DISK = '''
 import errno
-from benchmarks import outputs
+from benchmarks.base import outputs
 from methods.full_halo import Method as FullHalo
 
 _write_atomic = outputs.write_atomic
@@ -99,8 +99,8 @@ def test_hydra_writes_nothing_in_the_cache_folder_before_the_runs_own_check(tmp_
 def test_a_partition_cache_on_a_full_disk_is_one_line_and_no_half_cache(tmp_path, monkeypatch):
     """torch.save on a full disk raises torch's `enforce fail ... unexpected pos` RuntimeError: the
     build ends in one line naming the cache folder, and its build folder is gone."""
-    from benchmarks import partition
-    from benchmarks.datasets import synthetic
+    from benchmarks.core import partition
+    from benchmarks.core.datasets import synthetic
 
     def full(obj, path):
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1728 vs 1640")

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from benchmarks.graph import from_edge_index, permute
+from benchmarks.core.graph import from_edge_index, permute
 
 pytestmark = pytest.mark.fast
 

@@ -8,11 +8,11 @@ import threading
 import pytest
 import torch
 
-from benchmarks.aggregation import HaloPlan, halo_exchange, halo_transpose
-from benchmarks.comm import Comm
-from benchmarks.datasets import synthetic
-from benchmarks.graph import permute
-from benchmarks.partition import assign, build_parts, order_by_part
+from benchmarks.core.aggregation import HaloPlan, halo_exchange, halo_transpose
+from benchmarks.core.comm import Comm
+from benchmarks.core.datasets import synthetic
+from benchmarks.core.graph import permute
+from benchmarks.core.partition import assign, build_parts, order_by_part
 
 pytestmark = pytest.mark.fast
 

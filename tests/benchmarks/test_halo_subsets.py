@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.aggregation import HaloPlan, LocalAdjacency, keep_halo, keep_with_probability
-from benchmarks.comm import Comm, flatten, unflatten_into
-from benchmarks.datasets import synthetic
-from benchmarks.graph import permute
-from benchmarks.partition import assign, build_parts, own_edges, order_by_part
+from benchmarks.core.aggregation import HaloPlan, LocalAdjacency, keep_halo, keep_with_probability
+from benchmarks.core.comm import Comm, flatten, unflatten_into
+from benchmarks.core.datasets import synthetic
+from benchmarks.core.graph import permute
+from benchmarks.core.partition import assign, build_parts, own_edges, order_by_part
 
 GRAPH = synthetic(nodes=600, avg_degree=8, classes=4, features=8, homophily=0.8, feature_noise=1.0,
                   degree_skew=1.0, train_frac=0.2, val_frac=0.2, test_frac=0.5, seed=3)

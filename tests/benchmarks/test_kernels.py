@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.aggregation import KERNELS, LocalAdjacency
-from benchmarks.datasets import synthetic
-from benchmarks.errors import UserError
-from benchmarks.partition import assign, build_parts, imbalance, order_by_part
-from benchmarks.graph import permute
-from benchmarks.runner import plan
+from benchmarks.core.aggregation import KERNELS, LocalAdjacency
+from benchmarks.core.datasets import synthetic
+from benchmarks.base.errors import UserError
+from benchmarks.core.partition import assign, build_parts, imbalance, order_by_part
+from benchmarks.core.graph import permute
+from benchmarks.run.runner import plan
 
 pytestmark = pytest.mark.fast
 
@@ -115,8 +115,8 @@ def test_metis_edges_lowers_the_edge_imbalance_of_a_skewed_graph():
 
 
 def test_the_kernel_is_named_in_the_variant_and_left_out_of_the_setting(make_cfg):
-    from benchmarks.method import method_defaults
-    from benchmarks.record import config_hash, run_variant, setting_config
+    from benchmarks.run.method import method_defaults
+    from benchmarks.run.record import config_hash, run_variant, setting_config
     cfg = make_cfg()
     vanilla = make_cfg("kernel=messages")
     # Another run (its own name), compared in the same setting as the default kernel's runs, its

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.models import build_model
+from benchmarks.core.models import build_model
 from tests.methods.exactness import DATASETS, run_ok
 
 

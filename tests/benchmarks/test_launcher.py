@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.record import SUMMARY_FIELDS
-from benchmarks.runner import run
+from benchmarks.core.datasets import PROJECT_ROOT
+from benchmarks.run.record import SUMMARY_FIELDS
+from benchmarks.run.runner import run
 from tests.conftest import SMALL_SYNTHETIC
 
 CRASHING_PLUGINS = {

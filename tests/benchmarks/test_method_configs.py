@@ -10,11 +10,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from benchmarks.registry import CONF, method_names
-from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.errors import UserError
-from benchmarks.config import check
-from benchmarks.method import method_class, method_defaults
+from benchmarks.base.registry import CONF, method_names
+from benchmarks.core.datasets import PROJECT_ROOT
+from benchmarks.base.errors import UserError
+from benchmarks.run.config import check
+from benchmarks.run.method import method_class, method_defaults
 from tests import commands
 from tests.conftest import SMALL_SYNTHETIC
 
@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from benchmarks.families.full_graph import FullGraphMethod
-from benchmarks.options import option
+from benchmarks.base.options import option
 
 
 class Method(FullGraphMethod):
@@ -116,7 +116,7 @@ def test_an_out_of_tree_plugin_without_yaml_takes_its_options_on_the_command_lin
 def test_the_method_list_users_read_is_the_registrys():
     """docs/methods.md is `python -m benchmarks --methods`: a new plugin or option changes it, and
     this test says to regenerate it, so the list cannot drift from the code."""
-    from benchmarks.methods_table import describe
+    from benchmarks.run.methods_table import describe
 
     assert (PROJECT_ROOT / "docs" / "methods.md").read_text() == describe(), \
         "regenerate: python -m benchmarks --methods > docs/methods.md"

@@ -6,17 +6,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmarks.aggregation import HaloAggregator
-from benchmarks.datasets import load_dataset
-from benchmarks.models import build_model
-from benchmarks.partition import build_parts
-from benchmarks.train import make_context
+from benchmarks.core.aggregation import HaloAggregator
+from benchmarks.core.datasets import load_dataset
+from benchmarks.core.models import build_model
+from benchmarks.core.partition import build_parts
+from benchmarks.run.train import make_context
 
 
 def run_config(*overrides: str):
     """The typed run config these overrides compose to (what a rank's context is built from)."""
-    from benchmarks.composition import config_of
-    from benchmarks.config import check
+    from benchmarks.commands.composition import config_of
+    from benchmarks.run.config import check
 
     return check(config_of(list(overrides)))
 

@@ -1,4 +1,4 @@
-"""The native kernels (benchmarks/native.c) against torch's: CSR products and their transposes at
+"""The native kernels (benchmarks/core/native.c) against torch's: CSR products and their transposes at
 widths around the register tile, rows without edges, attention with gradients, independence of the
 thread count; dropout's hashed mask (its rate, its reproducibility, backward re-deriving it and keeping
 nothing); and a machine that cannot build them: one line, then torch's kernels."""
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import native
-from benchmarks.aggregation import LocalAdjacency
-from benchmarks.draws import Draws, element_hash, keep_mask, torch_element_hash
+from benchmarks.core import native
+from benchmarks.core.aggregation import LocalAdjacency
+from benchmarks.core.draws import Draws, element_hash, keep_mask, torch_element_hash
 
 pytestmark = [pytest.mark.fast,
               pytest.mark.skipif(native.unavailable() is not None, reason=f"native kernels: {native.unavailable()}")]
@@ -156,8 +156,8 @@ def test_a_machine_without_a_compiler_runs_torchs_kernels_and_says_so_once(tmp_p
     env = {**{k: v for k, v in os.environ.items() if k != native.SAID}, "CC": str(tmp_path / "no-such-cc"),
            "GNNBENCH_NATIVE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
     child = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
-             "'from benchmarks import native; native.resolve(\"native\", \"cpu\")'], check=True)")
-    code = ("from benchmarks import native; "
+             "'from benchmarks.core import native; native.resolve(\"native\", \"cpu\")'], check=True)")
+    code = ("from benchmarks.core import native; "
             "print(native.resolve('native', 'cpu'), native.resolve('native', 'cpu'), native.resolve('spmm', 'cpu')); "
             f"exec({child!r})")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)

@@ -8,8 +8,8 @@ from typing import ClassVar, Literal, Optional
 
 import pytest
 
-from benchmarks.errors import UserError
-from benchmarks.options import Options, as_dict, defaults, option, validate
+from benchmarks.base.errors import UserError
+from benchmarks.base.options import Options, as_dict, defaults, option, validate
 
 pytestmark = pytest.mark.fast
 

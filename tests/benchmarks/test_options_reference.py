@@ -10,15 +10,15 @@ from typing import Literal, Optional
 
 import pytest
 
-from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.errors import UserError
-from benchmarks.options import Options, allowed, option, type_name, validate
+from benchmarks.core.datasets import PROJECT_ROOT
+from benchmarks.base.errors import UserError
+from benchmarks.base.options import Options, allowed, option, type_name, validate
 
 pytestmark = pytest.mark.fast
 
 
 def test_the_option_reference_users_read_is_the_schemas():
-    from benchmarks.options_table import describe
+    from benchmarks.commands.options_table import describe
 
     assert (PROJECT_ROOT / "docs" / "options.md").read_text() == describe(), \
         "regenerate: python -m benchmarks --options > docs/options.md"

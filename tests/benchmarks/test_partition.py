@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.datasets import synthetic
-from benchmarks.graph import permute
-from benchmarks.partition import assign, build_parts, load_manifest, load_part, prepare_parts, order_by_part
+from benchmarks.core.datasets import synthetic
+from benchmarks.core.graph import permute
+from benchmarks.core.partition import assign, build_parts, load_manifest, load_part, prepare_parts, order_by_part
 
 pytestmark = pytest.mark.fast
 
@@ -84,7 +84,7 @@ def test_cache_is_reused_and_a_damaged_one_is_rebuilt(tmp_path):
 def test_metis_is_given_the_adjacency_it_was_always_given(monkeypatch):
     # METIS's input as built before its temporaries were dropped early (commit 949f6ef): the same
     # input, the same parts, the same partition caches.
-    from benchmarks import partition
+    from benchmarks.core import partition
 
     graph = GRAPH
     seen = {}

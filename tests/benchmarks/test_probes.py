@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks import probes
-from benchmarks.probes import (MemoryProbe, Timer, fix_mmap_threshold, hwm_bytes, reset_hwm, rss_bytes,
+from benchmarks.core import probes
+from benchmarks.core.probes import (MemoryProbe, Timer, fix_mmap_threshold, hwm_bytes, reset_hwm, rss_bytes,
                                shared_excess_bytes)
 
 pytestmark = pytest.mark.fast

@@ -1,4 +1,4 @@
-"""Process ownership (benchmarks/leftovers.py) in every launcher the suite starts or runs under: a
+"""Process ownership (benchmarks/base/leftovers.py) in every launcher the suite starts or runs under: a
 process dies with its launcher, even a SIGKILLed one; a stop (SIGINT, SIGTERM) ends in one line and
 exit status 128 + the signal; what a killed process leaves behind carries its owner's tag and the
 next user of that folder removes it."""
@@ -15,8 +15,8 @@ import time
 import psutil
 import pytest
 
-from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.leftovers import on_this_host, owner_tag
+from benchmarks.core.datasets import PROJECT_ROOT
+from benchmarks.base.leftovers import on_this_host, owner_tag
 from tests.benchmarks.test_launcher import free_port
 from tests.benchmarks.test_stopping import Launched, as_from_a_terminal, assert_all_gone
 from tests.conftest import SMALL_SYNTHETIC
@@ -54,8 +54,8 @@ def test_torchrun_workers_die_with_a_killed_agent(tmp_path):
 
 # --------------------------------------------------------------------------- D22: build folders
 def test_a_partition_build_removes_a_dead_builders_folder(tmp_path):
-    from benchmarks.datasets import synthetic
-    from benchmarks.partition import prepare_parts
+    from benchmarks.core.datasets import synthetic
+    from benchmarks.core.partition import prepare_parts
 
     graph = synthetic(nodes=300, avg_degree=6, classes=3, features=4, homophily=0.8, feature_noise=1.0,
                       degree_skew=1.0, train_frac=0.2, val_frac=0.2, test_frac=0.2, seed=0)
@@ -79,8 +79,8 @@ def test_a_partition_build_removes_a_dead_builders_folder(tmp_path):
 
     import torch
 
-    from benchmarks.partition import load_part
-    from benchmarks.stores import replicated_store
+    from benchmarks.core.partition import load_part
+    from benchmarks.core.stores import replicated_store
 
     orphan = folder / f"{on_this_host('replicated.tmp-')}{tag}"
     orphan.mkdir()

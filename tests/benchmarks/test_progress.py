@@ -1,10 +1,10 @@
-"""The time left that progress lines print (benchmarks/progress.py), from made-up times: the mean of
+"""The time left that progress lines print (benchmarks/base/progress.py), from made-up times: the mean of
 what is done times what is left, nothing before a step is done or once none is left."""
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.progress import duration, progress_line, time_left
+from benchmarks.base.progress import duration, progress_line, time_left
 
 pytestmark = pytest.mark.fast
 
@@ -31,7 +31,7 @@ def test_a_progress_line_leaves_out_what_says_nothing():
 
 
 def test_a_sweeps_first_line_says_what_it_will_run_and_the_presets_own_time():
-    from benchmarks.sweep import first_line
+    from benchmarks.commands.sweep import first_line
 
     runs = [[f"method={m}", f"workers={w}", "epochs=30"] for m in ("a", "b", "c", "d") for w in (1, 2)]
     line = first_line(runs, 1.5, warm=True)

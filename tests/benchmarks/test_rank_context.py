@@ -10,15 +10,15 @@ import sys
 import pytest
 import torch
 
-from benchmarks import stores
-from benchmarks.comm import Comm
-from benchmarks.datasets import load_dataset
-from benchmarks.errors import UserError
-from benchmarks.leftovers import start_time
-from benchmarks.partition import build_parts
-from benchmarks.stores import SharedMemory
-from benchmarks.config import check
-from benchmarks.train import make_context
+from benchmarks.core import stores
+from benchmarks.core.comm import Comm
+from benchmarks.core.datasets import load_dataset
+from benchmarks.base.errors import UserError
+from benchmarks.base.leftovers import start_time
+from benchmarks.core.partition import build_parts
+from benchmarks.core.stores import SharedMemory
+from benchmarks.run.config import check
+from benchmarks.run.train import make_context
 from tests.conftest import SMALL_SYNTHETIC
 
 

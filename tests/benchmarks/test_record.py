@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from benchmarks.config import check
-from benchmarks.errors import UserError
-from benchmarks.method import method_defaults
-from benchmarks.record import RecordBuilder, config_hash, record_path, setting_config, summarize, variant_label, \
+from benchmarks.run.config import check
+from benchmarks.base.errors import UserError
+from benchmarks.run.method import method_defaults
+from benchmarks.run.record import RecordBuilder, config_hash, record_path, setting_config, summarize, variant_label, \
     warmup_dropped
-from benchmarks.runner import plan, run
+from benchmarks.run.runner import plan, run
 from tests.conftest import SMALL_SYNTHETIC
 
 pytestmark = pytest.mark.fast

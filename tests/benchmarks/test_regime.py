@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.config import check
-from benchmarks.datasets import SyntheticOptions, load_dataset, transformed
-from benchmarks.draws import Draws
-from benchmarks.errors import UserError
-from benchmarks.models import build_model, decay_groups
-from benchmarks.options import defaults
-from benchmarks.record import run_variant, setting_config
-from benchmarks.stopping import Stopper, selected
+from benchmarks.run.config import check
+from benchmarks.core.datasets import SyntheticOptions, load_dataset, transformed
+from benchmarks.core.draws import Draws
+from benchmarks.base.errors import UserError
+from benchmarks.core.models import build_model, decay_groups
+from benchmarks.base.options import defaults
+from benchmarks.run.record import run_variant, setting_config
+from benchmarks.run.stopping import Stopper, selected
 
 pytestmark = pytest.mark.fast
 

@@ -1,20 +1,20 @@
 """A method that resamples its halo every epoch (BNS-GCN's boundary sampling) is a few lines on the
 runtime: `FullGraphMethod.aggregator_for(epoch)` gives each step its own aggregator, `keep_halo`
 restricts the adjacency and plan, and an exchange with nothing to send sends nothing. Real gloo
-ranks through `benchmarks.runner.run`, with throwaway plugins."""
+ranks through `benchmarks.run.runner.run`, with throwaway plugins."""
 from __future__ import annotations
 
 import time
 
 import pytest
 
-from benchmarks.models import build_model
-from benchmarks.runner import run
+from benchmarks.core.models import build_model
+from benchmarks.run.runner import run
 from tests.conftest import SMALL_SYNTHETIC
 
 # BNS-GCN's step with keep probability KEEP: a fresh halo sample every epoch, the same on all ranks.
 RESAMPLING_PLUGIN = """
-from benchmarks.aggregation import HaloAggregator, keep_halo, keep_with_probability
+from benchmarks.core.aggregation import HaloAggregator, keep_halo, keep_with_probability
 from benchmarks.families.full_graph import FullGraphMethod
 
 KEEP = {keep}
@@ -35,10 +35,10 @@ class Method(FullGraphMethod):
 
 # The definition of keeping no halo node: each part's own edges, on the global degrees.
 CUT_EDGES_DROPPED_PLUGIN = """
-from benchmarks.aggregation import LocalAdjacency
+from benchmarks.core.aggregation import LocalAdjacency
 from benchmarks.families.full_graph import FullGraphMethod
 from benchmarks.families.partition_parallel import LocalAggregator
-from benchmarks.partition import own_edges
+from benchmarks.core.partition import own_edges
 
 
 class Method(FullGraphMethod):

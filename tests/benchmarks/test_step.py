@@ -1,4 +1,4 @@
-"""The loss and the step every training loop shares (`benchmarks.method.loss_share`, `Method.optimize`):
+"""The loss and the step every training loop shares (`benchmarks.run.method.loss_share`, `Method.optimize`):
 the share's arithmetic, and fp16's loss scaling, which skips a step whose gradients overflowed."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmarks.method import Method, loss_share
+from benchmarks.run.method import Method, loss_share
 
 pytestmark = pytest.mark.fast
 

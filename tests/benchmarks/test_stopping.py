@@ -14,8 +14,8 @@ import time
 import psutil
 import pytest
 
-from benchmarks.datasets import PROJECT_ROOT
-from benchmarks.runner import _runs_root
+from benchmarks.core.datasets import PROJECT_ROOT
+from benchmarks.run.runner import _runs_root
 from tests.conftest import SMALL_SYNTHETIC
 
 # Long enough never to finish on its own; quick epochs so the history grows while we watch.
@@ -141,7 +141,7 @@ def test_ranks_die_with_a_killed_launcher(tmp_path):
 
 def test_an_interrupted_sweep_leaves_no_process_and_no_ok_record(tmp_path):
     results = tmp_path / "results"
-    sweep = Launched("benchmarks.sweep", [*ENDLESS, "seed=0,1", f"results_dir={results}",
+    sweep = Launched("benchmarks.commands.sweep", [*ENDLESS, "seed=0,1", f"results_dir={results}",
                                           f"cache_dir={tmp_path / 'cache'}"])
     sweep.wait_until(lambda: sweep.ranks_training(3), "ranks of the first run")
     time.sleep(3)
@@ -159,7 +159,7 @@ def test_an_interrupted_sweep_leaves_no_process_and_no_ok_record(tmp_path):
 def test_a_killed_sweep_takes_its_run_and_the_runs_ranks_along(tmp_path):
     """kill -9 of the sweep: the run it started (a `python -m benchmarks` of its own) dies with it,
     and that run's ranks with their launcher; nothing trains on, orphaned."""
-    sweep = Launched("benchmarks.sweep", [*ENDLESS, f"results_dir={tmp_path / 'results'}",
+    sweep = Launched("benchmarks.commands.sweep", [*ENDLESS, f"results_dir={tmp_path / 'results'}",
                                           f"cache_dir={tmp_path / 'cache'}"])
     sweep.wait_until(lambda: sweep.ranks_training(3), "ranks of the first run")
     tree = sweep.tree()

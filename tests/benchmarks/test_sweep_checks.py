@@ -1,4 +1,4 @@
-"""A sweep checks every run's configuration before it starts any (benchmarks/sweep.py `checked`): a
+"""A sweep checks every run's configuration before it starts any (benchmarks/commands/sweep.py `checked`): a
 bad value stops it in one line naming the run, and Hydra's errors are one line too. In-process: no
 run is started."""
 from __future__ import annotations
@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from benchmarks import sweep
-from benchmarks.config import check
-from benchmarks.registry import method_names
-from benchmarks.errors import UserError
+from benchmarks.commands import sweep
+from benchmarks.run.config import check
+from benchmarks.base.registry import method_names
+from benchmarks.base.errors import UserError
 
 pytestmark = pytest.mark.fast
 

@@ -1,4 +1,4 @@
-"""A sweep forks its runs from a warm parent (benchmarks/sweep.py `warm_up`): torch, the runner and
+"""A sweep forks its runs from a warm parent (benchmarks/commands/sweep.py `warm_up`): torch, the runner and
 the datasets are loaded once, and each run is still its own process with its own record. Two runs in
 one warm sweep give, bit for bit, what each gives alone in a fresh process (GNNBENCH_SWEEP_FORK=off):
 losses, accuracies and bytes of every epoch, and every rank's bytes by category."""
@@ -21,7 +21,7 @@ def sweep(tmp_path, results: str, *args: str, fork: bool = True) -> subprocess.C
     """The sweep command (itself forked from the tests' warm parent, tests/commands.py); with `fork`
     off, each of its runs is a fresh `python -m benchmarks` process."""
     env = {**os.environ, "GNNBENCH_SWEEP_FORK": "on" if fork else "off"}
-    out = commands.run("benchmarks.sweep", *COMMON, *args, f"results_dir={tmp_path / results}",
+    out = commands.run("benchmarks.commands.sweep", *COMMON, *args, f"results_dir={tmp_path / results}",
                        f"cache_dir={tmp_path / 'cache'}", env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     return out

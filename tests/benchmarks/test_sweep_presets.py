@@ -14,11 +14,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from omegaconf._utils import get_yaml_loader
 
-from benchmarks.registry import CONF, group_options, method_names
-from benchmarks.config import check
-from benchmarks.errors import UserError
-from benchmarks.sweep import Bisect, _merge, bisect, bisect_spec, expand, meets, strategy
-from benchmarks.sweep import main as sweep_main
+from benchmarks.base.registry import CONF, group_options, method_names
+from benchmarks.run.config import check
+from benchmarks.base.errors import UserError
+from benchmarks.commands.sweep import Bisect, _merge, bisect, bisect_spec, expand, meets, strategy
+from benchmarks.commands.sweep import main as sweep_main
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -17,7 +17,7 @@ import pytest
 from tests.methods.exactness import DATASETS, run_ok
 
 PLUGIN = """
-from benchmarks import comm as comm_module
+from benchmarks.core import comm as comm_module
 from methods import {base} as base
 
 TAGS = set()

@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from benchmarks.models import build_model
-from benchmarks.runner import run
+from benchmarks.core.models import build_model
+from benchmarks.run.runner import run
 from tests.conftest import SMALL_SYNTHETIC
 
 DATASETS = {
@@ -21,7 +21,7 @@ DATASETS = {
 
 
 #: Exact layouts are held to the oracle with dropout on: every mask is keyed by node and column, never
-#: by rank (benchmarks/draws.py), so a layout drops out exactly what `single` does.
+#: by rank (benchmarks/core/draws.py), so a layout drops out exactly what `single` does.
 AT_DROPOUT = "dropout=0.5"
 
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.aggregation import HaloPlan
-from benchmarks.errors import UserError
-from benchmarks.models import build_model
-from benchmarks.quantize import Codec
-from benchmarks.runner import plan
+from benchmarks.core.aggregation import HaloPlan
+from benchmarks.base.errors import UserError
+from benchmarks.core.models import build_model
+from benchmarks.core.quantize import Codec
+from benchmarks.run.runner import plan
 from methods.adaqp import FULL, WIDTHS, Widths, assign_widths
 from tests.benchmarks.test_comm import mirror  # noqa: F401  (fixture)
 from tests.methods.exactness import DATASETS, analytic_bytes, assert_comm, assert_matches, grads_of, run_ok
@@ -128,7 +128,7 @@ def test_solver_lambda_limits_and_trade_off(group_size):
 def test_rows_of_mixed_widths_arrive_decoded_in_their_places(mirror):  # noqa: F811
     """One all-to-all per width; each received row lands where it belongs, within its width's
     quantisation step (exact at 32 bits), and is counted at its width's payload size."""
-    from benchmarks.comm import Comm
+    from benchmarks.core.comm import Comm
     ctx = SimpleNamespace(comm=Comm(rank=0, world=2), plan=HaloPlan(torch.arange(6), [0, 6], [0, 6]),
                           cfg=SimpleNamespace(seed=0),
                           rank=0, world=2, device=torch.device("cpu"),

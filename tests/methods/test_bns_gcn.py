@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from benchmarks.aggregation import keep_halo_rows
-from benchmarks.errors import UserError
-from benchmarks.models import build_model
-from benchmarks.runner import run
+from benchmarks.core.aggregation import keep_halo_rows
+from benchmarks.base.errors import UserError
+from benchmarks.core.models import build_model
+from benchmarks.run.runner import run
 from methods.bns_gcn import boundary_sample, inverse_ratio_scale, kept_count
 from tests.benchmarks.test_halo_subsets import GRAPH, rank_views, simulated_exchange
 from tests.conftest import SMALL_SYNTHETIC

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.aggregation import LocalAdjacency
-from benchmarks.graph import from_edge_index
-from benchmarks.models import build_model
+from benchmarks.core.aggregation import LocalAdjacency
+from benchmarks.core.graph import from_edge_index
+from benchmarks.core.models import build_model
 from methods.cagnet import _TransposedWeights
 from tests.methods.exactness import AT_DROPOUT, DATASETS, assert_comm, assert_matches, oracle, run_ok
 

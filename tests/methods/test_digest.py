@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.errors import UserError
-from benchmarks.runner import run
+from benchmarks.base.errors import UserError
+from benchmarks.run.runner import run
 from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, assert_matches, oracle, param_bytes, run_ok
 
@@ -18,7 +18,7 @@ FULL_PARTITION = ["method.local=full", "method.local_steps=1"]
 # syncs its halo tables must be exactly the rows of the last sync.
 PROBE_PLUGIN = """
 import torch
-from benchmarks.aggregation import HaloAggregator
+from benchmarks.core.aggregation import HaloAggregator
 from methods import digest
 
 
@@ -53,7 +53,7 @@ class Method(digest.Method):
 # table(t) == exact halo rows of step t - a, bit for bit.
 AGE_PLUGIN = """
 import torch
-from benchmarks.aggregation import exchange_rows
+from benchmarks.core.aggregation import exchange_rows
 from methods import digest
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.config import check
-from benchmarks.errors import UserError
+from benchmarks.run.config import check
+from benchmarks.base.errors import UserError
 from tests.methods.exactness import DATASETS, analytic_bytes, assert_comm, assert_matches, oracle, run_ok
 
 RENAMED = {"halo_fwd": "partial_agg", "halo_bwd": "partial_agg_grad"}
@@ -94,7 +94,7 @@ def test_delay_is_its_approximation_and_zero_its_control(make_cfg):
     losses = [[h["train_loss"] for h in r["history"]] for r in (exact, stale)]
     assert losses[1][0] == pytest.approx(losses[0][0], rel=1e-6)  # epoch 0 sends: exact
     assert losses[1][1] != pytest.approx(losses[0][1], rel=1e-6)  # epoch 1 reuses epoch 0's aggregates
-    from benchmarks.method import method_class
+    from benchmarks.run.method import method_class
     assert method_class("distgnn").exact_control == {"delay": 0}
 
 

@@ -1,7 +1,7 @@
 """full_halo against the single-process oracle: same losses and gradients, and exactly the analytic
 halo volume, on CiteSeer and on a synthetic graph, for GCN, SAGE and GAT with 1-3 workers
 (3: every rank has several peers, and on CiteSeer one part has no halo), and with 8 on CiteSeer: at
-dropout 0.5, since every mask is keyed by node, never by rank (benchmarks/draws.py)."""
+dropout 0.5, since every mask is keyed by node, never by rank (benchmarks/core/draws.py)."""
 from __future__ import annotations
 
 import pytest

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.aggregation import LocalAdjacency
-from benchmarks.comm import Comm
-from benchmarks.config import check
-from benchmarks.errors import UserError
-from benchmarks.graph import from_edge_index
-from benchmarks.models import build_model
+from benchmarks.core.aggregation import LocalAdjacency
+from benchmarks.core.comm import Comm
+from benchmarks.run.config import check
+from benchmarks.base.errors import UserError
+from benchmarks.core.graph import from_edge_index
+from benchmarks.core.models import build_model
 from methods.gas import GasAggregator, Histories, batch_adjacency
 from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok
 
@@ -112,7 +112,7 @@ def test_history_bytes_are_counted(make_cfg, fill):
 @pytest.mark.fast
 def test_one_process_whatever_workers_says_and_bad_batches_are_one_line(make_cfg):
     """pyg_autoscale trains on one device: workers=2 runs one process (as `single`), the record says 1."""
-    from benchmarks.record import processes_of
+    from benchmarks.run.record import processes_of
     run = check(make_cfg("method=gas", "workers=2"))
     assert run.method_cls.single_process and processes_of(run) == 1
     with pytest.raises(UserError, match=r"method.batch_size=8 exceeds method.num_parts=4") as e:

@@ -2,7 +2,7 @@
 dropout (0.5) `precomputed` and `cached_undropped` are different models (dropout drawn on the
 aggregate, or not on the halo), so each boundary method with its approximation switched off must give
 the per-epoch losses of `full_halo` with the *same* layer 0. `cached` is `exchanged`'s model: every
-mask is keyed by node (benchmarks/draws.py), so the receiver drops out a halo row exactly as its owner
+mask is keyed by node (benchmarks/core/draws.py), so the receiver drops out a halo row exactly as its owner
 would; under `draws=per_rank` it is another sample. Without dropout every treatment is the oracle."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The sampled families' draws are keyed by what they draw for and by the node's dataset id, never
-by the rank (benchmarks/draws.py): the same seed and epoch give the same samples whatever P is, where
+by the rank (benchmarks/core/draws.py): the same seed and epoch give the same samples whatever P is, where
 the method's definition allows it. Real gloo runs at 1, 2 and 4 workers over random partitions (each
 P numbers and splits the nodes differently), dropout on.
 

@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from benchmarks.errors import UserError
-from benchmarks.runner import run
-from benchmarks.sampling import NodeDraws, in_id_order, block_columns, keyed_order, sample_neighbors
+from benchmarks.base.errors import UserError
+from benchmarks.run.runner import run
+from benchmarks.core.sampling import NodeDraws, in_id_order, block_columns, keyed_order, sample_neighbors
 from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, assert_matches, oracle, param_bytes, run_ok
 
@@ -134,7 +134,7 @@ def test_relabel_puts_destinations_first():
 STORES_PLUGIN = """
 import torch
 from methods import neighbor_sampling as ns
-from benchmarks.sampling import NodeDraws
+from benchmarks.core.sampling import NodeDraws
 
 
 class Method(ns.Method):

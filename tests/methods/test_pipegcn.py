@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.comm import Pending
-from benchmarks.errors import UserError
-from benchmarks.config import check
-from benchmarks.method import method_defaults
-from benchmarks.models import build_model
+from benchmarks.core.comm import Pending
+from benchmarks.base.errors import UserError
+from benchmarks.run.config import check
+from benchmarks.run.method import method_defaults
+from benchmarks.core.models import build_model
 from methods.pipegcn import StaleBlock
 from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok
 

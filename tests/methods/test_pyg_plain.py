@@ -15,7 +15,7 @@ REGIME = ["dataset=cora", "model=sage", "layers=2", "hidden=32", "dropout=0.5", 
 
 @pytest.fixture(scope="module")
 def accuracies(tmp_path_factory):
-    from benchmarks.composition import config_of
+    from benchmarks.commands.composition import config_of
     folder = tmp_path_factory.mktemp("pyg_plain")
     out = {}
     for method in ("pyg_plain", "single"):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.errors import UserError
-from benchmarks.models import build_model
-from benchmarks.runner import run
+from benchmarks.base.errors import UserError
+from benchmarks.core.models import build_model
+from benchmarks.run.runner import run
 from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok
 

@@ -9,18 +9,18 @@ import math
 import pytest
 import torch
 
-from benchmarks.aggregation import LocalAdjacency
-from benchmarks.datasets import load_dataset
-from benchmarks.errors import UserError
-from benchmarks.method import method_class
-from benchmarks.models import build_model
-from benchmarks.partition import build_parts
-from benchmarks.runner import run
-from benchmarks.train import make_context
-from benchmarks.config import check
+from benchmarks.core.aggregation import LocalAdjacency
+from benchmarks.core.datasets import load_dataset
+from benchmarks.base.errors import UserError
+from benchmarks.run.method import method_class
+from benchmarks.core.models import build_model
+from benchmarks.core.partition import build_parts
+from benchmarks.run.runner import run
+from benchmarks.run.train import make_context
+from benchmarks.run.config import check
 from benchmarks.families.minibatch import PHASES
-from benchmarks.partition import own_edges
-from benchmarks.sampling import induced_subgraph
+from benchmarks.core.partition import own_edges
+from benchmarks.core.sampling import induced_subgraph
 from methods.graphsaint import normalisation
 from tests.conftest import SMALL_SYNTHETIC
 from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from analysis import costmodel
-from benchmarks.models import build_model
-from benchmarks.traffic import Rank
+from benchmarks.core.models import build_model
+from benchmarks.base.traffic import Rank
 from methods.tensor_parallel import column_slices
 from tests.methods.exactness import AT_DROPOUT, DATASETS, assert_comm, assert_matches, oracle, run_ok
 

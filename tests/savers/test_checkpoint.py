@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.errors import UserError
-from benchmarks.runner import plan
+from benchmarks.base.errors import UserError
+from benchmarks.run.runner import plan
 from tests.methods.exactness import DATASETS, grads_of, run_ok
 
 # (method and its options, the modes tried, what the recompute adds to the traffic: `_recompute` categories)

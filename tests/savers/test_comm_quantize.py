@@ -1,4 +1,4 @@
-"""`comm.quantize`: rows sent in training travel as a codec's payload (benchmarks.quantize), counted at
+"""`comm.quantize`: rows sent in training travel as a codec's payload (benchmarks.core.quantize), counted at
 the payload's size, and decode to an unbiased estimate of what was sent; evaluation, integer rows and
 a rank's own rows are never quantised. In process (stand-in transfers) and through real runs."""
 from __future__ import annotations
@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
-from benchmarks.comm import GRADIENT_BLOCK
-from benchmarks.errors import UserError
-from benchmarks.models import build_model
-from benchmarks.quantize import Codec
-from benchmarks.runner import plan
+from benchmarks.core.comm import GRADIENT_BLOCK
+from benchmarks.base.errors import UserError
+from benchmarks.core.models import build_model
+from benchmarks.core.quantize import Codec
+from benchmarks.run.runner import plan
 from tests.benchmarks.test_comm import mirror  # noqa: F401  (fixture)
 from tests.methods.exactness import DATASETS, run_ok
 
@@ -20,7 +20,7 @@ from tests.methods.exactness import DATASETS, run_ok
 @pytest.mark.fast
 @pytest.mark.parametrize("name", ["int8", "int2", "bf16"])
 def test_exchanged_rows_are_counted_at_payload_size_and_decode_unbiased(mirror, name):  # noqa: F811
-    from benchmarks.comm import Comm
+    from benchmarks.core.comm import Comm
     comm = Comm(rank=0, world=2, quantize=name)
     rows = torch.randn(6, 10)
     mine, theirs = rows[:2], rows[2:]
@@ -35,7 +35,7 @@ def test_exchanged_rows_are_counted_at_payload_size_and_decode_unbiased(mirror, 
 
 @pytest.mark.fast
 def test_evaluation_and_integer_rows_travel_as_they_are(mirror):  # noqa: F811
-    from benchmarks.comm import Comm
+    from benchmarks.core.comm import Comm
     comm = Comm(rank=0, world=2, quantize="int2")
     rows = torch.randn(4, 3)
     assert torch.equal(comm.all_to_all(rows, [1, 3], [1, 3], "eval"), rows)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.errors import UserError
-from benchmarks.quantize import QUANTIZE, Codec
+from benchmarks.base.errors import UserError
+from benchmarks.core.quantize import QUANTIZE, Codec
 
 pytestmark = pytest.mark.fast
 
@@ -50,8 +50,8 @@ def test_an_unknown_level_is_refused():
 def test_stochastic_rounding_of_a_nodes_row_is_keyed_by_the_node_not_the_sender():
     """`Comm.rounding_noise`: the uniforms of node v's row depend on (category, layer, v, column), so
     two ranks sending v (another layout) round it alike; another layer draws other uniforms."""
-    from benchmarks.comm import Comm
-    from benchmarks.quantize import Codec
+    from benchmarks.core.comm import Comm
+    from benchmarks.core.quantize import Codec
 
     codec, rows = Codec("int4"), torch.randn(6, 10)
     ids = torch.tensor([5, 17, 3, 99, 42, 8])

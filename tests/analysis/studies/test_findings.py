@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.report import publish
-from benchmarks.methods_table import about
+from benchmarks.run.methods_table import about
 from analysis.studies import findings
 from tests.analysis.handmade import record, write
 

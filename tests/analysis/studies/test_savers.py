@@ -135,7 +135,7 @@ def test_the_section_states_both_tables_and_writes_both_figures(folder, tmp_path
 
 
 def test_the_expected_variants_are_spelt_as_the_runtime_names_them():
-    from benchmarks.record import run_variant
+    from benchmarks.run.record import run_variant
 
     def named(method="full_halo", checkpoint="none", precision="fp32", quantize="none", grads=False):
         return run_variant({"method": {"name": method}, "memory": {"checkpoint": checkpoint}, "precision": precision,

@@ -9,7 +9,7 @@ import pytest
 
 from analysis import paired
 from analysis.studies import scaling
-from benchmarks.methods_table import about
+from benchmarks.run.methods_table import about
 from tests.analysis.handmade import record
 
 pytestmark = pytest.mark.fast

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.errors import UserError
+from benchmarks.base.errors import UserError
 from benchmarks.families.replicas import local_steps_schedule
-from benchmarks.runner import run
+from benchmarks.run.runner import run
 from tests.conftest import SMALL_SYNTHETIC
 
 pytestmark = pytest.mark.fast

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from benchmarks.tools import hardware
-from benchmarks.errors import UserError
+from benchmarks.base.errors import UserError
 from benchmarks.tools.hardware import HardwareProfile, load_profile, profile_names
 from tests import commands
 
@@ -79,7 +79,7 @@ def test_round_trip_by_path_and_by_name(tmp_path, monkeypatch):
 
 @pytest.mark.fast
 def test_precisions_are_the_runs():
-    from benchmarks.models import PRECISIONS
+    from benchmarks.core.models import PRECISIONS
 
     assert hardware.DENSE_DTYPES == tuple(PRECISIONS)
 

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from benchmarks.tools import partition_stats
-from benchmarks.config import check
-from benchmarks.errors import UserError
-from benchmarks.partition import load_part
+from benchmarks.run.config import check
+from benchmarks.base.errors import UserError
+from benchmarks.core.partition import load_part
 from benchmarks.tools.partition_stats import extrapolate, measure
-from benchmarks.runner import prepare
+from benchmarks.run.runner import prepare
 
 pytestmark = pytest.mark.fast
 

@@ -1,11 +1,11 @@
-"""The cost model's expected batch shapes (`benchmarks.traffic.sampled_hops`, `walk_batch`) against
+"""The cost model's expected batch shapes (`benchmarks.base.traffic.sampled_hops`, `walk_batch`) against
 what the suite's samplers draw on real graphs: the model counts the self-loop, the edge back to a
 row's parent and a row's earlier draws, so on a graph whose neighbourhoods overlap by chance (the
 synthetic one) it is exact to a few percent; Cora's triangles and CiteSeer's small components leave
 it up to a third over at the third hop (docs/projection.md)."""
 import pytest
 
-from benchmarks.datasets import load_dataset, synthetic
+from benchmarks.core.datasets import load_dataset, synthetic
 from benchmarks.tools.sampler_bench import FRONTIER_GRAPHS, frontier_ratios
 
 pytestmark = pytest.mark.fast

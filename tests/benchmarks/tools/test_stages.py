@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.config import check
-from benchmarks.runner import prepare
+from benchmarks.run.config import check
+from benchmarks.run.runner import prepare
 from benchmarks.tools import stages
 
 SMALL = ["dataset.nodes=600", "dataset.avg_degree=6", "dataset.features=8", "dataset.classes=4"]

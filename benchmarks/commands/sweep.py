@@ -1,0 +1,596 @@
+"""`python -m benchmarks.commands.sweep experiment=<preset> [key=value | key=a,b ...] [--dry-run]`: run a
+preset's sweep, each run in its own process (so each run's memory is its own), resuming. This is
+the one sweep engine: every study's runs come from its preset through here.
+
+What a preset sweeps (all optional; docs/analysis.md has an example of each):
+
+- `hydra.sweeper.params`: axes, crossed (the same ones `python -m benchmarks -m` uses). Comma lists
+  on this command line add axes or replace the preset's. `method: ${all_methods:}` sweeps every
+  registered method, so plugins added later are picked up with no change.
+- `sweep.variants`: a list of override lists; each run is one point of the axes plus one variant
+  (a union, not a product: `[[method=sar, method.mode=sa], [method=digest, method.sync_every=1]]`).
+  A variant that sets a key the point (or the command line) sets to another value is dropped, so
+  `method=sar` on the command line keeps only sar's variants.
+- `sweep.where`: `[{if: {key: value or [values]}, add: [overrides]}]`: extra overrides for the runs
+  whose overrides match (a larger graph for `dataset: synthetic`); later entries win.
+- `sweep.skip`: `[{key: value or [values]}]`: runs that match one entry are not run.
+- `sweep.minutes`: how long the whole sweep took on the machine the preset was timed on, which the
+  sweep's first line states before anything runs (the time left that each run's line gives follows
+  this machine).
+- `sweep.controls: true`: every run's exact control (`config.control_config`: the approximation
+  switched off, the same seed, partition, model and layer 0) is run too, unless the sweep has it
+  already, so the report can pair each approximation with its control seed by seed.
+- `sweep.bisect`: a strategy instead of one run per point: for each run, the largest value of the
+  numeric `key` whose record is `ok` and whose `field` (`summary.<name>`, a number of the record's
+  summary) is `at_most` (or `at_least`) a bound. It probes `start`, steps by `factor` (> 1) until it
+  has a value that meets the bound and one that does not, then bisects until they are within
+  `tolerance` (relative). The spec is checked (`Bisect`) before the first probe runs.
+
+Overrides on this command line win over everything the preset adds. Every run's configuration is
+composed and checked (`runner.plan`: no data is loaded) before the first run starts, so a bad value
+stops the sweep in one line naming the run. A run whose `ok` record exists is skipped
+(`resume=false` reruns it); a failed run is recorded and the sweep goes on; a method the preset
+names but this checkout does not have (a paper table's method not written yet) is skipped with a
+message. Each run's record is found at `record.record_path` of its configuration, never by reading
+the run's output. Each run's line says how many runs failed so far and, once one has run, the time
+left (`[7/40] method=sar workers=2 · 1 failed so far · ~3 min left`: benchmarks/base/progress.py).
+`--dry-run` prints the command of each run still missing (a bisection prints its first probe), for
+`torchrun` or a cluster scheduler.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import MISSING, dataclass
+from pathlib import Path
+from typing import Optional
+
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from benchmarks.commands.composition import COMPOSED, check_composes, composition_error, config_of
+from benchmarks.base.registry import CONF, check_overrides, method_names
+from benchmarks.base.errors import Stopped, UserError, stop_on_signals
+from benchmarks.base.options import Options, option, validate
+from benchmarks.base.progress import duration, progress_line, time_left
+from benchmarks.run.record import SUMMARY_FIELDS
+
+
+@dataclass(frozen=True)
+class Bisect(Options):
+    """A preset's `sweep.bisect`: the largest value of `key` whose record meets a bound (benchmarks/commands/sweep.py's
+    docstring says how the probes proceed)."""
+
+    reserved = ()
+    key: str = option(MISSING, "the numeric key bisected, e.g. dataset.nodes")
+    start: int = option(MISSING, "the first value probed", ge=1)
+    field: str = option(MISSING, "`summary.<name>`: the record's number held to the bound")
+    at_most: Optional[float] = option(None, "the bound the field must not exceed")
+    at_least: Optional[float] = option(None, "the bound the field must reach")
+    factor: float = option(2.0, "the step between probes until the bound is bracketed", gt=1)
+    tolerance: float = option(0.1, "the bracket's width at the end, relative to its lower value", gt=0)
+
+    @property
+    def bound(self) -> str:
+        """The condition a probe's field must meet, in words: `<= 2147483648`."""
+        return f"<= {self.at_most}" if self.at_most is not None else f">= {self.at_least}"
+
+    def holds(self, value: float) -> bool:
+        return value <= self.at_most if self.at_most is not None else value >= self.at_least
+
+    def check(self, run) -> None:
+        if (self.at_most is None) == (self.at_least is None):
+            raise UserError("sweep.bisect needs one bound: sweep.bisect.at_most or sweep.bisect.at_least")
+        section, _, name = self.field.partition(".")
+        if section != "summary" or name not in SUMMARY_FIELDS:
+            raise UserError(f"sweep.bisect.field={self.field} is not a number of a record's summary; choose one of: "
+                            f"{', '.join('summary.' + f for f in SUMMARY_FIELDS)}")
+
+
+def _values(override) -> list[str]:
+    """A sweep's values (`a,b,c`), or the one value of a plain `key=value`."""
+    if override.is_sweep_override():
+        return [str(v) for v in override.sweep_string_iterator()]
+    return [override.input_line.split("=", 1)[1]]
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0]
+
+
+def _text(value) -> str:
+    """A YAML value as it is written in an override (`true`, not Python's `True`)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _merge(*lists: list[str]) -> list[str]:
+    """Override lists joined; a later value of a key replaces an earlier one, in place."""
+    out: dict[str, str] = {}
+    for override in itertools.chain(*lists):
+        out[_key(override)] = override
+    return list(out.values())
+
+
+def _matches(values: dict[str, str], condition: dict) -> bool:
+    """Whether the run's overrides give every key of the condition one of its values."""
+    for key, wanted in condition.items():
+        wanted = wanted if isinstance(wanted, list) else [wanted]
+        if values.get(key) not in {_text(w) for w in wanted}:
+            return False
+    return True
+
+
+def _preset(fixed: list[str]):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", overrides=fixed, return_hydra_config=True)
+    params = cfg.hydra.sweeper.params
+    params = OmegaConf.to_container(params, resolve=True) if params is not None else {}
+    sweep = OmegaConf.to_container(cfg.sweep, resolve=True) if cfg.get("sweep") is not None else {}
+    return cfg, params, sweep
+
+
+def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
+    """The runs (override lists) of a sweep, and the methods it names that do not exist here."""
+    parsed = OverridesParser.create().parse_overrides(argv)
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    cfg, params, sweep = _preset(fixed)
+    axes = {o.key_or_group: _values(o) for o in OverridesParser.create().parse_overrides(
+        [f"{k}={v}" for k, v in params.items()])}
+    for o in parsed:  # the command line wins over the preset
+        axes.pop(o.key_or_group, None)
+        if o.is_sweep_override():
+            axes[o.key_or_group] = _values(o)
+    variants = [list(v) for v in sweep.get("variants") or [[]]]
+    from benchmarks.run.method import method_class
+
+    available = method_names()
+    single_process = {}  # per method, not per run: resolving a method reads every alias YAML
+    runs, missing, seen = [], [], set()
+    for coordinates, variant in itertools.product(itertools.product(*axes.values()), variants):
+        point = dict(zip(axes, coordinates)) | {_key(o): o.split("=", 1)[1] for o in fixed}
+        chosen = {_key(o): o.split("=", 1)[1] for o in variant}
+        if any(point.get(k, v) != v for k, v in chosen.items()):
+            continue  # the variant contradicts this point
+        values = point | chosen
+        if any(_matches(values, s) for s in sweep.get("skip") or []):
+            continue
+        method = values.get("method", cfg.method.name)
+        if method not in available:
+            missing.append(method)
+            continue
+        job = [f"{k}={values[k]}" for k in axes] + variant
+        for rule in sweep.get("where") or []:
+            if _matches(values, rule["if"]):
+                job = _merge(job, rule["add"])
+        if method not in single_process:
+            single_process[method] = method_class(method).single_process
+        if single_process[method]:  # it ignores `workers`: one run, not one per count
+            job = [o for o in job if _key(o) != "workers"]
+        overrides = _merge(job, fixed)  # the command line last: it wins
+        if tuple(overrides) not in seen:
+            seen.add(tuple(overrides))
+            runs.append(overrides)
+    return runs, sorted(set(missing))
+
+
+def _sweep_section(argv: list[str]) -> dict:
+    parsed = OverridesParser.create().parse_overrides(argv)
+    return _preset([o.input_line for o in parsed if not o.is_sweep_override()])[2]
+
+
+def bisect_spec(section: dict) -> Bisect | None:
+    """The sweep section's `bisect`, checked (None: one run per point)."""
+    spec = section.get("bisect")
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise UserError(f"sweep.bisect must be a mapping of its keys (key, start, field, at_most...), not {spec!r}")
+    return validate(Bisect, spec, section="sweep.bisect")
+
+
+def strategy(argv: list[str]) -> Bisect | None:
+    """The preset's `sweep.bisect` (None: one run per point)."""
+    return bisect_spec(_sweep_section(argv))
+
+
+def control_overrides(overrides: list[str], run) -> list[str] | None:
+    """The overrides of the run's exact control (`config.control_config`; None: the run is exact): its
+    own, with the method section and the codec replaced by the control's (options at their defaults
+    left out, so the control composes to the same record as the same run named by hand)."""
+    from benchmarks.run.config import control_config
+    from benchmarks.run.method import method_defaults
+
+    control = control_config(run)
+    if control is None:
+        return None
+    method, defaults = control.as_dict()["method"], method_defaults(control.method_name)
+    codec_off = control.comm != run.comm  # the control's codec is the default: none
+    kept = [o for o in overrides if _key(o) != "method" and not _key(o).startswith("method.")
+            and not (codec_off and _key(o).startswith("comm."))]
+    return kept + [f"method={method['name']}"] + [
+        f"method.{k}={_text(v)}" for k, v in method.items() if k not in ("name", "plugin") and defaults.get(k) != v]
+
+
+def with_controls(runs: list[list[str]], configs: list, machine: bool) -> tuple[list, list]:
+    """`runs` and `configs` with every run's exact control added after them (`sweep.controls`), each
+    once and only if no run of the sweep is it already (the same record path)."""
+    have = {path_of(cfg) for cfg in configs}
+    extra = [c for c in (control_overrides(o, cfg) for o, cfg in zip(runs, configs)) if c is not None]
+    runs, configs = list(runs), list(configs)
+    for overrides, cfg in zip(extra, checked(extra, None, machine) if extra else []):
+        path = path_of(cfg)
+        if path not in have:
+            have.add(path)
+            runs.append(overrides)
+            configs.append(cfg)
+    return runs, configs
+
+
+def checked(runs: list[list[str]], spec: Bisect | None, machine: bool = True) -> list:
+    """Every run's configuration (a bisection's: its first probe's; a `config.RunConfig`), composed and
+    checked as the run will check it (`runner.plan`; with `machine=False`, only what needs no look at this machine:
+    `config.check`, for commands printed to run elsewhere). The first bad one raises a UserError
+    naming the run; nothing has started then."""
+    from benchmarks.run.config import check
+    from benchmarks.run.runner import plan
+
+    configs = []
+    for i, overrides in enumerate(runs, 1):
+        if spec is not None:
+            overrides = _merge(overrides, [f"{spec.key}={spec.start}"])
+        try:
+            try:
+                cfg = config_of(overrides)
+            except (HydraException, OmegaConfBaseException) as e:
+                raise composition_error(e, overrides) from None
+            run = plan(cfg).cfg if machine else check(cfg)
+        except UserError as e:
+            raise UserError(f"run {i}/{len(runs)} ({' '.join(overrides)}): {e}") from None
+        configs.append(run)
+    return configs
+
+
+def path_of(run) -> Path:
+    """Where this run's record is (a pure function of its configuration)."""
+    from benchmarks.run.record import record_path
+
+    return record_path(run)
+
+
+def kept(run) -> dict | None:
+    """This run's `ok` record when it exists and resume is on (what a resumed sweep skips)."""
+    from benchmarks.run.record import ok_record
+
+    return ok_record(path_of(run)) if run.resume else None
+
+
+#: `GNNBENCH_SWEEP_FORK=off`: every run of a sweep starts as a fresh `python -m benchmarks` process
+#: (the warm parent's isolation is tested against it: tests/benchmarks/test_sweep_fork.py).
+SWEEP_FORK = "GNNBENCH_SWEEP_FORK"
+
+
+def forking() -> bool:
+    """Whether this sweep may fork its runs (`GNNBENCH_SWEEP_FORK` is not off; CUDA runs start fresh
+    whatever it says: `warm_up`)."""
+    return os.environ.get(SWEEP_FORK, "on").lower() not in ("0", "off", "false", "no")
+
+
+def warm_up(configs: list) -> bool:
+    """Make this sweep the warm parent of its runs: import what a run imports (torch, the runner, the
+    pre-flight check, torch._dynamo, which every optimizer imports), start the ranks' fork server and
+    load each dataset once, so a run forked from here starts in a fraction of a second instead of
+    about 5 s. False where runs start fresh: GNNBENCH_SWEEP_FORK=off, or a CUDA run (a CUDA context does
+    not survive a fork). What torch computes here (loading a dataset) runs on one thread: an OpenMP
+    thread pool does not survive a fork either (a forked run's first parallel operation would hang),
+    and a pool that was never started is started afresh in each run (`_forked_run`)."""
+    if not forking() or any(c.device != "cpu" for c in configs):
+        return False
+    import gc
+
+    import torch
+    import torch._dynamo  # noqa: F401
+    import benchmarks.commands.outcome  # noqa: F401 (what a run imports: the runner, through run_and_report)
+    import benchmarks.run.runner  # noqa: F401
+    from benchmarks.core import datasets
+    from benchmarks.run import rank_server
+    from benchmarks.run.record import processes_of
+
+    global _RUN_THREADS
+    _RUN_THREADS = torch.get_num_threads()
+    torch.set_num_threads(1)
+    for cfg in configs:
+        datasets.preload(cfg.dataset_section, cfg.data_root)
+    if any(processes_of(cfg) > 1 for cfg in configs):
+        rank_server.serve()
+    gc.freeze()  # what is loaded now is never garbage: a run's collections skip it instead of copying it
+    return True
+
+
+#: The thread count a forked run starts with: this process's own before `warm_up` kept it to one.
+_RUN_THREADS = 1
+
+
+def _forked_run(config: dict, output: str, preflight) -> None:
+    """A run in a child forked from the warm sweep: what `python -m benchmarks` does with the
+    configuration the sweep composed and checked, the pre-flight check it was handed included, without
+    starting Python, importing torch or composing again; its output into `output`."""
+    from benchmarks.commands.outcome import run_and_report
+
+    become_child(lambda: run_and_report(config, preflight), output, output, _RUN_THREADS)
+
+
+def become_child(work, stdout: str, stderr: str, threads: int) -> None:
+    """In a child forked from a warm parent (`warm_up`, or the tests' tests/commands.py): die with the
+    parent, write to the files `stdout` and `stderr` (one path: one file for both), read nothing, fork
+    ranks from the parent's fork server, compute on `threads` threads (a pool of its own); then
+    `work()`, and exit with the status a fresh `python -m` process would have: its SystemExit's (a
+    message printed, as Python prints it), 1 with the traceback for anything else."""
+    import traceback
+
+    from benchmarks.run import rank_server
+    from benchmarks.base.leftovers import killed_with_parent
+
+    killed_with_parent()
+    opened: dict[str, int] = {}
+    for fd, path in ((1, stdout), (2, stderr)):
+        if path not in opened:
+            opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(opened[path], fd)
+    for target in opened.values():
+        os.close(target)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    rank_server.adopt()
+    import torch
+    torch.set_num_threads(threads)
+    code = 0
+    try:
+        work()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else int(e.code is not None)
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 (a bug: its traceback is the output, as in a fresh process)
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run_forked(run, preflight) -> str:
+    """Fork `run` from this warm sweep (`warm_up`), wait for it; its output. A stop stops it as a user would."""
+    import multiprocessing as mp
+    import tempfile
+
+    fd, output = tempfile.mkstemp(prefix="gnnbench-run-", suffix=".log")
+    os.close(fd)
+    proc = mp.get_context("fork").Process(target=_forked_run, args=(run.as_dict(), output, preflight),
+                                          name="gnnbench-run")
+    try:
+        proc.start()
+        try:
+            proc.join()
+        except Stopped:
+            proc.terminate()  # the run stops its ranks and records itself as failed
+            proc.join(60)
+            if proc.is_alive():
+                proc.kill()  # its ranks die with it (leftovers.die_with_launcher)
+                proc.join()
+            raise
+        return Path(output).read_text(errors="replace")
+    finally:
+        os.unlink(output)
+
+
+def run_one(overrides: list[str], run, warm: bool = False, preflight=None) -> dict | None:
+    """The run `overrides` compose to (`run`, checked): forked from this warm sweep (`warm`; with the
+    pre-flight check `preflight`), else `python -m benchmarks <overrides>` in a fresh process (which
+    checks it itself); prints its last line and returns the record it wrote (None if none: refused
+    before it started, a UserError)."""
+    import json
+
+    lines = (_run_forked(run, preflight) if warm else _run_fresh(overrides)).strip().splitlines() or ["(no output)"]
+    print(f"  {lines[-1]}", flush=True)
+    try:
+        return json.loads(path_of(run).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _run_fresh(overrides: list[str]) -> str:
+    """`python -m benchmarks <overrides>` in its own process, waited for; its stdout, or the last line
+    of its stderr where it printed nothing. A stop stops it as a user would."""
+    from benchmarks.base.leftovers import killed_with_parent
+
+    # The run dies with the sweep, even a SIGKILLed one (its ranks then die with it); a stop is below.
+    # COMPOSED: the sweep composed and checked this run before it started the first (`expand`), so
+    # the run does not compose it a second time to check it (composition.check_composes): ~0.4 s a run.
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks", *overrides], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=killed_with_parent,
+                            env={**os.environ, COMPOSED: "1"})
+    try:
+        stdout, stderr = proc.communicate()
+    except Stopped:
+        # Stop the run the way a user would: it stops its ranks and records itself as failed.
+        proc.terminate()
+        try:
+            proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # its ranks die with it (leftovers.die_with_launcher)
+            proc.communicate()
+        raise
+    return stdout if stdout.strip() else "\n".join(stderr.strip().splitlines()[-1:])
+
+
+def first_line(runs: list[list[str]], minutes: float | None, warm: bool) -> str:
+    """What the sweep is about to do, before it does it: `sweep: 41 runs to go (method: 21 values; workers:
+    1, 2), about 2 min on the machine the preset was timed on; each forked from this warm process (...)`.
+    The estimate is the preset's own `sweep.minutes` (measured for its whole sweep); the time left that
+    each run's line gives follows what this machine does."""
+    values: dict[str, list[str]] = {}
+    for overrides in runs:
+        for o in overrides:
+            key, value = o.split("=", 1)
+            if value not in values.setdefault(key, []):
+                values[key].append(value)
+    axes = [f"{k}: {len(v)} values" if len(v) > 3 else f"{k}: {', '.join(v)}" for k, v in values.items() if len(v) > 1]
+    about = f"about {duration(minutes * 60)} on the machine its preset was timed on" if minutes else None
+    how = (f"each forked from this warm process (torch, the runner and the datasets loaded once; {SWEEP_FORK}=off "
+           "starts each afresh)") if warm else "each in a fresh process"
+    return f"sweep: {len(runs)} runs to go" + (f" ({'; '.join(axes)})" if axes else "") + \
+        (f", {about}" if about else "") + f"; {how}"
+
+
+def field(record: dict, dotted: str):
+    for part in dotted.split("."):
+        record = record[part]
+    return record
+
+
+def meets(record: dict | None, spec: Bisect) -> bool:
+    """Whether a bisection probe's record is ok and its field is within the bound."""
+    if record is None or record["status"] != "ok":
+        return False
+    value = field(record, spec.field)
+    return isinstance(value, (int, float)) and spec.holds(value)  # null: the probe measured no such number
+
+
+def bisect(fits, start: int, factor: float = 2.0, tolerance: float = 0.1) -> tuple[int | None, int | None]:
+    """(largest value found that fits, smallest found that does not) for a predicate that holds
+    below some threshold: step from `start` by `factor` until both sides are seen, then halve the
+    gap until it is within `tolerance` of the lower value. (None, hi) if not even 1 fits."""
+    lo = hi = None
+    value = int(start)
+    while lo is None or hi is None:  # a bracket around the threshold
+        if fits(value):
+            lo, value = value, max(value + 1, int(value * factor))
+        else:
+            hi, value = value, int(value / factor)
+            if value < 1 and lo is None:
+                return None, hi
+    while hi - lo > max(1, tolerance * lo):
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo, hi
+
+
+def _bisect_run(overrides: list[str], spec: Bisect, counts: dict) -> None:
+    def fits(value: int) -> bool:
+        probe = _merge(overrides, [f"{spec.key}={value}"])
+        from benchmarks.run.config import check
+
+        cfg = check(config_of(probe))
+        record = kept(cfg)
+        if record is not None:
+            counts["kept"] += 1
+        else:
+            record = run_one(probe, cfg)
+            counts["ok" if record and record["status"] == "ok" else "failed_probes"] += 1
+        ok = meets(record, spec)
+        print(f"  {spec.key}={value}: {'meets' if ok else 'does not meet'} {spec.field} {spec.bound}", flush=True)
+        return ok
+
+    lo, hi = bisect(fits, spec.start, spec.factor, spec.tolerance)
+    print(f"  largest {spec.key} that meets it: {lo} (smallest that does not: {hi})", flush=True)
+
+
+def main(argv=None, preflight=None) -> None:
+    """The sweep. `preflight`: the pre-flight memory check its forked runs pass, as the entry point
+    hands it (`python -m benchmarks.commands.sweep` and `python -m benchmarks -m` do; None: none)."""
+    try:
+        with stop_on_signals():
+            sweep(sys.argv[1:] if argv is None else argv, preflight)
+    except Stopped as e:
+        print(f"sweep {e}: the run in progress, if any, is recorded as failed; the same command resumes",
+              file=sys.stderr)
+        sys.exit(128 + e.signum)
+
+
+def sweep(argv: list[str], preflight=None) -> None:
+    dry_run = "--dry-run" in argv
+    argv = [a for a in argv if a != "--dry-run"]
+    try:
+        check_overrides(argv)
+        if not dry_run and forking():  # the ranks' fork server imports torch while this does (`warm_up` uses it)
+            from benchmarks.run import rank_server
+            rank_server.start(argv)
+        check_composes(argv)
+        try:
+            runs, missing = expand(argv)
+            section = _sweep_section(argv)
+            spec = bisect_spec(section)
+        except (HydraException, OmegaConfBaseException) as e:
+            raise composition_error(e, argv) from None
+        configs = checked(runs, spec, machine=not dry_run)
+        if section.get("controls"):
+            runs, configs = with_controls(runs, configs, machine=not dry_run)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    for name in missing:
+        print(f"skip: method '{name}' is not available in this checkout (methods: "
+              f"{', '.join(method_names())})", flush=True)
+    if not dry_run:  # said here, once: the runs inherit that it was said (their output is not shown)
+        from benchmarks.core import native
+        for cfg in configs:
+            native.resolve(cfg.kernel, cfg.device, log=lambda line: print(line, flush=True))
+    # A probe that does not fit (even one that fails: out of memory) is an answer, not a failure.
+    counts = {"ok": 0, "kept": 0, "failed": 0, "failed_probes": 0}
+    # The time left is the mean wall time of the runs this sweep ran times the runs still to run: a
+    # run kept from an earlier sweep takes none, so it counts in neither (a bisection's kept probes
+    # are found as it goes: each bisection counts as still to run).
+    found = [None if spec is not None else kept(cfg) for cfg in configs]  # each record read once
+    waiting = [spec is not None or record is None for record in found]
+    # Warm only for plain runs: a bisection's probes may not fit, and run as fresh processes.
+    warm = not dry_run and spec is None and any(waiting) and warm_up(
+        [cfg for cfg, wait in zip(configs, waiting) if wait])
+    if not dry_run and any(waiting):
+        print(first_line([o for o, wait in zip(runs, waiting) if wait], section.get("minutes"), warm), flush=True)
+    ran, ran_s = 0, 0.0
+    for i, (overrides, cfg) in enumerate(zip(runs, configs), 1):
+        head = f"[{i}/{len(runs)}] {' '.join(overrides)}"
+        so_far = (f"{counts['failed']} failed so far" if counts["failed"] else None,
+                  time_left(ran, sum(waiting[i - 1:]), ran_s))
+        started, probes = time.monotonic(), counts["ok"] + counts["failed_probes"]
+        if spec is not None:
+            if dry_run:
+                first = _merge(overrides, [f"{spec.key}={spec.start}"])
+                print(f"python -m benchmarks {shlex.join(first)}")
+                continue
+            print(progress_line(f"{head}: bisect {spec.key}", *so_far), flush=True)
+            _bisect_run(overrides, spec, counts)
+            if counts["ok"] + counts["failed_probes"] > probes:  # not every probe was kept
+                ran, ran_s = ran + 1, ran_s + time.monotonic() - started
+            continue
+        if found[i - 1] is not None:
+            counts["kept"] += 1
+            print(f"{head}: kept (ok record exists)", flush=True)
+            continue
+        if dry_run:
+            print(f"python -m benchmarks {shlex.join(overrides)}")
+            continue
+        print(progress_line(head, *so_far), flush=True)
+        record = run_one(overrides, cfg, warm, preflight)
+        counts["ok" if record and record["status"] == "ok" else "failed"] += 1
+        ran, ran_s = ran + 1, ran_s + time.monotonic() - started
+    if not dry_run:
+        print(f"sweep: {len(runs)} runs: {counts['ok']} ran, {counts['kept']} kept, {counts['failed']} failed"
+              + (f", {counts['failed_probes']} probes too big or failed" if spec is not None else "")
+              + (f"; {len(missing)} method(s) not available: {', '.join(missing)}" if missing else ""), flush=True)
+    if counts["failed"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":  # a program of its own: the entry point hands it the pre-flight check
+    from benchmarks.__main__ import preflight_checks
+
+    main(preflight=preflight_checks()[0])

@@ -1,0 +1,223 @@
+"""The `native` kernels: CSR products, multi-head attention products and dropout written for the CPU
+(benchmarks/core/native.c), built on first use by the machine's C compiler and loaded through ctypes.
+
+Why C through ctypes, and not a torch C++ extension or a JIT such as numba: the file needs no Python or
+torch headers, so it compiles in about a second with any C compiler and adds no dependency; torch's
+extension loader needs ninja and compiles torch's headers for a minute; numba is a large dependency whose
+compile cost each process pays again. Threads are pthreads started per call (native.c says why).
+
+Nothing here is a build step: the library is compiled on first use into a per-user cache
+(`GNNBENCH_NATIVE_CACHE`, default ~/.cache/gnnbench/native), keyed by the source, the compiler and the
+CPU, and shared by every later process. Where it cannot be built (no compiler, a failed build) or is
+switched off (`GNNBENCH_NATIVE=off`), `unavailable()` says why and runs fall back to `kernel=spmm` with
+one line (`benchmarks.run.config`). The wrappers take fp32 CPU tensors; callers check `usable` first and use
+torch's kernels for anything else (fp64 in gradcheck, CUDA).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("native.c")
+FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-std=c11", "-pthread"]
+_c_i64, _c_int, _c_u32, _c_float, _ptr = ctypes.c_int64, ctypes.c_int, ctypes.c_uint32, ctypes.c_float, ctypes.c_void_p
+SIGNATURES = {
+    "gnn_spmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_int],
+    "gnn_head_spmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_i64, _c_int],
+    "gnn_head_sddmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_i64, _c_int],
+    "gnn_dropout_rows": [_ptr, _ptr, _ptr, _c_i64, _c_i64, _c_u32, _c_u32, _c_u32, _c_float, _c_int],
+    "gnn_element_hash": [_ptr, _ptr, _c_i64, _c_u32, _c_u32, _c_int],
+    "gnn_edge_softmax": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
+    "gnn_edge_softmax_backward": [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_float, _c_int],
+    "gnn_gather_sum": [_ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_int],
+}
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("GNNBENCH_NATIVE_CACHE") or Path.home() / ".cache" / "gnnbench" / "native")
+
+
+def _cpu() -> str:
+    """What -march=native compiles for: the CPU's model and flags (a shared home folder may be read by
+    another kind of machine)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        return "\n".join(sorted({line for line in text.splitlines() if line.startswith(("model name", "flags"))}))
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
+def _build() -> tuple[ctypes.CDLL | None, str | None]:
+    if os.environ.get("GNNBENCH_NATIVE", "").lower() in ("0", "off", "false", "no"):
+        return None, "switched off (GNNBENCH_NATIVE=off)"
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not compiler or not shutil.which(compiler):
+        return None, f"no C compiler found ({compiler or 'cc, gcc'})"
+    try:
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+        key = hashlib.sha256("\0".join([SOURCE.read_text(), compiler, version, *FLAGS, _cpu()]).encode()).hexdigest()
+        path = _cache_dir() / f"native-{key[:16]}.so"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=path.parent) as tmp:  # built aside, renamed into place
+                out = Path(tmp) / path.name
+                done = subprocess.run([compiler, *FLAGS, "-o", str(out), str(SOURCE)], capture_output=True,
+                                      text=True, timeout=300)
+                if done.returncode != 0:
+                    first = (done.stderr.strip().splitlines() or ["no message"])[0]
+                    return None, f"{compiler} failed to build {SOURCE.name}: {first}"
+                os.replace(out, path)
+        lib = ctypes.CDLL(str(path))
+        for name, args in SIGNATURES.items():
+            getattr(lib, name).argtypes, getattr(lib, name).restype = args, None
+        return lib, None
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"could not build or load {SOURCE.name}: {e}"
+
+
+@lru_cache(maxsize=None)
+def _library() -> tuple[ctypes.CDLL | None, str | None]:
+    return _build()
+
+
+def unavailable() -> str | None:
+    """Why the native kernels cannot run in this process, or None when they can (built on first call)."""
+    return _library()[1]
+
+
+#: Set once the fallback line is said, and inherited by child processes (a sweep's runs, their ranks,
+#: a test session's commands): the line is said once per process tree, not once per run.
+SAID = "GNNBENCH_NATIVE_FALLBACK_SAID"
+
+
+def resolve(kernel: str, device: str, log=None) -> str:
+    """The kernel a run asking for `kernel` runs on this machine: `native` where it can, else `spmm`,
+    said in one line (to `log`, default stderr) unless this process or its parent said it already."""
+    if kernel != "native":
+        return kernel
+    why = "it is a CPU kernel and device=cuda" if device == "cuda" else unavailable()
+    if why is None:
+        return kernel
+    if os.environ.get(SAID) != "1":
+        os.environ[SAID] = "1"
+        (log or (lambda text: print(text, file=sys.stderr, flush=True)))(
+            f"kernel=native is unavailable ({why}); running kernel=spmm, torch's CSR kernels (same results, slower)")
+    return "spmm"
+
+
+def usable(*tensors: torch.Tensor) -> bool:
+    """Whether these tensors can go through the native kernels: fp32, on the CPU, library built."""
+    return all(t.dtype == torch.float32 and t.device.type == "cpu" for t in tensors) and _library()[0] is not None
+
+
+def _p(t: torch.Tensor | None):
+    return None if t is None else ctypes.c_void_p(t.data_ptr())
+
+
+#: Below this many multiply-adds a call runs on one thread: starting a thread costs tens of
+#: microseconds, more than a small graph's (Cora's) whole product.
+SMALL = 1 << 18
+
+
+def _threads(work: int) -> int:
+    return 1 if work < SMALL else torch.get_num_threads()
+
+
+def spmm(indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """A @ x for A in CSR (int32 indptr and indices, fp32 values); x is [num_cols, ...], the result
+    [num_rows, ...]."""
+    x = x.contiguous()
+    rows, width = indptr.numel() - 1, math.prod(x.shape[1:])
+    out = x.new_empty((rows, *x.shape[1:]))
+    _library()[0].gnn_spmm(_p(indptr), _p(indices), _p(values), _p(x), _p(out), rows, width,
+                           _threads(indices.numel() * width))
+    return out
+
+
+def head_spmm(indptr, indices, alpha: torch.Tensor, z: torch.Tensor, perm: torch.Tensor | None = None):
+    """out[v, h] = sum over the CSR's entries e of row v of alpha[perm[e], h] z[col_e, h]; z is
+    [num_cols, H, C], alpha [nnz, H], perm (int32) maps CSR position to alpha's row (None: itself)."""
+    z, alpha = z.contiguous(), alpha.contiguous()
+    rows, heads, channels = indptr.numel() - 1, z.shape[1], z.shape[2]
+    out = z.new_empty((rows, heads, channels))
+    _library()[0].gnn_head_spmm(_p(indptr), _p(indices), _p(perm), _p(alpha), _p(z), _p(out), rows, heads, channels,
+                                _threads(indices.numel() * heads * channels))
+    return out
+
+
+def head_sddmm(indptr, indices, g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """out[e, h] = g[v, h] . z[col_e, h] for every CSR entry e of row v; [nnz, H]."""
+    g, z = g.contiguous(), z.contiguous()
+    rows, heads, channels = indptr.numel() - 1, z.shape[1], z.shape[2]
+    out = z.new_empty((indices.numel(), heads))
+    _library()[0].gnn_head_sddmm(_p(indptr), _p(indices), _p(g), _p(z), _p(out), rows, heads, channels,
+                                 _threads(indices.numel() * heads * channels))
+    return out
+
+
+def edge_softmax(indptr, indices, el: torch.Tensor, er: torch.Tensor, slope: float) -> torch.Tensor:
+    """GAT's edge softmax: alpha[e, h] = softmax over row v's entries of LeakyReLU(el[col_e, h] + er[v, h]);
+    el [num_cols, H], er [num_rows, H], alpha [nnz, H]."""
+    el, er = el.contiguous(), er.contiguous()
+    alpha = el.new_empty((indices.numel(), el.shape[1]))
+    _library()[0].gnn_edge_softmax(_p(indptr), _p(indices), _p(el), _p(er), _p(alpha), indptr.numel() - 1,
+                                   el.shape[1], slope, _threads(alpha.numel()))
+    return alpha
+
+
+def edge_softmax_backward(indptr, indices, el, er, alpha, dalpha, slope: float):
+    """(gradient of the logits before LeakyReLU [nnz, H], er's gradient [num_rows, H]) given alpha's."""
+    dalpha = dalpha.contiguous()
+    dx, der = torch.empty_like(alpha), er.new_empty(er.shape)
+    _library()[0].gnn_edge_softmax_backward(_p(indptr), _p(indices), _p(el), _p(er), _p(alpha), _p(dalpha), _p(dx),
+                                            _p(der), indptr.numel() - 1, el.shape[1], slope, _threads(alpha.numel()))
+    return dx, der
+
+
+def gather_sum(indptr, perm, values: torch.Tensor) -> torch.Tensor:
+    """out[r, h] = sum over the CSR's entries e of row r of values[perm[e], h]; [num_rows, H]."""
+    values = values.contiguous()
+    out = values.new_empty((indptr.numel() - 1, values.shape[1]))
+    _library()[0].gnn_gather_sum(_p(indptr), _p(perm), _p(values), _p(out), indptr.numel() - 1, values.shape[1],
+                                 _threads(perm.numel() * values.shape[1]))
+    return out
+
+
+def _threshold(p: float) -> int:
+    return min(int(p * 2 ** 32), 2 ** 32 - 1)
+
+
+def hashes_usable(i: torch.Tensor) -> bool:
+    """Whether `element_hash` can take these element indices: int64, on the CPU, library built."""
+    return i.dtype == torch.int64 and i.device.type == "cpu" and _library()[0] is not None
+
+
+def element_hash(i: torch.Tensor, key: int) -> torch.Tensor:
+    """draws.element_hash's value per element index (int64 >= 0), through native.c's `dropout_hash`."""
+    i = i.contiguous()
+    out = torch.empty_like(i)
+    _library()[0].gnn_element_hash(_p(i), _p(out), i.numel(), key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF,
+                                   _threads(i.numel() * 16))  # a hash: about 16 integer operations
+    return out
+
+
+def dropout_rows(x: torch.Tensor, p: float, key: int, ids: torch.Tensor) -> torch.Tensor:
+    """x [rows, width] with node-keyed masks: element (r, c) kept (scaled by 1/(1-p)) when
+    hash(key, ids[r] * width + c) >= p 2^32 (`draws.element_hash` is the same function in torch)."""
+    x, ids = x.contiguous(), ids.to(torch.int64).contiguous()
+    out = torch.empty_like(x)
+    rows, width = x.shape[0], (x.numel() // x.shape[0] if x.shape[0] else 0)
+    _library()[0].gnn_dropout_rows(_p(x), _p(out), _p(ids), rows, width, key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF,
+                                   _threshold(p), 1.0 / (1.0 - p), _threads(x.numel()))
+    return out

@@ -1,0 +1,54 @@
+"""The fork server a run's ranks are forked from (multiprocessing's `forkserver`), in one place.
+
+It imports torch and the runtime once, so a rank starts in a fraction of a second instead of
+re-importing everything, and never inherits the launcher's threads, as a plain fork would.
+torch._dynamo too: every torch optimizer imports it when it is built, which otherwise costs every
+rank of every run 2 s of CPU. Its environment is the one it started with: the ranks are handed what
+a run needs (benchmarks.run.runner._rank_process). Imports nothing heavy: `python -m benchmarks` starts
+it before it imports torch itself (`start`), so the two imports, about 2.5 s each, overlap."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+
+PRELOAD = ["benchmarks.run.runner", "torch._dynamo"]
+
+
+def context():
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def serve() -> None:
+    """Start the fork server now and wait until it is up: a warm sweep's runs, forked from it, all
+    fork their ranks from this one server (`adopt`)."""
+    _ensure_running()
+
+
+def _ensure_running() -> None:
+    """Start the fork server unless it runs (or this process adopted one: `adopt`)."""
+    from multiprocessing import forkserver
+    context()
+    forkserver._forkserver.ensure_running()  # the instance's: `adopt` replaces it (the module's alias is bound)
+
+
+def adopt() -> None:
+    """In a run forked from a process that serves ranks (`serve`): use that fork server, already
+    warm, instead of starting another (multiprocessing's check that a server is alive asks the
+    kernel about its own child, which the server is not of a fork: its address and keep-alive pipe
+    are inherited and valid)."""
+    from multiprocessing import forkserver, resource_tracker
+    server = forkserver._forkserver
+    if server._forkserver_pid is not None:
+        server.ensure_running = resource_tracker.ensure_running
+
+
+def start(argv: list[str] | None = None) -> None:
+    """Start the fork server now, in the background, unless this process is a torchrun rank or its
+    command line (`argv`, default this process's) says `workers=1` (neither forks ranks). A launch that
+    turns out to need none (one process, a refused config) leaves it idle; it exits with this process."""
+    if "RANK" in os.environ or "workers=1" in (sys.argv[1:] if argv is None else argv):
+        return
+    _ensure_running()
