@@ -201,7 +201,7 @@ class Widths:
     def post(self, rows: torch.Tensor, key) -> MixedWidthTransfer:
         """Post `rows` (the rows sent in `key`'s direction, in order) at their widths."""
         direction, layer = key
-        if self.adaptive and not self.comm.recompute.active:
+        if self.adaptive and not self.ctx.recompute.active:
             self.trace(rows, key)
         out = rows.new_empty((sum(self.counts[direction][1]), *rows.shape[1:]))
         ids = self.comm.draws.ids_of(self.plan.send_idx) if direction == "halo_fwd" else None
@@ -361,7 +361,7 @@ class AdaQPAggregator(Aggregator):
         self.in_flight = {}  # layer -> the halo gradients posted in backward
         # Quantised rows must not be fetched again by a checkpoint's recompute (they would round
         # differently from the forward's): the forward's rows are replayed.
-        self.replay = Replay(always=True)
+        self.replay = Replay(ctx.recompute, always=True)
         adj, n = ctx.adj, ctx.adj.num_rows
         marginal = torch.zeros(n, dtype=torch.bool, device=ctx.device)
         marginal[adj.dst[adj.src >= n]] = True
@@ -376,7 +376,7 @@ class AdaQPAggregator(Aggregator):
         if self.comm.world == 1:
             return aggregate(self.adj, h, None)
         h = _Departure.apply(h, self, layer)
-        replayed = self.comm.recompute.active and layer in self.replay.kept
+        replayed = self.replay.recompute.active and layer in self.replay.kept
         posted = None if replayed else self.widths.post(h.detach().index_select(0, self.plan.send_idx),
                                                         ("halo_fwd", layer))
         if self.overlap:

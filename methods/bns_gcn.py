@@ -113,7 +113,7 @@ class Method(FullGraphMethod):
         if self.kept_epoch0 is None:
             self.kept_epoch0 = plan.recv_counts
         self.kept_total += sum(plan.recv_counts)
-        return LayerZeroExact(self.first, HaloAggregator(adj, plan, ctx.comm), ctx.comm)
+        return LayerZeroExact(self.first, HaloAggregator(adj, plan, ctx.comm, recompute=ctx.recompute), ctx.comm)
 
     def probes(self) -> dict:
         boundary = self.ctx.plan.recv_counts

@@ -216,7 +216,7 @@ class Method(FullGraphMethod):
     def make_aggregator(self):
         ctx = self.ctx
         if ctx.world == 1:  # one block: the whole graph, nothing to broadcast
-            return HaloAggregator(ctx.adj, ctx.plan, ctx.comm)
+            return HaloAggregator(ctx.adj, ctx.plan, ctx.comm, recompute=ctx.recompute)
         return CagnetAggregator(ctx)
 
     # ------------------------------------------------------------------ the cost model's hooks

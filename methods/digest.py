@@ -207,7 +207,7 @@ class Method(PartitionParallelMethod):
             self.halo = StoreHalo(ctx, store, self.server)
         else:
             self.halo = StaleHalo(ctx, ctx.options.sync)
-        stale = LocalAggregator(ctx.adj, ctx.comm, self.halo)  # the full row panel, global degrees
+        stale = LocalAggregator(ctx.adj, ctx.comm, self.halo, recompute=ctx.recompute)  # the full row panel
         return LayerZeroExact(layer0_aggregator(ctx, ctx.options.layer0), stale, ctx.comm)
 
     def open_shared_state(self) -> tuple[ParameterServer, RepresentationStore]:

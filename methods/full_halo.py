@@ -36,7 +36,7 @@ class Method(FullGraphMethod):
 
     def make_aggregator(self):
         ctx = self.ctx
-        every_layer = HaloAggregator(ctx.adj, ctx.plan, ctx.comm)
+        every_layer = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, recompute=ctx.recompute)
         if ctx.options.layer0 == "exchanged":
             return every_layer
         return LayerZeroExact(layer0_aggregator(ctx, ctx.options.layer0), every_layer, ctx.comm)

@@ -109,7 +109,7 @@ class Method(LocalRounds):
         self.server_scaler = torch.amp.GradScaler(ctx.device.type, enabled=ctx.scaler.is_enabled())
         if not self.sampled_correction:
             self.server_aggregator = HaloAggregator(ctx.adj, ctx.plan, ctx.comm,
-                                                    ("correction_fwd", "correction_bwd"))
+                                                    ("correction_fwd", "correction_bwd"), recompute=ctx.recompute)
             return
         # The server (rank 0) holds the whole graph: structure and features from the replicated store
         # (collective), labels and training mask gathered once (setup).

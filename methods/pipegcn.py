@@ -124,11 +124,11 @@ class PipelinedAggregator(LocalAggregator):
 
     def __init__(self, ctx, options):
         # `halo` only says whether there is one (LocalAggregator.sources); `halo_rows` below replaces its use
-        super().__init__(ctx.adj, ctx.comm, halo=self.halo_rows if ctx.world > 1 else None)
+        super().__init__(ctx.adj, ctx.comm, halo=self.halo_rows if ctx.world > 1 else None, recompute=ctx.recompute)
         self.ctx, self.plan, self.epoch = ctx, ctx.plan, 0
         self.receiver_dropout = options.halo_dropout == "receiver"
         self.undropped = {}  # layer -> its undropped input this step (halo_dropout: receiver)
-        self.stale_replay = Replay(always=True)
+        self.stale_replay = Replay(ctx.recompute, always=True)
         plan, comm = ctx.plan, ctx.comm
         settings = dict(pipeline=options.pipeline, gamma=options.gamma, epoch0=options.epoch0)
         # Posts of every layer and direction are in flight together: one slot (tag) per layer on a

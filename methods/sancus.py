@@ -149,8 +149,8 @@ class SancusAggregator(HaloAggregator):
     gradients), through the skipping exchange; layer 0 goes elsewhere (`LayerZeroExact`)."""
 
     def __init__(self, ctx, threshold: float, max_staleness: int, skip_grads: bool):
-        super().__init__(ctx.adj, ctx.plan, ctx.comm)
-        self.skip_replay = Replay(always=True)
+        super().__init__(ctx.adj, ctx.plan, ctx.comm, recompute=ctx.recompute)
+        self.skip_replay = Replay(ctx.recompute, always=True)
         plan = ctx.plan
         self.exchanges = {
             layer: (SkippingExchange(ctx.comm, plan.send_counts, plan.recv_counts, threshold, max_staleness,

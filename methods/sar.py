@@ -363,7 +363,7 @@ class Method(FullGraphMethod):
     def make_aggregator(self):
         options = self.ctx.options
         if options.mode == "one_shot":
-            return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm)
+            return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm, recompute=self.ctx.recompute)
         return SARAggregator(self.ctx, options.mode, options.prefetch)
 
     # ------------------------------------------------------------------ the cost model's hooks

@@ -214,7 +214,7 @@ class Method(FullGraphMethod):
     def make_aggregator(self):
         ctx = self.ctx
         if ctx.world == 1:  # one slice: every column, the whole graph; nothing to switch
-            return HaloAggregator(ctx.adj, ctx.plan, ctx.comm)
+            return HaloAggregator(ctx.adj, ctx.plan, ctx.comm, recompute=ctx.recompute)
         return TensorParallelAggregator(ctx)
 
     # ------------------------------------------------------------------ the cost model's hooks

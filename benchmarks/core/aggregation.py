@@ -44,6 +44,7 @@ import torch.nn.functional as F
 
 from benchmarks.core import native
 from benchmarks.core.comm import Channel, Comm
+from benchmarks.core.recompute import Recompute
 from benchmarks.base.errors import choose
 from benchmarks.core.graph import edge_rows
 
@@ -417,17 +418,17 @@ def keep_with_probability(p: float, seed: int, epoch: int) -> Callable[[torch.Te
 
 class Replay:
     """Rows a checkpointed forward fetched, handed back to its recompute in backward
-    (`memory.checkpoint`, the rank's `Recompute`, which `Comm` carries) instead of fetched again:
+    (`memory.checkpoint`: the rank's `Recompute`, handed to it) instead of fetched again:
     always for fetches with side effects (a stale table that a sync step replaces, a posted
     exchange), and for plain halo exchanges under `memory.checkpoint_halo=keep` or quantised
     messages (`comm.quantize`: a second exchange would round differently, and the recompute must see
     the forward's rows). Each kept row set is released at its replay."""
 
-    def __init__(self, always: bool):
-        self.always, self.kept = always, {}
+    def __init__(self, recompute: Recompute, always: bool):
+        self.recompute, self.always, self.kept = recompute, always, {}
 
     def __call__(self, comm: Comm, key, fetch: Callable[[], torch.Tensor]) -> torch.Tensor:
-        recompute = comm.recompute
+        recompute = self.recompute
         if recompute.active and key in self.kept:
             return self.kept.pop(key)
         rows = fetch()
@@ -588,9 +589,12 @@ class HaloAggregator(Aggregator):
     evaluation apart from training, LLCG's correction steps use their own."""
 
     def __init__(self, adj: LocalAdjacency, plan: HaloPlan, comm: Comm,
-                 categories: tuple[str, str] = ("halo_fwd", "halo_bwd")):
+                 categories: tuple[str, str] = ("halo_fwd", "halo_bwd"), *, recompute: Recompute):
         self.adj, self.plan, self.comm, self.categories = adj, plan, comm, categories
-        self.replay = Replay(always=False)
+        # the rank's checkpointing state (`ctx.recompute`), required: an aggregator that forgot it would
+        # fetch twice in a checkpoint's recompute
+        self.recompute = recompute
+        self.replay = Replay(self.recompute, always=False)
 
     def sources(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         """[local rows | halo rows], the column space of the local adjacency."""

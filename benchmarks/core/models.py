@@ -17,6 +17,7 @@ from torch import nn
 
 from benchmarks.base.errors import UserError, choose
 from benchmarks.base.options import Options, option
+from benchmarks.core.recompute import Recompute
 
 
 def _glorot(*shape) -> nn.Parameter:
@@ -142,9 +143,10 @@ class BatchNorm(nn.Module):
     sums are added across ranks through the aggregator (`agg.node_sum`, differentiable), so exact
     methods stay exact. Evaluation uses the running statistics, identical on every rank."""
 
-    def __init__(self, dim: int, momentum: float = 0.1, eps: float = 1e-5):
+    def __init__(self, dim: int, momentum: float = 0.1, eps: float = 1e-5, recompute: Recompute | None = None):
         super().__init__()
         self.momentum, self.eps = momentum, eps
+        self.recompute = recompute or Recompute()  # the model's: a re-run block must not update the statistics
         self.weight = nn.Parameter(torch.ones(dim))
         self.bias = nn.Parameter(torch.zeros(dim))
         self.register_buffer("running_mean", torch.zeros(dim))
@@ -160,7 +162,7 @@ class BatchNorm(nn.Module):
             mean = sums[:d] / n
             var = (sums[d:2 * d] / n - mean * mean).clamp(min=0)
             mean, var = mean.to(h.dtype), var.to(h.dtype)
-            if not agg.comm.recompute.active:  # a checkpointed block re-run in backward took its statistics already
+            if not self.recompute.active:  # a checkpointed block re-run in backward took its statistics already
                 with torch.no_grad():
                     self.running_mean.lerp_(mean, self.momentum)
                     self.running_var.lerp_(var * (n / (n - 1).clamp(min=1)).to(h.dtype), self.momentum)
@@ -176,8 +178,12 @@ class GNN(nn.Module):
     block (dropout, layer, norm, activation)."""
 
     def __init__(self, layers: list[nn.Module], activation, dropout: float, norms: list[nn.Module] = (),
-                 checkpoint: str = "none", precision: str = "fp32", offload: str = "none"):
+                 checkpoint: str = "none", precision: str = "fp32", offload: str = "none",
+                 recompute: Recompute | None = None):
         super().__init__()
+        # the rank's checkpointing state, handed to the model (benchmarks/core/recompute.py): active
+        # while backward re-runs a checkpointed block
+        self.recompute = recompute or Recompute()
         self.layers = nn.ModuleList(layers)
         self.norms = nn.ModuleList(norms)  # one per hidden layer, or none
         self.activation, self.dropout = activation, dropout
@@ -196,7 +202,7 @@ class GNN(nn.Module):
         with offload, torch.autocast(x.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             for i in range(len(self.layers)):
                 if mode == "all":
-                    h = recomputed(self.block, agg, h, agg, i)
+                    h = recomputed(self.block, self.recompute, h, agg, i)
                 else:
                     h = self.block(h, agg, i, checkpoint_layer=mode == "layer")
         return h.float()  # the loss and the evaluation read fp32 logits at every precision
@@ -204,7 +210,7 @@ class GNN(nn.Module):
     def block(self, h, agg, i: int, checkpoint_layer: bool = False):
         layer = self.layers[i]
         h = agg.dropout(h, self.dropout, self.training, i)
-        h = recomputed(layer, agg, h, agg, i) if checkpoint_layer else layer(h, agg, i)
+        h = recomputed(layer, self.recompute, h, agg, i) if checkpoint_layer else layer(h, agg, i)
         if i < len(self.layers) - 1:
             if self.norms:
                 h = self.norms[i](h, agg)
@@ -233,13 +239,12 @@ PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 OFFLOADS = ("none", "activations")
 
 
-def recomputed(fn, agg, *args):
+def recomputed(fn, recompute: Recompute, *args):
     """fn(*args) under activation checkpointing: what fn would save for backward is dropped and
-    recomputed when backward needs it. The recompute runs with the rank's `Recompute` active (the
-    one its `Comm` was given: benchmarks/core/recompute.py), so its communication is counted apart and
-    aggregators replay rows they must not fetch twice; dropout draws the same masks (the RNG state is
-    saved and restored)."""
-    recompute = agg.comm.recompute
+    recomputed when backward needs it. The recompute runs with the rank's `Recompute` active (the one
+    the model, its `Comm` and its aggregators were handed: benchmarks/core/recompute.py), so its
+    communication is counted apart and aggregators replay rows they must not fetch twice; dropout
+    draws the same masks (the RNG state is saved and restored)."""
     return torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=True,
                                              context_fn=lambda: (contextlib.nullcontext(), recompute.running()))
 
@@ -326,7 +331,7 @@ def decay_groups(model: GNN, weight_decay: float, which: str = "all") -> list[di
 def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, dropout: float,
                 seed: int, heads: int = 4, batch_norm: bool = False, checkpoint: str = "none",
                 precision: str = "fp32", offload: str = "none", heads_concat: bool = True,
-                attention_dropout: float = 0.0) -> GNN:
+                attention_dropout: float = 0.0, recompute: Recompute | None = None) -> GNN:
     choose("model", name, MODELS)
     dims = [d_in] + [hidden] * (num_layers - 1) + [d_out]
     # A bias right before batch norm is cancelled by it (its gradient is zero up to rounding, which
@@ -347,5 +352,6 @@ def build_model(name: str, d_in: int, hidden: int, d_out: int, num_layers: int, 
             cls = {"gcn": GCNLayer, "sage": SAGELayer, "mlp": MLPLayer}[name]
             layers = [cls(dims[i], dims[i + 1], bias=bias[i]) for i in range(num_layers)]
         activation = F.elu if name == "gat" else F.relu
-        norms = [BatchNorm(hidden) for _ in range(num_layers - 1)] if batch_norm else []
-        return GNN(layers, activation, dropout, norms, checkpoint, precision, offload)
+        recompute = recompute or Recompute()
+        norms = [BatchNorm(hidden, recompute=recompute) for _ in range(num_layers - 1)] if batch_norm else []
+        return GNN(layers, activation, dropout, norms, checkpoint, precision, offload, recompute)

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.core.aggregation import Aggregator, LocalAdjacency, Replay
+from benchmarks.core.recompute import Recompute
 from benchmarks.core.comm import Comm
 
 
@@ -17,9 +18,11 @@ class LocalAggregator(Aggregator):
     *inputs*; layers that project first project them with the current weights, so a stale row is a
     stale representation, never a stale weight."""
 
-    def __init__(self, adj: LocalAdjacency, comm: Comm, halo=None):
+    def __init__(self, adj: LocalAdjacency, comm: Comm, halo=None, *, recompute: Recompute):
         self.adj, self.comm, self.halo = adj, comm, halo
-        self.replay = Replay(always=True)  # `halo` has side effects (a sync step's exchange): never run twice a step
+        self.recompute = recompute  # `ctx.recompute`, required (as `HaloAggregator`'s)
+        # `halo` has side effects (a sync step's exchange): never run twice a step
+        self.replay = Replay(self.recompute, always=True)
 
     def halo_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         return self.replay(self.comm, layer, lambda: self.halo(h.detach(), layer))

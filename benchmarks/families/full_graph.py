@@ -20,11 +20,12 @@ class FullGraphMethod(Method):
         self.aggregator = self.make_aggregator()
 
     def make_aggregator(self):
-        return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm)
+        return HaloAggregator(self.ctx.adj, self.ctx.plan, self.ctx.comm, recompute=self.ctx.recompute)
 
     def aggregator_for(self, epoch: int):
         """The aggregator of this epoch's step: the one `make_aggregator` built, unless overridden
-        (e.g. `HaloAggregator(*aggregation.keep_halo(...), ctx.comm)` with a per-epoch keep rule).
+        (e.g. `HaloAggregator(*aggregation.keep_halo(...), ctx.comm, recompute=ctx.recompute)` with a
+        per-epoch keep rule).
         Called on every rank at the start of every step, inside the timed epoch."""
         return self.aggregator
 

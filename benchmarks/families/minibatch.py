@@ -42,6 +42,7 @@ from benchmarks.base.options import option
 from benchmarks.core.probes import Timer
 from benchmarks.core.sampling import SAMPLER
 from benchmarks.base import traffic as cost
+from benchmarks.core.recompute import Recompute
 
 PHASES = ("sampling", "feature_fetch", "compute", "communication")
 
@@ -264,7 +265,7 @@ class SubgraphAggregator(LocalAggregator):
     ids, which dropout draws each row's mask by), not the rank's rows."""
 
     def __init__(self, adj: LocalAdjacency, comm: Comm, ids: torch.Tensor):
-        super().__init__(adj, comm)
+        super().__init__(adj, comm, recompute=Recompute())  # no halo: nothing it fetches to replay
         self.ids = ids
 
     def row_ids(self, layer: int) -> torch.Tensor:

@@ -106,11 +106,12 @@ def layer0_aggregator(ctx: RankContext, mode: str) -> Aggregator:
     """The aggregator of layer 0 under `method.layer0=mode` (`LAYER0`), over the rank's whole halo."""
     gat = ctx.cfg.model_name == "gat"
     if mode == "exchanged":
-        return HaloAggregator(ctx.adj, ctx.plan, ctx.comm)
+        return HaloAggregator(ctx.adj, ctx.plan, ctx.comm, recompute=ctx.recompute)
     if mode == "precomputed" and not gat:
         return PrecomputedAggregate(ctx)
     p = 0.0 if mode == "cached_undropped" else ctx.cfg.dropout
-    return LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, p) if ctx.world > 1 else None)
+    return LocalAggregator(ctx.adj, ctx.comm, CachedHaloInputs(ctx, p) if ctx.world > 1 else None,
+                           recompute=ctx.recompute)
 
 
 class LayerZeroExact(Aggregator):
@@ -160,7 +161,8 @@ class PartitionParallelMethod(ReplicaAveraging):
         self.steps_done = 0
 
     def make_aggregator(self) -> Aggregator:
-        return LocalAggregator(local_block(self.ctx.part, self.ctx.cfg.kernel), self.ctx.comm)
+        return LocalAggregator(local_block(self.ctx.part, self.ctx.cfg.kernel), self.ctx.comm,
+                               recompute=self.ctx.recompute)
 
     def before_forward(self, step: int) -> None:
         pass

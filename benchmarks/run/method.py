@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from benchmarks.base.options import RESERVED, Options, defaults
 from benchmarks.core.partition import Part
 from benchmarks.base.registry import alias_of, method_names, plugin_of, plugin_path
 from benchmarks.core.stores import PartitionedStore, SharedMemory, replicated_store
+from benchmarks.core.recompute import Recompute
 
 if TYPE_CHECKING:  # annotations only: the configuration schema imports the plugins' options from here
     from benchmarks.run.config import RunConfig
@@ -54,6 +55,10 @@ class RankContext:
     #: LOCAL_RANK and LOCAL_WORLD_SIZE; rank and world when every rank is on one machine).
     local_rank: int = 0
     local_world: int = 1
+    #: Activation checkpointing's state (benchmarks/core/recompute.py), the rank's one object: handed to
+    #: the model, to `Comm` (which counts a recompute's traffic apart) and, by the plugin, to the
+    #: aggregators that replay rows (`HaloAggregator(..., recompute=ctx.recompute)`).
+    recompute: Recompute = field(default_factory=Recompute)
 
     def __post_init__(self):
         # fp16's dynamic loss scaling (`precision=fp16`; a pass-through otherwise): the loss is scaled

@@ -50,14 +50,14 @@ def make_context(cfg: RunConfig, rank: int, world: int, part: Part, device: torc
                             cfg.seed, heads=cfg.model.heads, batch_norm=cfg.batch_norm, checkpoint=memory.checkpoint,
                             precision=cfg.precision, offload=memory.offload,
                             heads_concat=cfg.model.heads_concat,
-                            attention_dropout=cfg.model.attention_dropout).to(device)
+                            attention_dropout=cfg.model.attention_dropout, recompute=recompute).to(device)
         # Every rank built the same weights from the seed; the broadcast makes it a guarantee.
         for t in [*model.parameters(), *model.buffers()]:
             comm.broadcast(t.data, 0, "setup")
         optimizer = torch.optim.Adam(decay_groups(model, cfg.weight_decay, cfg.weight_decay_layers), lr=cfg.lr)
     return RankContext(cfg, rank, world, device, comm, part, adj, plan, model, optimizer, partition_folder,
                        local_rank=rank if local_rank is None else local_rank,
-                       local_world=world if local_world is None else local_world)
+                       local_world=world if local_world is None else local_world, recompute=recompute)
 
 
 @torch.no_grad()
@@ -98,7 +98,7 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
     ctx = make_context(cfg, rank, world, part, device, partition_folder, local_rank=local_rank,
                        local_world=local_world)
     method = cfg.method_cls(ctx)
-    eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, categories=("eval", "eval"))
+    eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, categories=("eval", "eval"), recompute=ctx.recompute)
     eval_every = cfg.eval_every
     history, window, grads = [], [], None
     stopper = Stopper(cfg.stopping, cfg.patience)

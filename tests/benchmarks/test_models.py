@@ -70,7 +70,7 @@ def test_layers_compute_what_pyg_computes(data_root, name):
     ours = ctx.model
     twin = pyg_twin(name, ours)
 
-    out = ours(graph.x, HaloAggregator(ctx.adj, ctx.plan, ctx.comm))
+    out = ours(graph.x, HaloAggregator(ctx.adj, ctx.plan, ctx.comm, recompute=ctx.recompute))
     ref = twin(graph.x, graph.edge_index())
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
 
@@ -103,7 +103,7 @@ def test_gat_heads_averaged_is_dgl_gatconv_with_mean(data_root):
                                                                            (4, graph.num_classes, False)]
     assert [w for w, _ in ours.exchanges()] == [120, 120, 4 * graph.num_classes]
     twin = pyg_twin("gat", ours)
-    out = ours(graph.x, HaloAggregator(ctx.adj, ctx.plan, ctx.comm))
+    out = ours(graph.x, HaloAggregator(ctx.adj, ctx.plan, ctx.comm, recompute=ctx.recompute))
     torch.testing.assert_close(out, twin(graph.x, graph.edge_index()), rtol=1e-4, atol=1e-5)
     concat = build_model("gat", 10, 8, 3, 3, 0.0, seed=5, heads=2)
     assert [(m.heads, m.out_per_head, m.concat) for m in concat.layers] == [(2, 4, True), (2, 4, True), (1, 3, False)]

@@ -27,7 +27,7 @@ class Method(FullGraphMethod):
         ctx = self.ctx
         adj, plan = keep_halo(ctx.part, ctx.adj, ctx.plan, keep_with_probability(KEEP, ctx.cfg.seed, epoch))
         self.kept = (self.kept or []) + [sum(plan.recv_counts)]
-        return HaloAggregator(adj, plan, ctx.comm)
+        return HaloAggregator(adj, plan, ctx.comm, recompute=ctx.recompute)
 
     def probes(self):
         return {{"kept_halo_per_epoch": self.kept}}
@@ -45,7 +45,7 @@ class Method(FullGraphMethod):
     def make_aggregator(self):
         part = self.ctx.part
         deg = part.deg[:part.num_local]
-        return LocalAggregator(LocalAdjacency(*own_edges(part), deg, deg), self.ctx.comm)
+        return LocalAggregator(LocalAdjacency(*own_edges(part), deg, deg), self.ctx.comm, recompute=self.ctx.recompute)
 """
 
 PLUGINS = {"halo_keep_all": RESAMPLING_PLUGIN.format(keep=1.0), "halo_keep_none": RESAMPLING_PLUGIN.format(keep=0.0),

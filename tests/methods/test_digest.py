@@ -25,7 +25,7 @@ from methods import digest
 class Method(digest.Method):
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.exact = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, categories=("probe", "probe"))
+        self.exact = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, categories=("probe", "probe"), recompute=ctx.recompute)
         self.sync_diffs, self.stale_tables_kept, self.saved = [], [], None
 
     def before_forward(self, step):
