@@ -143,14 +143,14 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
 
 def variants(name: str, defaults: dict) -> list[tuple[str, dict]]:
     """(variant, options) advise projects for method `name`: its defaults, then what its plugin names
-    as a user's other choice (`Method.advise_variants`: neighbour sampling with a feature cache), for
+    as a user's other choice (`Method.Cost.advise_variants`: neighbour sampling with a feature cache), for
     the plugin's own name only (an alias is a choice of option values already)."""
     from benchmarks.run.method import method_class
     from benchmarks.base.registry import alias_of
     if alias_of(name) is not None:
         return [(name, defaults)]
     return [(name, defaults)] + [(f"{name} {v}", {**defaults, **o})
-                                 for v, o in method_class(name).advise_variants.items()]
+                                 for v, o in method_class(name).Cost.advise_variants.items()]
 
 
 def number(x: float) -> str:

@@ -98,13 +98,13 @@ def typed_options(cls, values):
 
 def why_not_modelled(method: str) -> str | None:
     """Why the model leaves `method` out (no plugin of that name, or a plugin that states no
-    traffic: `Method.traffic` not overridden), or None."""
+    traffic: `Method.Cost.traffic` not overridden), or None."""
     from benchmarks.base.errors import UserError
     try:
         cls = plugin(method)
     except UserError:
         return f"no plugin or alias named {method}"
-    return None if cls.states_traffic() else f"no traffic pattern for {method}: {cls.not_modelled}"
+    return None if cls.Cost.states_traffic() else f"no traffic pattern for {method}: {cls.Cost.not_modelled}"
 
 
 def traffic(method, options, model, rank: Rank) -> list[Transfer]:
@@ -113,9 +113,10 @@ def traffic(method, options, model, rank: Rank) -> list[Transfer]:
     counted where they arrive (a rank's halo), so summed over ranks they equal the bytes the records
     count where they are sent."""
     cls = plugin(method)
-    moved = cls.traffic(typed_options(cls, options), model, rank)
+    moved = cls.Cost.traffic(typed_options(cls, options), model, rank)
     if moved is None:
-        raise ValueError(f"the cost model has no traffic for {getattr(cls, '__module__', cls)}: {cls.not_modelled}")
+        raise ValueError(f"the cost model has no traffic for {getattr(cls, '__module__', cls)}: "
+                         f"{cls.Cost.not_modelled}")
     return moved
 
 
@@ -311,12 +312,12 @@ def step_shape(cls, options, model, rank: Rank, workers: int) -> tuple[Shape, bo
     layer 0's treatment (`layer0_mode`): the halo's inputs transformed here too where they are
     fetched once, no aggregation where A x is precomputed (GAT's `precomputed` is `cached`). With
     whether it is, and whether the plugin stated the step (a batch)."""
-    shape = cls.shape(options, model, rank)
+    shape = cls.Cost.shape(options, model, rank)
     if shape is not None:
         return shape, False, True
     layers = len(model.layers)
     rows = [rank.nodes] * layers
-    mode = cls.layer0_mode(options)
+    mode = cls.Cost.layer0_mode(options)
     precomputed = mode == "precomputed" and not hasattr(model.layers[0], "heads")
     if mode != "exchanged" and not precomputed and workers > 1:
         rows[0] = rank.nodes + rank.halo
@@ -344,9 +345,10 @@ def _memory(method, options, model, rank: Rank, workers: int, stepped: tuple | N
     rows = list(shape.rows)
     exchanges = model.exchanges()
     layers = len(exchanges)
-    structure = cls.held_structure(options, rank)
+    structure = cls.Cost.held_structure(options, rank)
     # rows a layer keeps beyond its outputs: the halo (`kept_halo_rows`), or a block's other sources
-    kept = [rows[layer] - shape.out[layer] if batch else cls.kept_halo_rows(options, rank) for layer in range(layers)]
+    kept = [rows[layer] - shape.out[layer] if batch else cls.Cost.kept_halo_rows(options, rank)
+            for layer in range(layers)]
     # the edges a rank aggregates over are those it holds: GAT's per-edge softmax terms scale with them
     # (tensor parallelism runs the softmax over every edge of the graph on every rank)
     edges = list(shape.edges) if batch else [structure[1]] * layers
@@ -366,7 +368,7 @@ def _memory(method, options, model, rank: Rank, workers: int, stepped: tuple | N
                    + _messages(model, layer, shape.edges[layer]) for layer in range(layers))
     activations = sum(retained)
     transient = max(forward - activations, backward)
-    stale = cls.stale_table_bytes(options, model, rank)  # earlier epochs' rows (and gradients) kept
+    stale = cls.Cost.stale_table_bytes(options, model, rank)  # earlier epochs' rows (and gradients) kept
     params = parameters(model)
     terms = {"activations": activations, "backward_transient": transient, "stale_tables": stale,
              "optimizer": 3 * params * FLOAT}  # gradients and Adam's two moments

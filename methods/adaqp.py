@@ -456,17 +456,19 @@ class Method(FullGraphMethod):
         }}
 
     # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """full_halo's pattern with each row as `bits`-wide codes plus an fp32 offset and scale (32:
-        plain fp32 rows); `adaptive` at 8 bits, every row's starting width. Sent while the central
-        rows are aggregated under `overlap`."""
-        import math
+    class Cost(FullGraphMethod.Cost):
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """full_halo's pattern with each row as `bits`-wide codes plus an fp32 offset and scale (32:
+            plain fp32 rows); `adaptive` at 8 bits, every row's starting width. Sent while the central
+            rows are aggregated under `overlap`."""
+            import math
 
-        from benchmarks.base.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair
-        bits = 8 if options.bits == "adaptive" else int(options.bits)
-        out = [grad_allreduce(model)]
-        for layer, width, grad in exchanged_layers(model, rank, cls.layer0_mode(options)):
-            row = width * FLOAT if bits == 32 else math.ceil(width * bits / 8) + 2 * FLOAT
-            out += halo_pair(layer, rank, row, grad, hidden=options.overlap)
-        return out
+            from benchmarks.base.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair
+            bits = 8 if options.bits == "adaptive" else int(options.bits)
+            out = [grad_allreduce(model)]
+            for layer, width, grad in exchanged_layers(model, rank, cls.layer0_mode(options)):
+                row = width * FLOAT if bits == 32 else math.ceil(width * bits / 8) + 2 * FLOAT
+                out += halo_pair(layer, rank, row, grad, hidden=options.overlap)
+            return out
+

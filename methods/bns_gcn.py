@@ -128,16 +128,20 @@ class Method(FullGraphMethod):
     # ------------------------------------------------------------------ the cost model's hooks
     #: A record from before `method.layer0` cached layer 0's inputs.
 
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """full_halo's pattern over `boundary_fraction` of each pair's boundary rows."""
-        from benchmarks.base.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair
-        out = [grad_allreduce(model)]
-        for layer, width, grad in exchanged_layers(model, rank, cls.layer0_mode(options)):
-            out += halo_pair(layer, rank, width * FLOAT, grad, share=options.boundary_fraction)
-        return out
+    # ------------------------------------------------------------------ the cost model's hooks
+    class Cost(FullGraphMethod.Cost):
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """full_halo's pattern over `boundary_fraction` of each pair's boundary rows."""
+            from benchmarks.base.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair
+            out = [grad_allreduce(model)]
+            for layer, width, grad in exchanged_layers(model, rank, cls.layer0_mode(options)):
+                out += halo_pair(layer, rank, width * FLOAT, grad, share=options.boundary_fraction)
+            return out
 
-    @classmethod
-    def kept_halo_rows(cls, options, rank):
-        """The sampled boundary rows."""
-        return rank.halo * options.boundary_fraction
+        @classmethod
+        def kept_halo_rows(cls, options, rank):
+            """The sampled boundary rows."""
+            return rank.halo * options.boundary_fraction
+
+

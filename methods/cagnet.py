@@ -220,28 +220,31 @@ class Method(FullGraphMethod):
         return CagnetAggregator(ctx)
 
     # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """Every exchanged layer: P stages, in each of which one rank sends its whole block (n rows at
-        the layer's width) to the P - 1 others; counted at the root: (P - 1) n rows and P - 1 messages
-        per rank and layer, and 2 (P - 1) calls (its P - 1 sends, and one receive in each other
-        stage). Backward the same for the gradients (`bcast_bwd`); GAT instead returns every block's
-        source gradients to its owner (`reduce_bwd`: the rank receives (P - 1) n rows, in P - 1
-        messages and calls). Unlike the halo's, none of it depends on the edge cut."""
-        from benchmarks.base.traffic import FLOAT, Transfer, attention, exchanged_layers, grad_allreduce, world
-        p = world(rank)
-        out = [grad_allreduce(model)]
-        for layer, width, grad in exchanged_layers(model, rank):
-            nbytes = (p - 1) * rank.nodes * width * FLOAT
-            out.append(Transfer("bcast_fwd", layer, nbytes, 2 * (p - 1), p - 1))
-            if grad and attention(model):
-                out.append(Transfer("reduce_bwd", layer, nbytes, p - 1, p - 1))
-            elif grad:
-                out.append(Transfer("bcast_bwd", layer, nbytes, 2 * (p - 1), p - 1))
-        return out
+    class Cost(FullGraphMethod.Cost):
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """Every exchanged layer: P stages, in each of which one rank sends its whole block (n rows at
+            the layer's width) to the P - 1 others; counted at the root: (P - 1) n rows and P - 1 messages
+            per rank and layer, and 2 (P - 1) calls (its P - 1 sends, and one receive in each other
+            stage). Backward the same for the gradients (`bcast_bwd`); GAT instead returns every block's
+            source gradients to its owner (`reduce_bwd`: the rank receives (P - 1) n rows, in P - 1
+            messages and calls). Unlike the halo's, none of it depends on the edge cut."""
+            from benchmarks.base.traffic import FLOAT, Transfer, attention, exchanged_layers, grad_allreduce, world
+            p = world(rank)
+            out = [grad_allreduce(model)]
+            for layer, width, grad in exchanged_layers(model, rank):
+                nbytes = (p - 1) * rank.nodes * width * FLOAT
+                out.append(Transfer("bcast_fwd", layer, nbytes, 2 * (p - 1), p - 1))
+                if grad and attention(model):
+                    out.append(Transfer("reduce_bwd", layer, nbytes, p - 1, p - 1))
+                elif grad:
+                    out.append(Transfer("bcast_bwd", layer, nbytes, 2 * (p - 1), p - 1))
+            return out
 
-    @classmethod
-    def kept_halo_rows(cls, options, rank):
-        """GCN and SAGE keep no remote row for backward; one broadcast block (about a rank's rows) is
-        resident at a time. (GAT keeps every block, P - 1 times that: the hook is not told the model.)"""
-        return rank.nodes
+        @classmethod
+        def kept_halo_rows(cls, options, rank):
+            """GCN and SAGE keep no remote row for backward; one broadcast block (about a rank's rows) is
+            resident at a time. (GAT keeps every block, P - 1 times that: the hook is not told the model.)"""
+            return rank.nodes
+
+

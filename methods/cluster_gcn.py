@@ -60,8 +60,6 @@ class Method(SubgraphMethod):
             if q > c:
                 raise UserError(f"method.clusters_per_batch={q} exceeds method.num_parts={c}; use at most {c}")
 
-    #: Smaller batches of a large part: the default's 4 of 16 clusters is a quarter of the part a step.
-    advise_variants = {"num_parts=256": {"num_parts": 256}}
 
     @classmethod
     def check_partition(cls, run, partition_stats: dict) -> None:
@@ -112,18 +110,23 @@ class Method(SubgraphMethod):
         return Subgraph(nodes, adj, rows, weight)
 
     # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def shape(cls, options, model, rank):
-        """`clusters_per_batch` of `num_parts` clusters of the rank's own part (`traffic.cluster_batch`);
-        a cluster cut inside the part cuts what a METIS cut of the graph into P x num_parts parts cuts
-        beyond the cut into P. Building the batch's subgraph scans its nodes' own in-edges."""
-        degrees, world = cost.degrees_of(rank), cost.world(rank)
-        outer = degrees.cut(world)
-        inner = (degrees.cut(world * options.num_parts) - outer) / (1 - outer)
-        own = rank.edges * (1 - outer)
-        nodes, edges = cost.cluster_batch(rank.nodes, own, max(0.0, inner), options.num_parts,
-                                          options.clusters_per_batch)
-        layers = len(model.layers)
-        return cost.Shape(math.ceil(options.num_parts / options.clusters_per_batch), (nodes,) * layers,
-                          (edges,) * layers, (nodes,) * layers, subgraph_edges=nodes * own / rank.nodes,
-                          host_rows=nodes)
+    class Cost(SubgraphMethod.Cost):
+        #: Smaller batches of a large part: the default's 4 of 16 clusters is a quarter of the part a step.
+        advise_variants = {"num_parts=256": {"num_parts": 256}}
+
+        @classmethod
+        def shape(cls, options, model, rank):
+            """`clusters_per_batch` of `num_parts` clusters of the rank's own part (`traffic.cluster_batch`);
+            a cluster cut inside the part cuts what a METIS cut of the graph into P x num_parts parts cuts
+            beyond the cut into P. Building the batch's subgraph scans its nodes' own in-edges."""
+            degrees, world = cost.degrees_of(rank), cost.world(rank)
+            outer = degrees.cut(world)
+            inner = (degrees.cut(world * options.num_parts) - outer) / (1 - outer)
+            own = rank.edges * (1 - outer)
+            nodes, edges = cost.cluster_batch(rank.nodes, own, max(0.0, inner), options.num_parts,
+                                              options.clusters_per_batch)
+            layers = len(model.layers)
+            return cost.Shape(math.ceil(options.num_parts / options.clusters_per_batch), (nodes,) * layers,
+                              (edges,) * layers, (nodes,) * layers, subgraph_edges=nodes * own / rank.nodes,
+                              host_rows=nodes)
+

@@ -280,21 +280,25 @@ class Method(PartitionParallelMethod):
     # ------------------------------------------------------------------ the cost model's hooks
     #: A record from before `method.layer0` cached layer 0's inputs.
 
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """Every `sync_every` steps the stale tables (the layer's input rows, not its exchange width)
-        are refreshed, forward only (no gradient crosses ranks), posted without waiting under
-        `sync: overlapped`; averaged per epoch."""
-        from benchmarks.base.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce, in_width
-        every, hidden = options.sync_every, options.sync == "overlapped"
-        out = [grad_allreduce(model)]
-        for layer, _, _ in exchanged_layers(model, rank, cls.layer0_mode(options)):
-            out.append(Transfer("stale_sync", layer, rank.halo * in_width(model, layer) * FLOAT / every, 1 / every,
-                                rank.peers / every, hidden))
-        return out
+    # ------------------------------------------------------------------ the cost model's hooks
+    class Cost(PartitionParallelMethod.Cost):
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """Every `sync_every` steps the stale tables (the layer's input rows, not its exchange width)
+            are refreshed, forward only (no gradient crosses ranks), posted without waiting under
+            `sync: overlapped`; averaged per epoch."""
+            from benchmarks.base.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce, in_width
+            every, hidden = options.sync_every, options.sync == "overlapped"
+            out = [grad_allreduce(model)]
+            for layer, _, _ in exchanged_layers(model, rank, cls.layer0_mode(options)):
+                out.append(Transfer("stale_sync", layer, rank.halo * in_width(model, layer) * FLOAT / every, 1 / every,
+                                    rank.peers / every, hidden))
+            return out
 
-    @classmethod
-    def stale_table_bytes(cls, options, model, rank):
-        """The tables of stale halo rows, every layer >= 1."""
-        from benchmarks.base.traffic import stale_tables
-        return stale_tables(model, rank)
+        @classmethod
+        def stale_table_bytes(cls, options, model, rank):
+            """The tables of stale halo rows, every layer >= 1."""
+            from benchmarks.base.traffic import stale_tables
+            return stale_tables(model, rank)
+
+

@@ -119,24 +119,27 @@ class Method(FullGraphMethod):
                               "by_epoch": ages, "max": max(ages, default=0)}}
 
     # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """The gradient all-reduce every step, and every r + 1 epochs, in every exchanged layer, one
-        partial aggregate per halo row (sent by the rank whose halo it is) at the layer's exchange
-        width, and where gradients flow as many gradient rows back: full_halo's volume / (r + 1)."""
-        from benchmarks.base.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce
-        share = 1 / (options.delay + 1)
-        out = [grad_allreduce(model)]
-        for layer, width, grad in exchanged_layers(model, rank):
-            for category in CATEGORIES[:1 + grad]:
-                out.append(Transfer(category, layer, share * rank.halo * width * FLOAT, share, share * rank.peers))
-        return out
+    class Cost(FullGraphMethod.Cost):
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """The gradient all-reduce every step, and every r + 1 epochs, in every exchanged layer, one
+            partial aggregate per halo row (sent by the rank whose halo it is) at the layer's exchange
+            width, and where gradients flow as many gradient rows back: full_halo's volume / (r + 1)."""
+            from benchmarks.base.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce
+            share = 1 / (options.delay + 1)
+            out = [grad_allreduce(model)]
+            for layer, width, grad in exchanged_layers(model, rank):
+                for category in CATEGORIES[:1 + grad]:
+                    out.append(Transfer(category, layer, share * rank.halo * width * FLOAT, share, share * rank.peers))
+            return out
 
-    @classmethod
-    def stale_table_bytes(cls, options, model, rank):
-        """The last received remote partial aggregates: one row per local row with a remote in-edge
-        (at most the rank's nodes), every layer, at the layer's exchange width."""
-        if options.delay == 0:
-            return 0.0
-        from benchmarks.base.traffic import FLOAT, exchanged_layers
-        return sum(rank.nodes * width * FLOAT for _, width, _ in exchanged_layers(model, rank))
+        @classmethod
+        def stale_table_bytes(cls, options, model, rank):
+            """The last received remote partial aggregates: one row per local row with a remote in-edge
+            (at most the rank's nodes), every layer, at the layer's exchange width."""
+            if options.delay == 0:
+                return 0.0
+            from benchmarks.base.traffic import FLOAT, exchanged_layers
+            return sum(rank.nodes * width * FLOAT for _, width, _ in exchanged_layers(model, rank))
+
+

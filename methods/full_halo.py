@@ -42,8 +42,10 @@ class Method(FullGraphMethod):
         return LayerZeroExact(layer0_aggregator(ctx, ctx.options.layer0), every_layer, ctx.comm)
 
     # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """Every halo row of every exchanged layer, forward and back, and the gradient all-reduce."""
-        from benchmarks.base.traffic import full_halo
-        return full_halo(model, rank, cls.layer0_mode(options))
+    class Cost(FullGraphMethod.Cost):
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """Every halo row of every exchanged layer, forward and back, and the gradient all-reduce."""
+            from benchmarks.base.traffic import full_halo
+            return full_halo(model, rank, cls.layer0_mode(options))
+

@@ -153,9 +153,6 @@ class Method(SubgraphMethod):
     exact_control = {"name": "single"}  # = gas with batch_size: -1 (every cluster in one batch), to the dropout masks
     # No memory.checkpoint (the push is in the forward), no reduced precision, nothing crosses ranks.
     applies = frozenset({"kernel", "draws", "memory.offload"})
-    #: The one-device choice on a large graph: GAS's own configs set the clusters per dataset, and its
-    #: Cora defaults (40 clusters, 10 a batch) put a quarter of the graph in every batch.
-    advise_variants = {"num_parts=1000": {"num_parts": 1000}}
 
     @dataclass(frozen=True)
     class Options(SubgraphMethod.Options):
@@ -203,48 +200,6 @@ class Method(SubgraphMethod):
         cfg, part = self.ctx.cfg, self.ctx.part
         return [part.x.shape[1]] + [cfg.hidden] * (cfg.layers - 1)
 
-    # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def batch(cls, options, rank) -> tuple[float, float, float, float]:
-        """(steps, in-batch nodes B, out-of-batch neighbours O, the batch's in-edges) of one step on the
-        whole graph: `batch_size` of `num_parts` METIS clusters; O: the distinct other ends of the
-        batch's cut edges (a cut into num_parts), drawn by degree among the nodes outside."""
-        degrees = cost.degrees_of(rank)
-        parts = options.num_parts
-        chosen = parts if options.batch_size == -1 else options.batch_size
-        n, e = degrees.nodes, degrees.edges
-        share = chosen / parts
-        leaving = e * share * degrees.cut(parts) * ((parts - chosen) / (parts - 1) if parts > 1 else 0.0)
-        outside = sum(c * (1 - share) * (1 - math.exp(-leaving * d / e)) for d, c in degrees.histogram)
-        return math.ceil(parts / chosen), n * share, outside, e * share
-
-    @classmethod
-    def shape(cls, options, model, rank):
-        """Every layer reads B + O rows (layer 0 the features, later layers O from the histories),
-        aggregates the batch's in-edges and writes B; the graph, features and histories (a table per
-        layer >= 1) stay in host memory, the batch's inputs are copied to the device."""
-        steps, inside, outside, edges = cls.batch(options, rank)
-        layers = len(model.layers)
-        tables = cost.degrees_of(rank).nodes * sum(cost.in_width(model, layer) for layer in range(1, layers))
-        return cost.Shape(steps, (inside + outside,) * layers, (edges,) * layers, (inside,) * layers,
-                          host_rows=inside + outside, host_bytes=tables * cost.FLOAT)
-
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """Host <-> device, per epoch: every step pulls O rows of each table and pushes B rows
-        (`history_pull`, `history_push`); `fill_history=epoch` refreshes every table once (pushes of
-        every node, pulls of every batch's B + O but the last layer's: `history_fill`)."""
-        steps, inside, outside, _ = cls.batch(options, rank)
-        layers, nodes = len(model.layers), cost.degrees_of(rank).nodes
-        out = []
-        for layer in range(1, layers):
-            row = cost.in_width(model, layer) * cost.FLOAT
-            out += [cost.Transfer("history_pull", layer, steps * outside * row, steps, 0, host=True),
-                    cost.Transfer("history_push", layer, steps * inside * row, steps, 0, host=True)]
-            if options.fill_history == "epoch":
-                pulled = steps * (inside + outside) if layer < layers - 1 else 0.0
-                out.append(cost.Transfer("history_fill", layer, (nodes + pulled) * row, 2 * steps, 0, host=True))
-        return out
 
     # ------------------------------------------------------------------ batches
     def steps_per_epoch(self) -> int:
@@ -316,3 +271,51 @@ class Method(SubgraphMethod):
         return {**super().probes(), "history_bytes": self.histories.bytes(), "history_on": "host",
                 "history_fills": self.fills, "pulled_rows": self.pulled_rows, "skipped_steps": self.skipped,
                 "largest_batch": {"in_batch": self.peak_batch[0], "out_of_batch": self.peak_batch[1]}}
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    class Cost(SubgraphMethod.Cost):
+        #: The one-device choice on a large graph: GAS's own configs set the clusters per dataset, and its
+        #: Cora defaults (40 clusters, 10 a batch) put a quarter of the graph in every batch.
+        advise_variants = {"num_parts=1000": {"num_parts": 1000}}
+
+        @classmethod
+        def batch(cls, options, rank) -> tuple[float, float, float, float]:
+            """(steps, in-batch nodes B, out-of-batch neighbours O, the batch's in-edges) of one step on the
+            whole graph: `batch_size` of `num_parts` METIS clusters; O: the distinct other ends of the
+            batch's cut edges (a cut into num_parts), drawn by degree among the nodes outside."""
+            degrees = cost.degrees_of(rank)
+            parts = options.num_parts
+            chosen = parts if options.batch_size == -1 else options.batch_size
+            n, e = degrees.nodes, degrees.edges
+            share = chosen / parts
+            leaving = e * share * degrees.cut(parts) * ((parts - chosen) / (parts - 1) if parts > 1 else 0.0)
+            outside = sum(c * (1 - share) * (1 - math.exp(-leaving * d / e)) for d, c in degrees.histogram)
+            return math.ceil(parts / chosen), n * share, outside, e * share
+
+        @classmethod
+        def shape(cls, options, model, rank):
+            """Every layer reads B + O rows (layer 0 the features, later layers O from the histories),
+            aggregates the batch's in-edges and writes B; the graph, features and histories (a table per
+            layer >= 1) stay in host memory, the batch's inputs are copied to the device."""
+            steps, inside, outside, edges = cls.batch(options, rank)
+            layers = len(model.layers)
+            tables = cost.degrees_of(rank).nodes * sum(cost.in_width(model, layer) for layer in range(1, layers))
+            return cost.Shape(steps, (inside + outside,) * layers, (edges,) * layers, (inside,) * layers,
+                              host_rows=inside + outside, host_bytes=tables * cost.FLOAT)
+
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """Host <-> device, per epoch: every step pulls O rows of each table and pushes B rows
+            (`history_pull`, `history_push`); `fill_history=epoch` refreshes every table once (pushes of
+            every node, pulls of every batch's B + O but the last layer's: `history_fill`)."""
+            steps, inside, outside, _ = cls.batch(options, rank)
+            layers, nodes = len(model.layers), cost.degrees_of(rank).nodes
+            out = []
+            for layer in range(1, layers):
+                row = cost.in_width(model, layer) * cost.FLOAT
+                out += [cost.Transfer("history_pull", layer, steps * outside * row, steps, 0, host=True),
+                        cost.Transfer("history_push", layer, steps * inside * row, steps, 0, host=True)]
+                if options.fill_history == "epoch":
+                    pulled = steps * (inside + outside) if layer < layers - 1 else 0.0
+                    out.append(cost.Transfer("history_fill", layer, (nodes + pulled) * row, 2 * steps, 0, host=True))
+            return out

@@ -110,18 +110,6 @@ class Method(SubgraphMethod):
         # once as a root in expectation.
         return max(1, math.ceil(max(self.train_counts) / self.roots))
 
-    # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def shape(cls, options, model, rank):
-        """A random-walk subgraph of the rank's own part (`traffic.walk_batch` over the part's degrees:
-        the cut edges dropped): one draw per walk step, and the in-edges of its nodes scanned to
-        build the induced subgraph."""
-        own = cost.degrees_of(rank).part(cost.world(rank))
-        nodes, edges, scanned = cost.walk_batch(own, options.roots, options.walk_length, rank.train)
-        layers = len(model.layers)
-        return cost.Shape(cls.steps(options, rank, options.roots), (nodes,) * layers, (edges,) * layers,
-                          (nodes,) * layers, sampled_edges=options.roots * options.walk_length,
-                          subgraph_edges=scanned, host_rows=nodes)
 
     def subgraph_batch(self, nodes: torch.Tensor, sub) -> Subgraph:
         part = self.ctx.part
@@ -144,6 +132,20 @@ class Method(SubgraphMethod):
     def probes(self) -> dict:
         return {**super().probes(), "presample_time_s": self.presample_time_s,
                 "presample_subgraphs": self.presample_subgraphs}
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    class Cost(SubgraphMethod.Cost):
+        @classmethod
+        def shape(cls, options, model, rank):
+            """A random-walk subgraph of the rank's own part (`traffic.walk_batch` over the part's degrees:
+            the cut edges dropped): one draw per walk step, and the in-edges of its nodes scanned to
+            build the induced subgraph."""
+            own = cost.degrees_of(rank).part(cost.world(rank))
+            nodes, edges, scanned = cost.walk_batch(own, options.roots, options.walk_length, rank.train)
+            layers = len(model.layers)
+            return cost.Shape(cls.steps(options, rank, options.roots), (nodes,) * layers, (edges,) * layers,
+                              (nodes,) * layers, sampled_edges=options.roots * options.walk_length,
+                              subgraph_edges=scanned, host_rows=nodes)
 
 
 def normalisation(indptr: torch.Tensor, indices: torch.Tensor, node_count: torch.Tensor, edge_count: torch.Tensor,

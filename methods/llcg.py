@@ -63,37 +63,6 @@ class Method(LocalRounds):
             if self.server_fanouts is not None:
                 check_fanouts("server_fanouts", self.server_fanouts, run)
 
-    # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def shape(cls, options, model, rank):
-        """Rank 0, the slowest: a round's local steps, then the server's `correction_steps` sampled
-        steps over the whole graph, priced together as steps of their mean shape (time is linear in
-        each step's rows and edges); memory is taken at the larger of the two steps."""
-        local = super().shape(options, model, rank)
-        if options.correction_steps == 0 or options.correction == "full":
-            return local
-        layers = len(model.layers)
-        server, _ = cost.sampled_shape(cost.degrees_of(rank), options.server_batch_size,
-                                       options.server_fanouts or options.fanouts, layers, options.correction_steps)
-        k, c = local.steps, server.steps
-
-        def mean(a, b):
-            return tuple((k * x + c * y) / (k + c) for x, y in zip(a, b))
-        return dataclasses.replace(local, steps=k + c, rows=mean(local.rows, server.rows),
-                                   edges=mean(local.edges, server.edges), out=mean(local.out, server.out),
-                                   sampled_edges=(k * local.sampled_edges + c * server.sampled_edges) / (k + c),
-                                   host_rows=(k * local.host_rows + c * server.host_rows) / (k + c),
-                                   largest=max(local, server, key=lambda s: s.rows[0]))
-
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """The parameter average, and the corrected model broadcast from the server (counted once, at
-        the server: a rank's share is 1/P of it)."""
-        out = super().traffic(options, model, rank)
-        if options.correction_steps and cost.world(rank) > 1:
-            state = cost.parameters(model) * cost.FLOAT
-            out.append(cost.Transfer("correction", None, state / cost.world(rank), 1 / options.avg_every, 0))
-        return out
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -154,3 +123,36 @@ class Method(LocalRounds):
         function of (seed, epoch, j), whatever P."""
         return sampled_batch(self.ctx, self.server_store, self.server_train, self.server_batch_size,
                              self.server_fanouts, ("correction",))
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    class Cost(LocalRounds.Cost):
+        @classmethod
+        def shape(cls, options, model, rank):
+            """Rank 0, the slowest: a round's local steps, then the server's `correction_steps` sampled
+            steps over the whole graph, priced together as steps of their mean shape (time is linear in
+            each step's rows and edges); memory is taken at the larger of the two steps."""
+            local = super().shape(options, model, rank)
+            if options.correction_steps == 0 or options.correction == "full":
+                return local
+            layers = len(model.layers)
+            server, _ = cost.sampled_shape(cost.degrees_of(rank), options.server_batch_size,
+                                           options.server_fanouts or options.fanouts, layers, options.correction_steps)
+            k, c = local.steps, server.steps
+
+            def mean(a, b):
+                return tuple((k * x + c * y) / (k + c) for x, y in zip(a, b))
+            return dataclasses.replace(local, steps=k + c, rows=mean(local.rows, server.rows),
+                                       edges=mean(local.edges, server.edges), out=mean(local.out, server.out),
+                                       sampled_edges=(k * local.sampled_edges + c * server.sampled_edges) / (k + c),
+                                       host_rows=(k * local.host_rows + c * server.host_rows) / (k + c),
+                                       largest=max(local, server, key=lambda s: s.rows[0]))
+
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """The parameter average, and the corrected model broadcast from the server (counted once, at
+            the server: a rank's share is 1/P of it)."""
+            out = super().traffic(options, model, rank)
+            if options.correction_steps and cost.world(rank) > 1:
+                state = cost.parameters(model) * cost.FLOAT
+                out.append(cost.Transfer("correction", None, state / cost.world(rank), 1 / options.avg_every, 0))
+            return out

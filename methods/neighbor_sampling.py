@@ -191,56 +191,59 @@ class Method(MiniBatchMethod):
         return out
 
     # ------------------------------------------------------------------ the cost model's hooks
-    #: DistDGL-style training with a PaGraph cache of a tenth of the graph's nodes on every rank
-    advise_variants = {"feature_cache=0.1": {"feature_cache": 0.1}}
+    class Cost(MiniBatchMethod.Cost):
+        #: DistDGL-style training with a PaGraph cache of a tenth of the graph's nodes on every rank
+        advise_variants = {"feature_cache=0.1": {"feature_cache": 0.1}}
 
-    @classmethod
-    def sampled(cls, options, model, rank):
-        """The expected step (`traffic.sampled_shape` over the graph's degrees), the rows each hop adds
-        and the share of a step's input rows another rank owns (partitioned store: a walk off the
-        METIS part; `traffic.remote_rows`)."""
-        degrees, layers = cost.degrees_of(rank), len(model.layers)
-        steps = cls.steps(options, rank, options.batch_size)
-        seeds = min(options.batch_size, rank.train / steps) if rank.train else options.batch_size
-        shape, added = cost.sampled_shape(degrees, seeds, options.fanouts, layers, steps)
-        world = cost.world(rank)
-        cut = degrees.cut(world) if options.store == "partitioned" and world > 1 else 0.0
-        return shape, added, cut
+        @classmethod
+        def sampled(cls, options, model, rank):
+            """The expected step (`traffic.sampled_shape` over the graph's degrees), the rows each hop adds
+            and the share of a step's input rows another rank owns (partitioned store: a walk off the
+            METIS part; `traffic.remote_rows`)."""
+            degrees, layers = cost.degrees_of(rank), len(model.layers)
+            steps = cls.steps(options, rank, options.batch_size)
+            seeds = min(options.batch_size, rank.train / steps) if rank.train else options.batch_size
+            shape, added = cost.sampled_shape(degrees, seeds, options.fanouts, layers, steps)
+            world = cost.world(rank)
+            cut = degrees.cut(world) if options.store == "partitioned" and world > 1 else 0.0
+            return shape, added, cut
 
-    @classmethod
-    def shape(cls, options, model, rank):
-        shape, _, _ = cls.sampled(options, model, rank)
-        degrees = cost.degrees_of(rank)
-        if options.store == "replicated":  # the whole graph on every rank (one copy per machine)
-            return dataclasses.replace(shape, host_bytes=max(0.0, degrees.nodes - rank.nodes)
-                                       * (cost.in_width(model, 0) * cost.FLOAT
-                                          + cost.INDEX * (1 + degrees.edges / degrees.nodes)))
-        cached = min(options.feature_cache * degrees.nodes, max(0.0, degrees.nodes - rank.nodes))
-        return dataclasses.replace(shape, host_bytes=cached * (cost.in_width(model, 0) * cost.FLOAT + cost.INDEX))
+        @classmethod
+        def shape(cls, options, model, rank):
+            shape, _, _ = cls.sampled(options, model, rank)
+            degrees = cost.degrees_of(rank)
+            if options.store == "replicated":  # the whole graph on every rank (one copy per machine)
+                return dataclasses.replace(shape, host_bytes=max(0.0, degrees.nodes - rank.nodes)
+                                           * (cost.in_width(model, 0) * cost.FLOAT
+                                              + cost.INDEX * (1 + degrees.edges / degrees.nodes)))
+            cached = min(options.feature_cache * degrees.nodes, max(0.0, degrees.nodes - rank.nodes))
+            return dataclasses.replace(shape, host_bytes=cached * (cost.in_width(model, 0) * cost.FLOAT + cost.INDEX))
 
-    @classmethod
-    def cache_hit_rate(cls, options, rank) -> float:
-        """The expected share of remote input rows read from the cache (`traffic.cache_hit_rate`:
-        highest degree first; the `presample` policy is taken to hold the same rows)."""
-        degrees = cost.degrees_of(rank)
-        remote = max(0.0, degrees.nodes - rank.nodes) / degrees.nodes
-        return cost.cache_hit_rate(degrees, options.feature_cache, remote)
+        @classmethod
+        def cache_hit_rate(cls, options, rank) -> float:
+            """The expected share of remote input rows read from the cache (`traffic.cache_hit_rate`:
+            highest degree first; the `presample` policy is taken to hold the same rows)."""
+            degrees = cost.degrees_of(rank)
+            remote = max(0.0, degrees.nodes - rank.nodes) / degrees.nodes
+            return cost.cache_hit_rate(degrees, options.feature_cache, remote)
 
-    @classmethod
-    def step_traffic(cls, options, model, rank):
-        """Partitioned store, per step: each hop's remote frontier ids to their owners (8 bytes each)
-        and back their (count, degree) and every sampled edge's (neighbour, degree) (16 bytes each);
-        the input rows not in the cache requested (8 bytes) and fetched (a feature row each)."""
-        if options.store == "replicated" or rank.peers == 0:
-            return []
-        shape, added, cut = cls.sampled(options, model, rank)
-        layers, peers, out = len(model.layers), rank.peers, []
-        for hop in range(layers):  # hop h samples the frontier of hop h - 1 (model layer L - 1 - h)
-            layer = layers - 1 - hop
-            remote = cost.remote_rows(added[:hop + 1], cut)
-            edges = shape.edges[layer] * remote / max(shape.out[layer], 1e-12)
-            out += [cost.Transfer("sample_request", layer, remote * cost.INDEX, 1, peers),
-                    cost.Transfer("sample_response", layer, (remote + edges) * 2 * cost.INDEX, 1, peers)]
-        misses = cost.remote_rows(added, cut) * (1 - cls.cache_hit_rate(options, rank))
-        return out + [cost.Transfer("feature_request", 0, misses * cost.INDEX, 1, peers),
-                      cost.Transfer("feature_fetch", 0, misses * cost.in_width(model, 0) * cost.FLOAT, 1, peers)]
+        @classmethod
+        def step_traffic(cls, options, model, rank):
+            """Partitioned store, per step: each hop's remote frontier ids to their owners (8 bytes each)
+            and back their (count, degree) and every sampled edge's (neighbour, degree) (16 bytes each);
+            the input rows not in the cache requested (8 bytes) and fetched (a feature row each)."""
+            if options.store == "replicated" or rank.peers == 0:
+                return []
+            shape, added, cut = cls.sampled(options, model, rank)
+            layers, peers, out = len(model.layers), rank.peers, []
+            for hop in range(layers):  # hop h samples the frontier of hop h - 1 (model layer L - 1 - h)
+                layer = layers - 1 - hop
+                remote = cost.remote_rows(added[:hop + 1], cut)
+                edges = shape.edges[layer] * remote / max(shape.out[layer], 1e-12)
+                out += [cost.Transfer("sample_request", layer, remote * cost.INDEX, 1, peers),
+                        cost.Transfer("sample_response", layer, (remote + edges) * 2 * cost.INDEX, 1, peers)]
+            misses = cost.remote_rows(added, cut) * (1 - cls.cache_hit_rate(options, rank))
+            return out + [cost.Transfer("feature_request", 0, misses * cost.INDEX, 1, peers),
+                          cost.Transfer("feature_fetch", 0, misses * cost.in_width(model, 0) * cost.FLOAT, 1, peers)]
+
+

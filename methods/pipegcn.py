@@ -225,18 +225,22 @@ class Method(FullGraphMethod):
     # ------------------------------------------------------------------ the cost model's hooks
     #: A record from before `method.layer0` cached layer 0's inputs.
 
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """Last epoch's layer inputs (at the layer's input width: the receiver projects them) and
-        their gradients, in every exchanged layer, sent without waiting under `pipeline`."""
-        from benchmarks.base.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair, in_width
-        out = [grad_allreduce(model)]
-        for layer, _, _ in exchanged_layers(model, rank, cls.layer0_mode(options)):
-            out += halo_pair(layer, rank, in_width(model, layer) * FLOAT, True, hidden=options.pipeline)
-        return out
+    # ------------------------------------------------------------------ the cost model's hooks
+    class Cost(FullGraphMethod.Cost):
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """Last epoch's layer inputs (at the layer's input width: the receiver projects them) and
+            their gradients, in every exchanged layer, sent without waiting under `pipeline`."""
+            from benchmarks.base.traffic import FLOAT, exchanged_layers, grad_allreduce, halo_pair, in_width
+            out = [grad_allreduce(model)]
+            for layer, _, _ in exchanged_layers(model, rank, cls.layer0_mode(options)):
+                out += halo_pair(layer, rank, in_width(model, layer) * FLOAT, True, hidden=options.pipeline)
+            return out
 
-    @classmethod
-    def stale_table_bytes(cls, options, model, rank):
-        """Last epoch's halo rows and their gradients, every layer >= 1."""
-        from benchmarks.base.traffic import stale_tables
-        return stale_tables(model, rank, copies=2)
+        @classmethod
+        def stale_table_bytes(cls, options, model, rank):
+            """Last epoch's halo rows and their gradients, every layer >= 1."""
+            from benchmarks.base.traffic import stale_tables
+            return stale_tables(model, rank, copies=2)
+
+

@@ -197,14 +197,18 @@ class Method(FullGraphMethod):
     # ------------------------------------------------------------------ the cost model's hooks
     #: A record from before `method.layer0` cached layer 0's inputs.
 
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """An upper bound: full_halo's traffic (which blocks are skipped depends on how fast rows change)."""
-        from benchmarks.base.traffic import full_halo
-        return full_halo(model, rank, cls.layer0_mode(options))
+    # ------------------------------------------------------------------ the cost model's hooks
+    class Cost(FullGraphMethod.Cost):
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """An upper bound: full_halo's traffic (which blocks are skipped depends on how fast rows change)."""
+            from benchmarks.base.traffic import full_halo
+            return full_halo(model, rank, cls.layer0_mode(options))
 
-    @classmethod
-    def stale_table_bytes(cls, options, model, rank):
-        """The cached blocks: last sent halo rows of every layer >= 1."""
-        from benchmarks.base.traffic import stale_tables
-        return stale_tables(model, rank)
+        @classmethod
+        def stale_table_bytes(cls, options, model, rank):
+            """The cached blocks: last sent halo rows of every layer >= 1."""
+            from benchmarks.base.traffic import stale_tables
+            return stale_tables(model, rank)
+
+

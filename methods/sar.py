@@ -367,29 +367,32 @@ class Method(FullGraphMethod):
         return SARAggregator(self.ctx, options.mode, options.prefetch)
 
     # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """`one_shot`: full_halo's. Otherwise P - 1 ring rounds of one message each per layer, the next
-        round's rows fetched while this one is aggregated (hidden when `prefetch` > 0); backward returns
-        the gradients round by round, and GAT under `sar`, whose softmax is not linear, refetches each
-        shard first (rematerialisation: `halo_refetch`)."""
-        from benchmarks.base.traffic import FLOAT, Transfer, attention, exchanged_layers, full_halo, grad_allreduce
-        if options.mode == "one_shot":
-            return full_halo(model, rank, cls.layer0_mode(options))
-        h, k, ahead = rank.halo, rank.peers, options.prefetch > 0
-        out = [grad_allreduce(model)]
-        for layer, width, grad in exchanged_layers(model, rank, cls.layer0_mode(options)):
-            row = width * FLOAT
-            out.append(Transfer("halo_fwd", layer, h * row, k, k, ahead))
-            if grad and attention(model) and options.mode == "sar":
-                out.append(Transfer("halo_refetch", layer, h * row, k, k, ahead))
-            if grad:
-                out.append(Transfer("halo_bwd", layer, h * row, k, k))
-        return out
+    class Cost(FullGraphMethod.Cost):
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """`one_shot`: full_halo's. Otherwise P - 1 ring rounds of one message each per layer, the next
+            round's rows fetched while this one is aggregated (hidden when `prefetch` > 0); backward returns
+            the gradients round by round, and GAT under `sar`, whose softmax is not linear, refetches each
+            shard first (rematerialisation: `halo_refetch`)."""
+            from benchmarks.base.traffic import FLOAT, Transfer, attention, exchanged_layers, full_halo, grad_allreduce
+            if options.mode == "one_shot":
+                return full_halo(model, rank, cls.layer0_mode(options))
+            h, k, ahead = rank.halo, rank.peers, options.prefetch > 0
+            out = [grad_allreduce(model)]
+            for layer, width, grad in exchanged_layers(model, rank, cls.layer0_mode(options)):
+                row = width * FLOAT
+                out.append(Transfer("halo_fwd", layer, h * row, k, k, ahead))
+                if grad and attention(model) and options.mode == "sar":
+                    out.append(Transfer("halo_refetch", layer, h * row, k, k, ahead))
+                if grad:
+                    out.append(Transfer("halo_bwd", layer, h * row, k, k))
+            return out
 
-    @classmethod
-    def kept_halo_rows(cls, options, rank):
-        """`sar` keeps one shard in flight, plus `prefetch`; `sa` and `one_shot` every fetched row."""
-        if options.mode == "sar":
-            return rank.halo / max(rank.peers, 1) * (1 + options.prefetch)
-        return rank.halo
+        @classmethod
+        def kept_halo_rows(cls, options, rank):
+            """`sar` keeps one shard in flight, plus `prefetch`; `sa` and `one_shot` every fetched row."""
+            if options.mode == "sar":
+                return rank.halo / max(rank.peers, 1) * (1 + options.prefetch)
+            return rank.halo
+
+

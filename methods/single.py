@@ -13,7 +13,9 @@ class Method(FullGraphMethod):
                | {"memory.checkpoint", "memory.offload", "model.attention_dropout"})
 
     # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """One process: nothing crosses ranks."""
-        return []
+    class Cost(FullGraphMethod.Cost):
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """One process: nothing crosses ranks."""
+            return []
+

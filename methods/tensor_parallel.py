@@ -218,41 +218,44 @@ class Method(FullGraphMethod):
         return TensorParallelAggregator(ctx)
 
     # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """Every exchanged layer of width d: two layout switches forward (`layout_fwd`) and, where
-        gradients flow, two backward (`layout_bwd`), each of P - 1 messages and calls. A switch moves
-        the rank's n rows less its own slice one way and every other rank's rows of its slice the
-        other; stated as n d (P - 1) / P each, which summed over ranks is exact when the slices are
-        equal (P divides d) or the parts are (the error is sum_i (n_i - N/P)(d_i - d/P)). GAT adds the
-        logits' all-gather (each rank's n x 2H to every
-        other rank, `logits_fwd`) and its reverse (`logits_bwd`). Nothing depends on the edge cut."""
-        from benchmarks.base.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce, world
-        p = world(rank)
-        out = [grad_allreduce(model)]
-        for layer, width, grad in exchanged_layers(model, rank):
-            messages = min(width, p) - 1 if width < p else p - 1  # a rank without columns sends none
-            switch = rank.nodes * width * (p - 1) / p * FLOAT
-            out.append(Transfer("layout_fwd", layer, 2 * switch, 2 * (p - 1), 2 * messages))
-            if grad:
-                out.append(Transfer("layout_bwd", layer, 2 * switch, 2 * (p - 1), 2 * messages))
-            heads = getattr(model.layers[layer], "heads", None)
-            if heads:
-                logits = (p - 1) * rank.nodes * 2 * heads * FLOAT
-                out.append(Transfer("logits_fwd", layer, logits, p - 1, p - 1))
-                out.append(Transfer("logits_bwd", layer, logits, p - 1, p - 1))
-        return out
+    class Cost(FullGraphMethod.Cost):
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """Every exchanged layer of width d: two layout switches forward (`layout_fwd`) and, where
+            gradients flow, two backward (`layout_bwd`), each of P - 1 messages and calls. A switch moves
+            the rank's n rows less its own slice one way and every other rank's rows of its slice the
+            other; stated as n d (P - 1) / P each, which summed over ranks is exact when the slices are
+            equal (P divides d) or the parts are (the error is sum_i (n_i - N/P)(d_i - d/P)). GAT adds the
+            logits' all-gather (each rank's n x 2H to every
+            other rank, `logits_fwd`) and its reverse (`logits_bwd`). Nothing depends on the edge cut."""
+            from benchmarks.base.traffic import FLOAT, Transfer, exchanged_layers, grad_allreduce, world
+            p = world(rank)
+            out = [grad_allreduce(model)]
+            for layer, width, grad in exchanged_layers(model, rank):
+                messages = min(width, p) - 1 if width < p else p - 1  # a rank without columns sends none
+                switch = rank.nodes * width * (p - 1) / p * FLOAT
+                out.append(Transfer("layout_fwd", layer, 2 * switch, 2 * (p - 1), 2 * messages))
+                if grad:
+                    out.append(Transfer("layout_bwd", layer, 2 * switch, 2 * (p - 1), 2 * messages))
+                heads = getattr(model.layers[layer], "heads", None)
+                if heads:
+                    logits = (p - 1) * rank.nodes * 2 * heads * FLOAT
+                    out.append(Transfer("logits_fwd", layer, logits, p - 1, p - 1))
+                    out.append(Transfer("logits_bwd", layer, logits, p - 1, p - 1))
+            return out
 
-    @classmethod
-    def kept_halo_rows(cls, options, rank):
-        """No halo: a layer holds its N x d/P slice (about a rank's rows at full width) in and out of
-        the aggregation. GAT's softmax over all E edges and heads on every rank is the cost model's
-        through `held_structure` (the edges a rank aggregates over)."""
-        return rank.nodes
+        @classmethod
+        def kept_halo_rows(cls, options, rank):
+            """No halo: a layer holds its N x d/P slice (about a rank's rows at full width) in and out of
+            the aggregation. GAT's softmax over all E edges and heads on every rank is the cost model's
+            through `held_structure` (the edges a rank aggregates over)."""
+            return rank.nodes
 
-    @classmethod
-    def held_structure(cls, options, rank):
-        """The whole graph on every rank: P times a rank's part (the largest rank's, where the
-        projection is given it: on the safe side)."""
-        from benchmarks.base.traffic import world
-        return rank.nodes * world(rank), rank.edges * world(rank)
+        @classmethod
+        def held_structure(cls, options, rank):
+            """The whole graph on every rank: P times a rank's part (the largest rank's, where the
+            projection is given it: on the safe side)."""
+            from benchmarks.base.traffic import world
+            return rank.nodes * world(rank), rank.edges * world(rank)
+
+

@@ -97,27 +97,6 @@ class LocalRounds(PartitionParallelMethod):
             self.batch_size = options.batch_size
             self.fanouts = per_layer(options.fanouts, ctx.cfg.layers)
 
-    # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def shape(cls, options, model, rank):
-        """A round of `local_steps` steps (its growth, `local_steps_rho`, not modelled): sampled
-        batches from the part's own subgraph (`traffic.sampled_shape` over the part's degrees), or
-        full-partition steps on its own edges."""
-        degrees, world = cost.degrees_of(rank), cost.world(rank)
-        layers = len(model.layers)
-        if options.local == "full":
-            edges = rank.edges * (1 - degrees.cut(world))
-            return cost.Shape(options.local_steps, (rank.nodes,) * layers, (edges,) * layers, (rank.nodes,) * layers,
-                              on_host=False, gathered=False)
-        seeds = min(rank.train, options.batch_size) if rank.train else options.batch_size
-        shape, _ = cost.sampled_shape(degrees.part(world), seeds, options.fanouts, layers, options.local_steps)
-        return shape
-
-    @classmethod
-    def traffic(cls, options, model, rank):
-        """The parameter average every `avg_every` rounds (model state, an all-reduce)."""
-        state = cost.parameters(model) * cost.FLOAT
-        return [cost.Transfer("param_avg", None, state / options.avg_every, 1 / options.avg_every, 0, collective=True)]
 
     def round_length(self, epoch: int) -> int:
         return self.round_steps[min(epoch, len(self.round_steps) - 1)]
@@ -142,3 +121,27 @@ class LocalRounds(PartitionParallelMethod):
 
     def probes(self) -> dict:
         return {"steps": self.steps_done, "sampled_edges": self.sampled_edges}
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    class Cost(PartitionParallelMethod.Cost):
+        @classmethod
+        def shape(cls, options, model, rank):
+            """A round of `local_steps` steps (its growth, `local_steps_rho`, not modelled): sampled
+            batches from the part's own subgraph (`traffic.sampled_shape` over the part's degrees), or
+            full-partition steps on its own edges."""
+            degrees, world = cost.degrees_of(rank), cost.world(rank)
+            layers = len(model.layers)
+            if options.local == "full":
+                edges = rank.edges * (1 - degrees.cut(world))
+                return cost.Shape(options.local_steps, (rank.nodes,) * layers, (edges,) * layers,
+                                  (rank.nodes,) * layers, on_host=False, gathered=False)
+            seeds = min(rank.train, options.batch_size) if rank.train else options.batch_size
+            shape, _ = cost.sampled_shape(degrees.part(world), seeds, options.fanouts, layers, options.local_steps)
+            return shape
+
+        @classmethod
+        def traffic(cls, options, model, rank):
+            """The parameter average every `avg_every` rounds (model state, an all-reduce)."""
+            state = cost.parameters(model) * cost.FLOAT
+            return [cost.Transfer("param_avg", None, state / options.avg_every, 1 / options.avg_every, 0,
+                                  collective=True)]

@@ -191,33 +191,35 @@ class MiniBatchMethod(ReplicaAveraging):
     def all_reduce_gradients(self, category: str) -> None:
         self.timed("communication", super().all_reduce_gradients, category)
 
-    # ------------------------------------------------------------------ the cost model's hooks
-    @classmethod
-    def steps(cls, options, rank, per_step: int) -> float:
-        """Steps per epoch: a round's `local_steps`, or one pass over the rank's training nodes
-        `per_step` at a time (the largest rank's pass sets every rank's count)."""
-        return options.local_steps or max(1, math.ceil(rank.train / per_step))
-
-    @classmethod
-    def traffic(cls, options, model, rank) -> list:
-        """The gradient all-reduce of every step (or the parameter average every `avg_every` steps),
-        with the subclass's own per-step traffic (`step_traffic`) times the steps."""
-        shape = cls.shape(options, model, rank)
-        out = [scaled(t, shape.steps) for t in cls.step_traffic(options, model, rank)]
-        if options.avg_every is None:
-            return out + [scaled(cost.grad_allreduce(model), shape.steps)]
-        average = cost.Transfer("param_avg", None, cost.parameters(model) * cost.FLOAT, 1, 0, collective=True)
-        rounds = 1 if options.local_steps else shape.steps  # avg_every counts rounds, or steps
-        return out + [scaled(average, rounds / options.avg_every)]
-
-    @classmethod
-    def step_traffic(cls, options, model, rank) -> list:
-        """What one step moves besides the gradients: nothing by default (a subgraph of the own part)."""
-        return []
 
     def probes(self) -> dict:
         return {"phase_time_s": dict(self.phase_time), "steps": self.steps_done, "sampled_edges": self.sampled_edges,
                 "sampler": SAMPLER}
+
+    # ------------------------------------------------------------------ the cost model's hooks
+    class Cost(ReplicaAveraging.Cost):
+        @classmethod
+        def steps(cls, options, rank, per_step: int) -> float:
+            """Steps per epoch: a round's `local_steps`, or one pass over the rank's training nodes
+            `per_step` at a time (the largest rank's pass sets every rank's count)."""
+            return options.local_steps or max(1, math.ceil(rank.train / per_step))
+
+        @classmethod
+        def traffic(cls, options, model, rank) -> list:
+            """The gradient all-reduce of every step (or the parameter average every `avg_every` steps),
+            with the subclass's own per-step traffic (`step_traffic`) times the steps."""
+            shape = cls.shape(options, model, rank)
+            out = [scaled(t, shape.steps) for t in cls.step_traffic(options, model, rank)]
+            if options.avg_every is None:
+                return out + [scaled(cost.grad_allreduce(model), shape.steps)]
+            average = cost.Transfer("param_avg", None, cost.parameters(model) * cost.FLOAT, 1, 0, collective=True)
+            rounds = 1 if options.local_steps else shape.steps  # avg_every counts rounds, or steps
+            return out + [scaled(average, rounds / options.avg_every)]
+
+        @classmethod
+        def step_traffic(cls, options, model, rank) -> list:
+            """What one step moves besides the gradients: nothing by default (a subgraph of the own part)."""
+            return []
 
 
 def scaled(t, times: float):

@@ -196,63 +196,66 @@ class Method:
             time.sleep(delays[self.ctx.rank % len(delays)])
 
     # ------------------------------------------------------------------ the cost model's hooks
-    # What `analysis.costmodel` asks a plugin to project it (docs/projection.md, "A plugin states its
-    # traffic"). Each hook is a classmethod given the plugin's validated `Options`, and where it needs
-    # them a built model (`benchmarks.core.models.GNN`: layers, `exchanges()`, parameters) and one rank's
-    # shape (`benchmarks.base.traffic.Rank`); the counting helpers are `benchmarks.base.traffic`'s. The defaults
-    # below: traffic not modelled, layer 0 as its `layer0` option says, the whole halo kept, no tables.
+    class Cost:
+        """What `analysis.costmodel` asks a plugin to project it, apart from its training (docs/projection.md,
+        "A plugin states its traffic"): a plugin nests `class Cost(<its base>.Cost)`, as it nests
+        `Options`. Each hook is a classmethod given the plugin's validated `Options`, and where it needs
+        them a built model (`benchmarks.core.models.GNN`: layers, `exchanges()`, parameters) and one
+        rank's shape (`benchmarks.base.traffic.Rank`); the counting helpers are `benchmarks.base.traffic`'s.
+        The defaults: traffic not modelled, layer 0 as its `layer0` option says, the whole halo kept, no
+        tables."""
 
-    #: Option values besides the defaults that `advise` projects too, as separate rows: a choice a
-    #: user weighs ({"feature_cache=0.1": {"feature_cache": 0.1}}).
-    advise_variants: dict = {}
+        #: Option values besides the defaults that `advise` projects too, as separate rows: a choice a
+        #: user weighs ({"feature_cache=0.1": {"feature_cache": 0.1}}).
+        advise_variants: dict = {}
 
-    #: Why the cost model leaves this method out when its plugin states no traffic (`traffic` not overridden).
-    not_modelled = "not modelled (its plugin has no `traffic` hook)"
+        #: Why the cost model leaves this method out when its plugin states no traffic (`traffic` not overridden).
+        not_modelled = "not modelled (its plugin has no `traffic` hook)"
 
-    @classmethod
-    def traffic(cls, options: Options, model, rank) -> list | None:
-        """What one rank moves per training epoch (steady state: periodic traffic averaged), as
-        `benchmarks.base.traffic.Transfer`s in the runtime's categories: summed over ranks, what the runs
-        count per epoch (tests/analysis/test_traffic_counts.py). Called only with two or more ranks.
-        None: not modelled (the method is left out, with `not_modelled`)."""
-        return None
+        @classmethod
+        def traffic(cls, options: Options, model, rank) -> list | None:
+            """What one rank moves per training epoch (steady state: periodic traffic averaged), as
+            `benchmarks.base.traffic.Transfer`s in the runtime's categories: summed over ranks, what the runs
+            count per epoch (tests/analysis/test_traffic_counts.py). Called only with two or more ranks.
+            None: not modelled (the method is left out, with `not_modelled`)."""
+            return None
 
-    @classmethod
-    def shape(cls, options: Options, model, rank) -> "Shape | None":
-        """One training step's rows and edges per layer, steps per epoch, the sampler's edges and the
-        rows read from host memory (`benchmarks.base.traffic.Shape`), where a step is not one pass over the
-        rank's whole part: the mini-batch, subgraph, local-round and one-device families. None (the
-        default): every layer runs on the part's rows and edges once an epoch."""
-        return None
+        @classmethod
+        def shape(cls, options: Options, model, rank) -> "Shape | None":
+            """One training step's rows and edges per layer, steps per epoch, the sampler's edges and the
+            rows read from host memory (`benchmarks.base.traffic.Shape`), where a step is not one pass over the
+            rank's whole part: the mini-batch, subgraph, local-round and one-device families. None (the
+            default): every layer runs on the part's rows and edges once an epoch."""
+            return None
 
-    @classmethod
-    def states_traffic(cls) -> bool:
-        """Whether the plugin states its traffic (overrides `traffic`)."""
-        return cls.traffic.__func__ is not Method.traffic.__func__
+        @classmethod
+        def states_traffic(cls) -> bool:
+            """Whether the plugin states its traffic (overrides `traffic`)."""
+            return cls.traffic.__func__ is not Method.Cost.traffic.__func__
 
-    @classmethod
-    def layer0_mode(cls, options: Options) -> str:
-        """How layer 0 gets its halo (`benchmarks.families.partition_parallel.LAYER0`): its `layer0`
-        option, `exchanged` for a method without one."""
-        return getattr(options, "layer0", "exchanged")
+        @classmethod
+        def layer0_mode(cls, options: Options) -> str:
+            """How layer 0 gets its halo (`benchmarks.families.partition_parallel.LAYER0`): its `layer0`
+            option, `exchanged` for a method without one."""
+            return getattr(options, "layer0", "exchanged")
 
-    @classmethod
-    def kept_halo_rows(cls, options: Options, rank) -> float:
-        """Halo rows a layer keeps for backward (memory): the whole halo by default."""
-        return rank.halo
+        @classmethod
+        def kept_halo_rows(cls, options: Options, rank) -> float:
+            """Halo rows a layer keeps for backward (memory): the whole halo by default."""
+            return rank.halo
 
-    @classmethod
-    def held_structure(cls, options: Options, rank) -> tuple[float, float]:
-        """(nodes, in-edges) of the graph structure a rank holds and aggregates over (memory: the
-        structure, and GAT's per-edge softmax terms): its part's by default; a method that keeps more
-        (the whole graph, as tensor parallelism does) says so."""
-        return rank.nodes, rank.edges
+        @classmethod
+        def held_structure(cls, options: Options, rank) -> tuple[float, float]:
+            """(nodes, in-edges) of the graph structure a rank holds and aggregates over (memory: the
+            structure, and GAT's per-edge softmax terms): its part's by default; a method that keeps more
+            (the whole graph, as tensor parallelism does) says so."""
+            return rank.nodes, rank.edges
 
-    @classmethod
-    def stale_table_bytes(cls, options: Options, model, rank) -> float:
-        """Bytes of the tables of earlier epochs' rows (and gradients) the method keeps between steps
-        (memory; `benchmarks.base.traffic.stale_tables`): none by default."""
-        return 0.0
+        @classmethod
+        def stale_table_bytes(cls, options: Options, model, rank) -> float:
+            """Bytes of the tables of earlier epochs' rows (and gradients) the method keeps between steps
+            (memory; `benchmarks.base.traffic.stale_tables`): none by default."""
+            return 0.0
 
 
 def sync_gradients(ctx: RankContext, category: str = "grad_allreduce") -> None:

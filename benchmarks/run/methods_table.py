@@ -54,7 +54,7 @@ def describe() -> str:
     for name in method_names():
         cls = method_class(name)
         plugin = found.get(name, {}).get("plugin", name)
-        modelled = "modelled" if cls.states_traffic() else "not modelled"
+        modelled = "modelled" if cls.Cost.states_traffic() else "not modelled"
         savers = ", ".join(f"`{s}`" for s in sorted(cls.applies)) or "none"
         rows.append(f"| `{name}` | `{plugin}` | {family(cls)} | {exactness(cls)} | {modelled} | {savers} |")
         defaults = method_defaults(name)

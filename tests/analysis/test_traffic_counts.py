@@ -1,4 +1,4 @@
-"""Every modelled method's analytic traffic (its plugin's `Method.traffic` hook, through
+"""Every modelled method's analytic traffic (its plugin's `Method.Cost.traffic` hook, through
 `analysis.costmodel.traffic`) equals what its runs count: bytes, calls and point-to-point messages
 per epoch and category, summed over ranks. The methods are the registry's: every plugin that states
 its traffic and runs on several ranks."""
@@ -33,7 +33,7 @@ def period(method: str, cfg: dict) -> int:
     transfers = costmodel.traffic(method, cfg["method"], model, Rank(nodes=100, edges=1000, halo=10, peers=2))
     return max([round(1 / t.calls) for t in transfers if 0 < t.calls < 1] or [1])
 METHODS = [(name, model, EXTRA.get(name, [])) for name in sorted(plugin_names())
-           if method_class(name).states_traffic() and not method_class(name).single_process
+           if method_class(name).Cost.states_traffic() and not method_class(name).single_process
            for model in MODELS.get(name, ("sage",))]
 
 
