@@ -408,10 +408,11 @@ class AdaQPAggregator(Aggregator):
 
 # --------------------------------------------------------------------------- the method
 class Method(FullGraphMethod):
-    approximates = 'halo rows quantised per row to 2, 4 or 8 bits'
-    claim = ('(Wan, Zhao, Wu, MLSys 2023) communication-bound multi-GPU training: fewer halo bytes, transfer '
-             'overlapped with central aggregation')
-    exact_control = {"bits": 32}  # AdaQP-p: full_halo up to float order
+    class About(FullGraphMethod.About):
+        approximates = 'halo rows quantised per row to 2, 4 or 8 bits'
+        claim = ('(Wan, Zhao, Wu, MLSys 2023) communication-bound multi-GPU training: fewer halo bytes, transfer '
+                 'overlapped with central aggregation')
+        exact_control = {"bits": 32}  # AdaQP-p: full_halo up to float order
 
     @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):

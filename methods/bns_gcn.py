@@ -79,9 +79,10 @@ def inverse_ratio_scale(part, adj, plan: HaloPlan, p: float) -> torch.Tensor:
 
 
 class Method(FullGraphMethod):
-    approximates = 'a random fraction p of the boundary rows each epoch, rescaled'
-    claim = '(Wan et al., MLSys 2022) many partitions with large boundaries: halo bytes and memory cut by about p'
-    exact_control = {"boundary_fraction": 1.0}
+    class About(FullGraphMethod.About):
+        approximates = 'a random fraction p of the boundary rows each epoch, rescaled'
+        claim = '(Wan et al., MLSys 2022) many partitions with large boundaries: halo bytes and memory cut by about p'
+        exact_control = {"boundary_fraction": 1.0}
 
     @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):

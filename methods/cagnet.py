@@ -207,8 +207,10 @@ class _AllBlocks(torch.autograd.Function):
 
 class Method(FullGraphMethod):
     """The full-graph step, with CAGNET's 1D aggregation."""
-    claim = ("(Tripathy, Yelick, Buluç, SC'20) predictable, cut-independent traffic: whole blocks broadcast each "
-             "layer, whatever the partition (1D; the paper's 1.5D/2D/3D variants cut it at large P)")
+    class About(FullGraphMethod.About):
+        claim = ("(Tripathy, Yelick, Buluç, SC'20) predictable, cut-independent traffic: whole blocks broadcast each "
+                 "layer, whatever the partition (1D; the paper's 1.5D/2D/3D variants cut it at large P)")
+
     # The recompute of `memory.checkpoint` broadcasts again (`bcast_fwd_recompute`): there is no
     # halo to keep (`memory.checkpoint_halo`).
     applies = FullGraphMethod.applies - {"memory"} | {"memory.checkpoint", "memory.offload", "model.attention_dropout"}

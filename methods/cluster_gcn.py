@@ -45,8 +45,10 @@ def metis_clusters(indptr: torch.Tensor, indices: torch.Tensor, num_parts: int, 
 
 
 class Method(SubgraphMethod):
-    approximates = 'trains on subgraphs of METIS clusters (cut edges dropped)'
-    claim = '(Chiang et al., KDD 2019) graphs too large for full-batch on one device: small memory per step'
+    class About(SubgraphMethod.About):
+        approximates = 'trains on subgraphs of METIS clusters (cut edges dropped)'
+        claim = '(Chiang et al., KDD 2019) graphs too large for full-batch on one device: small memory per step'
+
     @dataclass(frozen=True)
     class Options(SubgraphMethod.Options):
         num_parts: int = option(16, "METIS clusters per rank, of the rank's own part", ge=1)

@@ -155,9 +155,11 @@ class StoreHalo(StaleHalo):
 
 
 class Method(PartitionParallelMethod):
-    approximates = 'halo rows stale between syncs every `sync_every` epochs'
-    claim = '(Chai et al., arXiv 2206.00057) slow networks: syncs every few epochs instead of every layer'
-    exact_control = {"name": "full_halo"}  # with the same layer0
+    class About(PartitionParallelMethod.About):
+        approximates = 'halo rows stale between syncs every `sync_every` epochs'
+        claim = '(Chai et al., arXiv 2206.00057) slow networks: syncs every few epochs instead of every layer'
+        exact_control = {"name": "full_halo"}  # with the same layer0
+
     #: No fp16: DIGEST-A's workers push their gradients to the parameter server, which steps them
     #: (no local optimizer step to unscale or skip), and the flag is the class's, both modes'.
     applies = PartitionParallelMethod.applies - {"precision=fp16"}

@@ -89,11 +89,13 @@ class PartialAggregator(Aggregator):
 
 
 class Method(FullGraphMethod):
-    approximates = ('remote partial aggregates all refreshed every `delay` + 1 epochs, blocking, and reused in '
-                    'between (ages 0..`delay`)')
-    claim = ('(Md et al., SC\'21) CPU clusters with vertex-cut partitions: cd-r sends one bin of partial aggregates '
-             'each epoch, asynchronously, off the critical path; this plugin\'s refresh blocks (docs/distgnn.md)')
-    exact_control = {"delay": 0}
+    class About(FullGraphMethod.About):
+        approximates = ('remote partial aggregates all refreshed every `delay` + 1 epochs, blocking, and reused in '
+                        'between (ages 0..`delay`)')
+        claim = ('(Md et al., SC\'21) CPU clusters with vertex-cut partitions: cd-r sends one bin of partial '
+                 'aggregates each epoch, asynchronously, off the critical path; this plugin\'s refresh blocks '
+                 '(docs/distgnn.md)')
+        exact_control = {"delay": 0}
 
     @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):

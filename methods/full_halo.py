@@ -20,7 +20,9 @@ from benchmarks.families.partition_parallel import LAYER0, LayerZeroExact, layer
 
 
 class Method(FullGraphMethod):
-    claim = 'description: the exact distributed baseline (vanilla domain parallelism)'
+    class About(FullGraphMethod.About):
+        claim = 'description: the exact distributed baseline (vanilla domain parallelism)'
+
     # the exact halo exchange's attention keys its dropout by edge (aggregation.HaloAggregator)
     applies = FullGraphMethod.applies | {"model.attention_dropout"}
 

@@ -142,15 +142,18 @@ class GasAggregator(Aggregator):
 
 
 class Method(SubgraphMethod):
-    approximates = "out-of-batch neighbours' rows from per-layer history tables (stale, no gradient)"
-    claim = ("(Fey et al., ICML 2021) graphs too large for full-batch on one device: the device holds a batch, "
-             "the histories sit in host memory, accuracy close to full-batch")
+    class About(SubgraphMethod.About):
+        approximates = "out-of-batch neighbours' rows from per-layer history tables (stale, no gradient)"
+        claim = ("(Fey et al., ICML 2021) graphs too large for full-batch on one device: the device holds a batch, "
+                 "the histories sit in host memory, accuracy close to full-batch")
+        # = gas with batch_size: -1 (every cluster in one batch), to the dropout masks
+        exact_control = {"name": "single"}
+
     #: One process whatever `workers` says (as `single`): pyg_autoscale trains on one device, with no data
     #: parallelism in the repository. Not a refusal of workers > 1: every registered method must compose
     #: with the default workers=2 (tests/benchmarks/test_method_configs.py) and the findings preset runs
     #: each at workers=2; the record says workers=1 and sweeps run it once per seed.
     single_process = True
-    exact_control = {"name": "single"}  # = gas with batch_size: -1 (every cluster in one batch), to the dropout masks
     # No memory.checkpoint (the push is in the forward), no reduced precision, nothing crosses ranks.
     applies = frozenset({"kernel", "draws", "memory.offload"})
 

@@ -46,8 +46,10 @@ def random_walks(indptr: torch.Tensor, indices: torch.Tensor, roots: torch.Tenso
 
 
 class Method(SubgraphMethod):
-    approximates = 'trains on random-walk subgraphs, normalised to be unbiased'
-    claim = '(Zeng et al., ICLR 2020) large graphs on one device: small memory per step, fast convergence'
+    class About(SubgraphMethod.About):
+        approximates = 'trains on random-walk subgraphs, normalised to be unbiased'
+        claim = '(Zeng et al., ICLR 2020) large graphs on one device: small memory per step, fast convergence'
+
     @dataclass(frozen=True)
     class Options(SubgraphMethod.Options):
         # drawn from the rank's training nodes with replacement

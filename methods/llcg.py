@@ -39,10 +39,11 @@ from benchmarks.core.stores import replicated_store
 
 
 class Method(LocalRounds):
-    approximates = 'local training on parts (cut edges dropped), corrected by a server'
-    claim = ('(Ramezani et al., ICLR 2022) many workers, slow network: parameter averages only, accuracy '
-             'restored by the correction')
-    exact_control = {"name": "full_halo"}
+    class About(LocalRounds.About):
+        approximates = 'local training on parts (cut edges dropped), corrected by a server'
+        claim = ('(Ramezani et al., ICLR 2022) many workers, slow network: parameter averages only, accuracy '
+                 'restored by the correction')
+        exact_control = {"name": "full_halo"}
 
     @dataclass(frozen=True)
     class Options(LocalRoundOptions):

@@ -70,9 +70,11 @@ from benchmarks.core.sampling import NodeDraws, keyed_order, sample_blocks
 
 
 class Method(MiniBatchMethod):
-    approximates = "samples each layer's neighbours (fan-outs) per mini-batch"
-    claim = ('(Hamilton et al., NeurIPS 2017) graphs too large for full-batch training: memory per step bounded '
-             'by the fan-outs')
+    class About(MiniBatchMethod.About):
+        approximates = "samples each layer's neighbours (fan-outs) per mini-batch"
+        claim = ('(Hamilton et al., NeurIPS 2017) graphs too large for full-batch training: memory per step bounded '
+                 'by the fan-outs')
+
     @dataclass(frozen=True)
     class Options(MiniBatchMethod.Options):
         fanouts: list[int] = option(

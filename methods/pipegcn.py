@@ -172,9 +172,10 @@ def age_summary(ages: list[int | None]) -> dict:
 
 
 class Method(FullGraphMethod):
-    approximates = 'halo rows and gradients one epoch stale, exchange pipelined'
-    claim = '(Wan et al., ICLR 2022) communication-bound full-graph training: exchange hidden behind compute'
-    exact_control = {"pipeline": False, "smooth_features": False, "smooth_grads": False}
+    class About(FullGraphMethod.About):
+        approximates = 'halo rows and gradients one epoch stale, exchange pipelined'
+        claim = '(Wan et al., ICLR 2022) communication-bound full-graph training: exchange hidden behind compute'
+        exact_control = {"pipeline": False, "smooth_features": False, "smooth_grads": False}
 
     @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):

@@ -37,7 +37,9 @@ class PygNet(torch.nn.Module):
 
 
 class Method(MethodBase):
-    claim = "description: the external anchor, what a user writes from PyG's examples"
+    class About(MethodBase.About):
+        claim = "description: the external anchor, what a user writes from PyG's examples"
+
     single_process = True
     builds_model = False
     # None of the savers: PyG's layers run outside the suite model (its autocast, checkpointing and

@@ -170,9 +170,10 @@ class SancusAggregator(HaloAggregator):
 
 
 class Method(FullGraphMethod):
-    approximates = 'halo blocks not re-sent while they change less than a threshold'
-    claim = '(Peng et al., PVLDB 2022) slowly changing embeddings: skipped broadcasts cut halo bytes'
-    exact_control = {"threshold": 0.0}
+    class About(FullGraphMethod.About):
+        approximates = 'halo blocks not re-sent while they change less than a threshold'
+        claim = '(Peng et al., PVLDB 2022) slowly changing embeddings: skipped broadcasts cut halo bytes'
+        exact_control = {"threshold": 0.0}
 
     @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):

@@ -349,9 +349,10 @@ class Method(FullGraphMethod):
     """The full-graph step of every exact method, with SAR's aggregator."""
     # GAT's attention dropout, keyed by edge in every mode (Draws.attention_keep over each shard; one_shot: full_halo's)
     applies = FullGraphMethod.applies | {"model.attention_dropout"}
-    claim = ("(Mostafa, MLSys 2022) graphs too large for one machine: per-worker memory that falls linearly with the "
-             "workers, below vanilla domain parallelism's (`full_halo`; 2x for GraphSAGE, 4x for GAT: "
-             "IntelLabs/SAR README)")
+    class About(FullGraphMethod.About):
+        claim = ("(Mostafa, MLSys 2022) graphs too large for one machine: per-worker memory that falls linearly "
+                 "with the workers, below vanilla domain parallelism's (`full_halo`; 2x for GraphSAGE, 4x for "
+                 "GAT: IntelLabs/SAR README)")
 
     @dataclass(frozen=True)
     class Options(FullGraphMethod.Options):

@@ -6,7 +6,9 @@ from benchmarks.families.full_graph import FullGraphMethod
 
 
 class Method(FullGraphMethod):
-    claim = 'description: the oracle, exact full-batch training in one process, when the graph fits'
+    class About(FullGraphMethod.About):
+        claim = 'description: the oracle, exact full-batch training in one process, when the graph fits'
+
     single_process = True
     # One process: no halo, nothing crosses ranks.
     applies = (FullGraphMethod.applies - {"comm", "memory"}

@@ -204,9 +204,11 @@ class _LogitsAndColumns(torch.autograd.Function):
 
 class Method(FullGraphMethod):
     """The full-graph step, with tensor-parallel aggregation."""
-    claim = ("(Ai et al., PVLDB 2024: its GNN tensor parallelism, not its decoupled training) load "
-             "balance: every rank aggregates the whole graph on an equal slice of the features, no halo, whatever "
-             "the partition's skew")
+    class About(FullGraphMethod.About):
+        claim = ("(Ai et al., PVLDB 2024: its GNN tensor parallelism, not its decoupled training) load "
+                 "balance: every rank aggregates the whole graph on an equal slice of the features, no halo, whatever "
+                 "the partition's skew")
+
     # The recompute of `memory.checkpoint` switches layouts again (`layout_fwd_recompute`): there is
     # no halo to keep (`memory.checkpoint_halo`).
     applies = FullGraphMethod.applies - {"memory"} | {"memory.checkpoint", "memory.offload", "model.attention_dropout"}

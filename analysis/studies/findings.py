@@ -2,7 +2,7 @@
 method, run at the preset's worker count beside its exact control and `single` on the same seeds:
 
 - what it is: its family (the runtime base class it stands on), exact or what it approximates
-  (`Method.approximates`), and where its paper says it wins (`Method.claim`: the paper named first, or
+  (`Method.About.approximates`), and where its paper says it wins (`Method.About.claim`: the paper named first, or
   "description:" for the suite's own baselines), as its records state
   them (`about`, written by the runtime: the report imports no plugin);
 - what was measured: its largest rank's training working set against `single`'s, its training
@@ -180,7 +180,7 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "(benchmarks/core/draws.py), so an exact method's effect against the oracle is 0 with an interval of 0, "
              "and a method and its control share each seed's dropout masks. *effect at the largest P measured*: "
              "the same effect from the `scaling` study (docs/results/scaling.md), at the largest P it ran. "
-             "The last column (`Method.claim`) is "
+             "The last column (`Method.About.claim`) is "
              "the claim of the paper it names, or, where it starts \"description:\", the suite's own description of "
              "a method no paper claims for; not a measurement: the measured columns say whether this graph "
              "shows it.", ""]

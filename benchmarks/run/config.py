@@ -297,7 +297,7 @@ def control_config(run: RunConfig) -> RunConfig | None:
     None when `run` is its own control (an exact method, or an approximation already switched off)."""
     cfg = run.as_dict()
     method = cfg["method"]
-    spec = dict(run.method_cls.exact_control or {})
+    spec = dict(run.method_cls.About.exact_control or {})
     name = spec.pop("name", run.method_name)
     declared = defaults(method_class(name).Options)  # the control's options and their plugin defaults
     if name == run.method_name:

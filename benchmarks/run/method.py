@@ -121,17 +121,22 @@ class Method:
     applies: frozenset = frozenset({"precision=bf16", "kernel", "draws", "memory", "comm"})
     #: The method's options (a dataclass, benchmarks/base/options.py); subclasses extend their family's.
     Options = Options
-    #: The option values that turn this method's approximation off: its exact control, which a study
-    #: runs on the same seeds, partition, model and layer-0 treatment, so that method minus control is
-    #: the approximation's effect (`control_config`; sweeps with `sweep.controls: true`). `name`
-    #: switches to another method, which keeps the options both declare (`layer0`). None: the method
-    #: is exact, or (the sampling baselines) declares no exact counterpart.
-    exact_control: dict | None = None
-    #: What the method changes against exact full-graph training, in a few words ("" for an exact
-    #: method), and where its paper says it wins: the findings table (analysis/studies/findings.py)
-    #: sets both beside what the findings study measured, so a claim and its test sit in one row.
-    approximates: str = ""
-    claim: str = ""
+    class About:
+        """What the method is, apart from how it trains (`Options`) and what it costs (`Cost`): a plugin
+        nests `class About(<its base>.About)` with its three lines. Every record states them
+        (`methods_table.about`), and the findings study sets them beside what it measured."""
+
+        #: The option values that turn this method's approximation off: its exact control, which a
+        #: study runs on the same seeds, partition, model and layer-0 treatment, so that method minus
+        #: control is the approximation's effect (`control_config`; sweeps with `sweep.controls: true`).
+        #: `name` switches to another method, which keeps the options both declare (`layer0`). None: the
+        #: method is exact, or (the sampling baselines) declares no exact counterpart.
+        exact_control: dict | None = None
+        #: What the method changes against exact full-graph training, in a few words ("" for an exact
+        #: method), and where its paper says it wins: the findings table (analysis/studies/findings.py)
+        #: sets both beside what the findings study measured, so a claim and its test sit in one row.
+        approximates: str = ""
+        claim: str = ""
 
     @classmethod
     def check_partition(cls, run: "RunConfig", partition_stats: dict) -> None:

@@ -28,21 +28,22 @@ def family(cls: type[Method]) -> str:
 
 def kind(cls: type[Method]) -> str:
     """`exact`, `approximate` (it declares an exact control) or `sampled` (no exact counterpart)."""
-    if cls.exact_control is not None:
+    if cls.About.exact_control is not None:
         return "approximate"
     return "sampled" if family(cls) in SAMPLING else "exact"
 
 
 def about(name: str) -> dict:
     """What a record states of its method, so analysis reads it without importing the plugin: its
-    family, kind, what it approximates and where its paper says it wins (`Method.claim`)."""
+    family, kind, what it approximates and where its paper says it wins (`Method.About.claim`)."""
     cls = method_class(name)
-    return {"family": family(cls), "kind": kind(cls), "approximates": cls.approximates, "claim": cls.claim}
+    return {"family": family(cls), "kind": kind(cls), "approximates": cls.About.approximates,
+            "claim": cls.About.claim}
 
 
 def exactness(cls: type[Method]) -> str:
-    if cls.exact_control is not None:
-        return "its control: " + ", ".join(f"{k}={v}" for k, v in cls.exact_control.items())
+    if cls.About.exact_control is not None:
+        return "its control: " + ", ".join(f"{k}={v}" for k, v in cls.About.exact_control.items())
     return "sampled: no exact control" if family(cls) in SAMPLING else "exact"
 
 

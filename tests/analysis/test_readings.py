@@ -140,11 +140,11 @@ def test_the_rule_itself():
 
 
 def test_every_claim_names_its_paper_or_says_it_is_a_description():
-    """`Method.claim` (the findings table's last column): "(Authors, Venue Year) ..." for a paper's
+    """`Method.About.claim` (the findings table's last column): "(Authors, Venue Year) ..." for a paper's
     claim, "description: ..." for the suite's own words about a method no paper claims for."""
     bad = {}
     for name in method_names():
-        claim = method_class(name).claim
+        claim = method_class(name).About.claim
         if not (claim.startswith("description: ") or re.match(r"\([^()]*\b(19|20)\d\d\b[^()]*\) \S", claim)
                 or re.match(r"\([^()]*(SC'\d\d|arXiv \d{4}\.\d{4,5})[^()]*\) \S", claim)):
             bad[name] = claim

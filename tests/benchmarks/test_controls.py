@@ -1,4 +1,4 @@
-"""Every approximate method names its exact control (`Method.exact_control`, `method.control_config`):
+"""Every approximate method names its exact control (`Method.About.exact_control`, `method.control_config`):
 the same run with the approximation switched off and everything else (seed, partition, model, layer 0)
 kept; a sweep with `sweep.controls` runs each control once beside the runs it controls. In-process:
 configurations are composed and checked, no run is started."""

@@ -95,7 +95,7 @@ def test_delay_is_its_approximation_and_zero_its_control(make_cfg):
     assert losses[1][0] == pytest.approx(losses[0][0], rel=1e-6)  # epoch 0 sends: exact
     assert losses[1][1] != pytest.approx(losses[0][1], rel=1e-6)  # epoch 1 reuses epoch 0's aggregates
     from benchmarks.run.method import method_class
-    assert method_class("distgnn").exact_control == {"delay": 0}
+    assert method_class("distgnn").About.exact_control == {"delay": 0}
 
 
 def test_attention_is_refused(make_cfg):
