@@ -253,6 +253,12 @@ def to_target(row: dict) -> tuple[float | None, str]:
     return f["epochs_to_target"], f"{f['epochs_to_target']:g} ({seeds:g} seeds)"
 
 
+def seconds_to_target(row: dict) -> float | None:
+    """The epochs to the target (`to_target`) at the projected epoch time; None where not measured."""
+    epochs, _ = to_target(row)
+    return None if epochs is None else epochs * row["projected_epoch_s"]
+
+
 def _ranked(rows: list[dict], p: int) -> str:
     """The methods that fit at `p` workers, in the order given; the accuracy effect measured at the P
     nearest `p` (`nearest`), named; epochs to the findings' target accuracy and what they cost at
@@ -262,8 +268,8 @@ def _ranked(rows: list[dict], p: int) -> str:
         return f"{effect(row, short=True)} {where}" if row else "not measured"
 
     def to_target_s(r):
-        epochs, _ = to_target(r)
-        return number(epochs * r["projected_epoch_s"]) if epochs is not None else ""
+        seconds = seconds_to_target(r)
+        return number(seconds) if seconds is not None else ""
     return md_table(["#", "method", "devices", "epoch s", "epochs to target", "s to target", "peak GB/device",
                      "host GB/device", "GB/epoch", "kind", "accuracy effect", "where the time goes"],
                     [[i, r.get("variant") or r["method"], r.get("devices", p), number(r["projected_epoch_s"]),
@@ -292,15 +298,15 @@ def top_choice(rows: list[dict], p: int, memory_bytes: float) -> str:
             f"device{'s' if devices != 1 else ''}): it fits because its peak, {number(peak / GB)} GB a device, "
             f"is {share(peak / memory_bytes)} of the {number(memory_bytes / GB)} GB a device has; its time goes "
             f"to {reason(first)}.")
-    timed = [(to_target(r)[0] * r["projected_epoch_s"], r) for r in rows if to_target(r)[0] is not None]
+    timed = [(seconds, r) for r in rows if (seconds := seconds_to_target(r)) is not None]
     if timed:
         seconds, best = min(timed, key=lambda t: t[0])
         if best is not first:
-            epochs, text = to_target(first)
+            mine = seconds_to_target(first)
             line += (f" To the findings' target accuracy (epochs measured at small scale), "
                      f"`{best.get('variant') or best['method']}` is faster: {number(seconds)} s against "
-                     + (f"{number(epochs * first['projected_epoch_s'])} s." if epochs is not None
-                        else f"`{name}`'s epochs to the target: {text}."))
+                     + (f"{number(mine)} s." if mine is not None
+                        else f"`{name}`'s epochs to the target: {to_target(first)[1]}."))
     return line
 
 

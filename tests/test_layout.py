@@ -25,8 +25,8 @@ from benchmarks.tools.imports import ROOMS, cycles, import_graph, room_graph, ru
 pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIME = ("benchmarks/*.py", "benchmarks/base/*.py", "benchmarks/core/*.py", "benchmarks/run/*.py",
-           "benchmarks/commands/*.py", "benchmarks/families/*.py")
+#: The runtime: the package's entry point and every room but the tools.
+RUNTIME = ("benchmarks/*.py", *(f"benchmarks/{room}/*.py" for room in ROOMS if room not in ("tools", "__main__")))
 #: Modules the report (records to tables, figures, notebooks) is built from.
 REPORT = ("analysis/records.py", "analysis/report.py", "analysis/figures.py", "analysis/markdown.py",
           "analysis/paired.py", "analysis/reference.py", "analysis/studies/*.py")

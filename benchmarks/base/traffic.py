@@ -231,7 +231,9 @@ def _expand(degrees: Degrees, seeds: float, fanouts: list[float], walkers: float
     cohorts = [[(min(1.0, seeds / nodes), 1.0)] for _ in bins]  # the seeds: every edge undrawn
     out = []
     for f in fanouts:
-        walks_per_row = walkers / max(sum(n * rows[-1][0] for (_, n), rows in zip(bins, cohorts)), 1e-12)
+        # walks: the walkers share the rows the last hop added
+        walks_per_row = walkers / max(sum(n * rows[-1][0] for (_, n), rows in zip(bins, cohorts)), 1e-12) \
+            if walkers else 0.0
 
         def draws(d: float) -> float:  # distinct edges a drawing row of in-degree d draws
             if walkers:

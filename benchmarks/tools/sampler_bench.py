@@ -90,12 +90,17 @@ def frontier_ratios(g: Graph, batches: int = 5) -> list[dict]:
     return rows
 
 
+def frontier_graph(cfg: dict) -> Graph:
+    """One of `FRONTIER_GRAPHS`, loaded (the synthetic one generated from its options)."""
+    if cfg["name"] == "synthetic":
+        return synthetic(**{k: v for k, v in cfg.items() if k != "name"})
+    return load_dataset(cfg)
+
+
 def frontier_table() -> str:
     lines = ["| graph | case | measured / modelled | of |", "|---|---|---|---|"]
     for cfg in FRONTIER_GRAPHS:
-        name = cfg["name"]
-        g = synthetic(**{k: v for k, v in cfg.items() if k != "name"}) if name == "synthetic" else load_dataset(cfg)
-        for r in frontier_ratios(g):
+        for r in frontier_ratios(frontier_graph(cfg)):
             lines.append(f"| {r['graph']} | {r['case']} | {', '.join(f'{x:.2f}' for x in r['ratios'])} | {r['what']} |")
     return "\n".join(lines)
 

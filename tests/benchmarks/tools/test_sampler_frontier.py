@@ -5,8 +5,7 @@ synthetic one) it is exact to a few percent; Cora's triangles and CiteSeer's sma
 it up to a third over at the third hop (docs/projection.md)."""
 import pytest
 
-from benchmarks.core.datasets import load_dataset, synthetic
-from benchmarks.tools.sampler_bench import FRONTIER_GRAPHS, frontier_ratios
+from benchmarks.tools.sampler_bench import FRONTIER_GRAPHS, frontier_graph, frontier_ratios
 
 pytestmark = pytest.mark.fast
 
@@ -19,8 +18,6 @@ BOUNDS = {"synthetic": {"frontier rows per hop": (0.95, 1.05), "walk subgraph no
 
 @pytest.mark.parametrize("cfg", FRONTIER_GRAPHS, ids=lambda c: c["name"])
 def test_the_batch_shape_model_is_held_to_the_samplers(cfg):
-    name = cfg["name"]
-    g = synthetic(**{k: v for k, v in cfg.items() if k != "name"}) if name == "synthetic" else load_dataset(cfg)
-    for row in frontier_ratios(g, batches=3):
-        low, high = BOUNDS[name][row["what"]]
+    for row in frontier_ratios(frontier_graph(cfg), batches=3):
+        low, high = BOUNDS[cfg["name"]][row["what"]]
         assert all(low <= r <= high for r in row["ratios"]), row
