@@ -26,13 +26,13 @@ def main() -> None:
     check_memory = "--check-memory" in sys.argv
     if check_memory:  # the check's answer alone; resume=false: an existing record is not an answer
         sys.argv = [a for a in sys.argv if a != "--check-memory"] + ["resume=false"]
+    from benchmarks.run import rank_server
     try:
         check_overrides(sys.argv[1:])
+        rank_server.start()  # its imports overlap this process's own (benchmarks/run/rank_server.py)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    from benchmarks.run import rank_server
-    rank_server.start()  # its imports overlap this process's own (benchmarks/run/rank_server.py)
     from benchmarks.commands.cli import main as cli_main
 
     check, check_only = preflight_checks()

@@ -11,14 +11,35 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sys
+import tempfile
+
+from benchmarks.base.errors import UserError
 
 PRELOAD = ["benchmarks.run.runner", "torch._dynamo"]
 
+#: The longest path a Unix socket may have on Linux (`sun_path` is 108 bytes, its NUL included), and
+#: what multiprocessing adds to the temporary folder for the fork server's socket
+#: (`<tmp>/pymp-XXXXXXXX/listener-XXXXXXXX`).
+SOCKET_PATH_MAX = 107
+SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
 
-def context():
+
+def context(preload: list[str] = PRELOAD):
+    """multiprocessing's forkserver context, its server importing `preload` once."""
+    check_temporary_folder()
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    ctx.set_forkserver_preload(preload)
     return ctx
+
+
+def check_temporary_folder() -> None:
+    """Refuse, in one line, a temporary folder whose path leaves no room for the fork server's socket
+    (multiprocessing would fail later, deep in a traceback, with "AF_UNIX path too long")."""
+    tmp = tempfile.gettempdir()
+    room = SOCKET_PATH_MAX - SOCKET_SUFFIX
+    if len(tmp) > room:
+        raise UserError(f"the temporary folder {tmp} is {len(tmp)} characters long; the fork server's socket "
+                        f"lives there and needs it at most {room}: set TMPDIR to a shorter folder")
 
 
 def serve() -> None:

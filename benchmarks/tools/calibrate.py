@@ -44,6 +44,7 @@ from benchmarks.base.errors import Stopped, UserError, stop_on_signals
 from benchmarks.base.leftovers import die_with_launcher, owner_tag, remove_leftovers
 from benchmarks.base.outputs import check_writable, writing
 from benchmarks.core.probes import cores
+from benchmarks.run import rank_server
 
 KiB, MiB = 1 << 10, 1 << 20
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -264,10 +265,9 @@ def _exchange(rank: int, store: str, sizes: Sizes, out: str) -> None:
 
 def comm_times(sizes: Sizes) -> dict:
     """{"exchange"|"all_reduce": {bytes: seconds}} between two ranks on this machine."""
-    ctx = mp.get_context("forkserver")
     # The fork server imports torch and the suite's communication layer once for both ranks (as the
     # runner's does); each rank then imports this module as its __main__, which costs nothing more.
-    ctx.set_forkserver_preload(["benchmarks.core.comm"])
+    ctx = rank_server.context(preload=["benchmarks.core.comm"])
     tmp = scratch_folder()
     try:
         out = tmp / "times.json"
@@ -521,6 +521,7 @@ def main(argv=None) -> None:
         sys.exit(2)
     try:  # found now, not after minutes of measuring
         check_writable("--out", args.out)
+        rank_server.check_temporary_folder()
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

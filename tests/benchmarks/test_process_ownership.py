@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -173,12 +175,21 @@ calibrate.main(["--quick", "--out", sys.argv[1]])
 """
 
 
-class Calibrating(Launched):
-    """calibrate's launcher with an exchange that never ends, its temporary folder under `tmp`."""
+@pytest.fixture
+def short_tmp():
+    """A temporary folder with a short path, for a launcher's TMPDIR: multiprocessing puts the fork
+    server's socket in it, and pytest's own folders (/tmp/pytest-of-root/pytest-104/popen-gw0/<test>)
+    can leave no room for its path (rank_server.check_temporary_folder)."""
+    folder = Path(tempfile.mkdtemp(prefix="tmpdir-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
-    def __init__(self, tmp_path):
-        self.tmp = tmp_path / "tmp"
-        self.tmp.mkdir()
+
+class Calibrating(Launched):
+    """calibrate's launcher with an exchange that never ends, its temporary folder `tmp`."""
+
+    def __init__(self, tmp_path, tmp):
+        self.tmp = tmp
         self.proc = subprocess.Popen([sys.executable, "-c", ENDLESS_EXCHANGE, str(tmp_path / "out")], cwd=PROJECT_ROOT,
                                      text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                      preexec_fn=as_from_a_terminal,
@@ -196,8 +207,8 @@ class Calibrating(Launched):
 
 
 @pytest.mark.parametrize("sig, whole_group", [(signal.SIGTERM, False), (signal.SIGINT, True)])
-def test_a_stopped_calibrate_ends_its_ranks_in_one_line(tmp_path, sig, whole_group):
-    run = Calibrating(tmp_path)
+def test_a_stopped_calibrate_ends_its_ranks_in_one_line(tmp_path, short_tmp, sig, whole_group):
+    run = Calibrating(tmp_path, short_tmp)
     tree = run.tree()
     run.stop(sig, whole_group)
     assert run.finish() == 128 + sig
@@ -206,10 +217,11 @@ def test_a_stopped_calibrate_ends_its_ranks_in_one_line(tmp_path, sig, whole_gro
     assert not list(run.tmp.iterdir())  # the exchange's folder is removed
 
 
-def test_calibrate_ranks_die_with_a_killed_launcher_and_its_folder_is_removed_later(tmp_path, monkeypatch):
+def test_calibrate_ranks_die_with_a_killed_launcher_and_its_folder_is_removed_later(tmp_path, short_tmp,
+                                                                                    monkeypatch):
     from benchmarks.tools import calibrate
 
-    run = Calibrating(tmp_path)
+    run = Calibrating(tmp_path, short_tmp)
     tree = run.tree()
     run.proc.kill()
     run.finish()
@@ -219,3 +231,18 @@ def test_calibrate_ranks_die_with_a_killed_launcher_and_its_folder_is_removed_la
     monkeypatch.setattr(tempfile, "tempdir", str(run.tmp))
     fresh = calibrate.scratch_folder()  # what the next calibrate does first
     assert list(run.tmp.glob("calibrate-*")) == [fresh]
+
+
+@pytest.mark.parametrize("module, args", [("benchmarks", ["workers=2"]), ("benchmarks.tools.calibrate", ["--quick"])])
+def test_a_temporary_folder_too_long_for_the_fork_servers_socket_is_refused_in_one_line(tmp_path, module, args):
+    from benchmarks.run.rank_server import SOCKET_PATH_MAX, SOCKET_SUFFIX
+
+    deep = tmp_path / ("d" * (SOCKET_PATH_MAX - SOCKET_SUFFIX - len(str(tmp_path))))
+    deep.mkdir()
+    proc = subprocess.run([sys.executable, "-m", module, *args, "--out" if "calibrate" in module else "epochs=1",
+                           *([str(tmp_path / "out")] if "calibrate" in module else [])],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(deep)})
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: the temporary folder {deep} is {len(str(deep))} characters long")
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
