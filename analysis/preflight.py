@@ -132,15 +132,13 @@ def projected_peak(run, info: dict, launcher: str) -> float | str:
     model leaves the run out."""
     from analysis import costmodel, projection
     from benchmarks.run.record import processes_of
-    cfg = run.as_dict()
     if run.device == "cuda":
         return "device=cuda (the check covers the host memory of CPU runs)"
-    why = projection.outside_model(run.method_name, cfg)
+    why = projection.outside_run(run)
     if why:
         return f"the cost model leaves it out ({why})"
     world = processes_of(run)
-    model, ranks = projection.record_inputs({"config": cfg, "graph": info["graph"], "partition": info["partition"],
-                                             "workers": world})
+    model, ranks = projection.run_inputs(run, info["graph"], info["partition"], world)
     return costmodel.process_peak(run.method_cls, run.method, model, ranks, world, in_process=launcher != "spawn")
 
 

@@ -38,8 +38,9 @@ def build_model(model: str, features: int, hidden: int, classes: int, layers: in
 
 
 def _model_of(cfg: dict, features: int, classes: int):
-    """The model a run's configuration (`RunConfig.as_dict()`, a record's `config`) builds; a key the
-    configuration leaves out (an older record's) takes the schema's default, not one retyped here."""
+    """The model a record's configuration (its `config`, `RunConfig.as_dict()` when it ran) builds; a
+    key the configuration leaves out (an older record's) takes the schema's default, not one retyped
+    here. A run about to start is modelled from its `RunConfig` instead (`run_inputs`)."""
     from benchmarks.run.config import RunOptions
     from benchmarks.core.models import ModelOptions
     from benchmarks.base.options import defaults
@@ -60,16 +61,26 @@ def skip_reason(record: dict) -> str | None:
 def outside_model(method: str, cfg: dict) -> str | None:
     """Why a run of `method` with the configuration `cfg` (a record's `config`) is outside the model,
     or None: what `project` leaves out and the pre-flight memory check does not check."""
+    return _outside(method, cfg.get("precision", "fp32"), (cfg.get("comm") or {}).get("quantize", "none"),
+                    (cfg.get("memory") or {}).get("checkpoint", "none"), cfg["method"])
+
+
+def outside_run(run) -> str | None:
+    """`outside_model` for a run about to start, from its `RunConfig` (the pre-flight check)."""
+    return _outside(run.method_name, run.precision, run.comm.quantize, run.memory.checkpoint, run.method)
+
+
+def _outside(method: str, precision: str, quantize: str, checkpoint: str, options) -> str | None:
     why = costmodel.why_not_modelled(method)
     if why:
         return why
-    if cfg.get("precision", "fp32") != "fp32" or (cfg.get("comm") or {}).get("quantize", "none") != "none":
+    if precision != "fp32" or quantize != "none":
         return "the model covers fp32 rows (no bf16/fp16, no quantised messages but AdaQP's)"
-    if (cfg.get("memory") or {}).get("checkpoint", "none") != "none":
+    if checkpoint != "none":
         return "the model has no activation checkpointing"
     from benchmarks.base.errors import UserError
     try:
-        costmodel.typed_options(costmodel.plugin(method), cfg["method"])
+        costmodel.typed_options(costmodel.plugin(method), options)
     except UserError as e:
         return f"options its plugin refuses ({e})"
     return None
@@ -196,8 +207,21 @@ def record_inputs(record: dict) -> tuple:
         raise BadRecord(str(e)) from None
     per_rank = (record.get("summary") or {}).get("per_rank") or []
     peers = [p["peers"] for p in per_rank if isinstance(p, dict) and "peers" in p]  # absent in older records
-    degrees = graph_degrees(graph, matching_stats(graph), partition, workers)
-    return model, ranks_of(partition, workers, peers if len(peers) == workers else None, degrees)
+    return model, _ranks(graph, partition, workers, peers if len(peers) == workers else None)
+
+
+def run_inputs(run, graph: dict, partition: dict, workers: int) -> tuple:
+    """`record_inputs` for a run about to start (the pre-flight check): the model its `RunConfig`
+    builds (`benchmarks.run.train.model_for`, the run's own), and per-rank shapes from the prepared
+    partition (`graph` and `partition` as its record will hold them; no peers counted yet)."""
+    from benchmarks.run.train import model_for
+    model = model_for(run, graph["features"], graph["classes"])
+    model.kernel = run.kernel
+    return model, _ranks(graph, partition, workers, None)
+
+
+def _ranks(graph: dict, partition: dict, workers: int, peers: list[int] | None) -> list[Rank]:
+    return ranks_of(partition, workers, peers, graph_degrees(graph, matching_stats(graph), partition, workers))
 
 
 def check_record(record: dict) -> None:

@@ -295,9 +295,11 @@ def control_config(run: RunConfig) -> RunConfig | None:
     """The run config of `run`'s exact control: its method's `exact_control` applied and a lossy
     codec (`comm.quantize`) switched off, everything else (seed, partition, model, layer 0) the same;
     None when `run` is its own control (an exact method, or an approximation already switched off)."""
+    spec = dict(run.method_cls.About.exact_control or {})
+    if not spec and run.comm.quantize == "none" and not alias_of(run.method_name):
+        return None  # an exact method, run without a lossy codec: nothing to switch off
     cfg = run.as_dict()
     method = cfg["method"]
-    spec = dict(run.method_cls.About.exact_control or {})
     name = spec.pop("name", run.method_name)
     declared = defaults(method_class(name).Options)  # the control's options and their plugin defaults
     if name == run.method_name:

@@ -77,10 +77,11 @@ def variant_label(method_cfg: dict, defaults: dict) -> str:
     return " ".join([method_cfg["name"], *extra])
 
 
-def record_path(run: RunConfig) -> Path:
-    """Where the record of `run` is: a pure function of its configuration."""
+def record_path(run: RunConfig, digest: str | None = None) -> Path:
+    """Where the record of `run` is: a pure function of its configuration (`digest`: its
+    `config_hash`, where the caller has it already)."""
     name = (f"{run.dataset_name}-{run.model_name}-{run.method_name}-w{processes_of(run)}"
-            f"-s{run.seed}-{config_hash(run.as_dict())}.json")
+            f"-s{run.seed}-{digest or config_hash(run.as_dict())}.json")
     return Path(run.results_dir) / name
 
 
@@ -187,9 +188,10 @@ class RecordBuilder:
 
     def __init__(self, run: RunConfig, scratch: Path, prepared: dict, env: dict, method_defaults: dict,
                  control: str | None = None):
-        self.path, self.progress = record_path(run), Path(scratch) / "progress.jsonl"
-        self.warmup_epochs, self.stopping = run.warmup_epochs, run.stopping
         cfg = run.as_dict()
+        digest = config_hash(cfg)
+        self.path, self.progress = record_path(run, digest), Path(scratch) / "progress.jsonl"
+        self.warmup_epochs, self.stopping = run.warmup_epochs, run.stopping
         setting = setting_config(cfg)
         self.record = {
             "status": "running", "error": None,
@@ -199,7 +201,7 @@ class RecordBuilder:
             "dataset": run.dataset_name, "model": run.model_name,
             "workers": processes_of(run), "workers_requested": run.workers, "seed": run.seed,
             "setting": _digest(setting, 6), "setting_config": setting,
-            "config_hash": config_hash(cfg), "started_at": now(), "config": cfg, **prepared, "env": env,
+            "config_hash": digest, "started_at": now(), "config": cfg, **prepared, "env": env,
         }
 
     def keep_epoch(self, entry: dict) -> None:

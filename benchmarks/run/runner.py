@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import faulthandler
+import functools
 import gc
 import json
 import multiprocessing as mp
@@ -73,8 +74,9 @@ class Plan:
         """Checks that need the partition (after preparing it, before any rank starts)."""
         self.cfg.method_cls.check_partition(self.cfg, info["partition"])
 
-    @property
+    @functools.cached_property
     def path(self) -> Path:
+        """Where its record goes (`record.record_path`), worked out once."""
         return record_path(self.cfg)
 
     def threads(self, local_world: int) -> int:

@@ -20,7 +20,7 @@ from benchmarks.core.comm import Comm
 from benchmarks.run.config import RunConfig
 from benchmarks.core.draws import Draws
 from benchmarks.run.method import RankContext
-from benchmarks.core.models import build_model, decay_groups
+from benchmarks.core.models import GNN, build_model, decay_groups
 from benchmarks.core.partition import Part
 from benchmarks.core.probes import MemoryProbe, Timer
 from benchmarks.base.progress import time_left
@@ -46,11 +46,7 @@ def make_context(cfg: RunConfig, rank: int, world: int, part: Part, device: torc
     plan = HaloPlan(part.send_idx, part.send_counts.tolist(), part.recv_counts.tolist())
     model = optimizer = None
     if cfg.method_cls.builds_model:
-        model = build_model(cfg.model_name, part.x.shape[1], cfg.hidden, part.num_classes, cfg.layers, cfg.dropout,
-                            cfg.seed, heads=cfg.model.heads, batch_norm=cfg.batch_norm, checkpoint=memory.checkpoint,
-                            precision=cfg.precision, offload=memory.offload,
-                            heads_concat=cfg.model.heads_concat,
-                            attention_dropout=cfg.model.attention_dropout, recompute=recompute).to(device)
+        model = model_for(cfg, part.x.shape[1], part.num_classes, recompute).to(device)
         # Every rank built the same weights from the seed; the broadcast makes it a guarantee.
         for t in [*model.parameters(), *model.buffers()]:
             comm.broadcast(t.data, 0, "setup")
@@ -58,6 +54,16 @@ def make_context(cfg: RunConfig, rank: int, world: int, part: Part, device: torc
     return RankContext(cfg, rank, world, device, comm, part, adj, plan, model, optimizer, partition_folder,
                        local_rank=rank if local_rank is None else local_rank,
                        local_world=world if local_world is None else local_world, recompute=recompute)
+
+
+def model_for(run: RunConfig, features: int, classes: int, recompute: Recompute | None = None) -> GNN:
+    """The model `run` trains, on a graph of `features` and `classes`: the one place a run's
+    configuration becomes a model (the pre-flight check projects this same model,
+    `analysis.projection.run_inputs`)."""
+    return build_model(run.model_name, features, run.hidden, classes, run.layers, run.dropout, run.seed,
+                       heads=run.model.heads, batch_norm=run.batch_norm, checkpoint=run.memory.checkpoint,
+                       precision=run.precision, offload=run.memory.offload, heads_concat=run.model.heads_concat,
+                       attention_dropout=run.model.attention_dropout, recompute=recompute)
 
 
 @torch.no_grad()

@@ -1,7 +1,8 @@
 """`python -m benchmarks.tools.launch_counts <overrides>`: how often the launcher process of one
 `python -m benchmarks <overrides>` run calls what a run should do once (Hydra's compose, the schema's
-checks, `RunConfig.as_dict`, the registry's lookups), counted by code object (`sys.setprofile`), so
-a function imported by name elsewhere is counted too. The run itself runs as usual (it writes its
+checks, `RunConfig.as_dict`, the registry's lookups), counted by code object (`sys.setprofile`) and
+its qualified name (an options class's own `check` method, in the same file, is not `config.check`),
+so a function imported by name elsewhere is counted too. The run itself runs as usual (it writes its
 record); the counts are printed last, on stderr."""
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ import runpy
 import sys
 import threading
 
-#: (path suffix, function name) -> the label printed.
+#: (path suffix, qualified function name) -> the label printed.
 WATCHED = {("benchmarks/run/config.py", "check"): "config.check",
            ("benchmarks/base/options.py", "validate"): "options.validate",
-           ("benchmarks/run/config.py", "as_dict"): "RunConfig.as_dict",
+           ("benchmarks/run/config.py", "RunConfig.as_dict"): "RunConfig.as_dict",
            ("benchmarks/base/registry.py", "aliases"): "registry.aliases",
            ("benchmarks/base/registry.py", "plugin_path"): "registry.plugin_path",
-           ("hydra/_internal/config_loader_impl.py", "load_configuration"): "Hydra composes"}
+           ("hydra/_internal/config_loader_impl.py", "ConfigLoaderImpl.load_configuration"): "Hydra composes"}
 
 
 def main() -> None:
@@ -27,7 +28,7 @@ def main() -> None:
         if event == "call":
             code = frame.f_code
             for (path, name), label in WATCHED.items():
-                if code.co_name == name and code.co_filename.endswith(path):
+                if code.co_qualname == name and code.co_filename.endswith(path):
                     counts[label] += 1
 
     sys.setprofile(profile)

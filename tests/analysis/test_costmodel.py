@@ -183,17 +183,20 @@ def test_the_kernel_sets_what_dropout_and_attention_keep_and_messages_transient(
 @pytest.mark.parametrize("overrides", [["model=gat", "dropout=0.3", "kernel=spmm", "model.heads=2", "hidden=32",
                                         "batch_norm=true"], ["model=sage"]])
 def test_the_projection_models_the_run_its_configuration_starts(make_cfg, overrides):
-    """The cost model's model of a run (`projection._model_of`, what the pre-flight check and every
-    projection of a record build) is the model the run builds (`train.py`: `benchmarks.core.models.build_model`
-    from the typed `RunConfig`), key for key; a configuration without a key takes the schema's default."""
+    """The cost model's model of a record (`projection._model_of`, what every projection of a record
+    builds from its `config`) is the model the run built (`benchmarks.run.train.model_for`, from the
+    typed `RunConfig`), key for key, and the pre-flight check projects that very model
+    (`projection.run_inputs`); a configuration without a key takes the schema's default."""
     from benchmarks.run.config import check
-    from benchmarks.core.models import build_model
+    from benchmarks.run.train import model_for
     run = check(make_cfg(*overrides))
-    projected = projection._model_of(run.as_dict(), 12, 5)
-    built = build_model(run.model_name, 12, run.hidden, 5, run.layers, run.dropout, run.seed,
-                        heads=run.model.heads, batch_norm=run.batch_norm, heads_concat=run.model.heads_concat)
-    assert projected.kernel == run.kernel and projected.dropout == run.dropout
-    assert [type(m) for m in projected.modules()] == [type(m) for m in built.modules()]
-    assert [p.shape for p in projected.parameters()] == [p.shape for p in built.parameters()]
+    built = model_for(run, 12, 5)
+    graph = {"features": 12, "classes": 5, "nodes": 100, "edges": 400}
+    partition = {"nodes_per_rank": [100], "edges_per_rank": [400], "halo_nodes_per_rank": [0]}
+    preflight, _ = projection.run_inputs(run, graph, partition, 1)
+    for projected in (projection._model_of(run.as_dict(), 12, 5), preflight):
+        assert projected.kernel == run.kernel and projected.dropout == run.dropout
+        assert [type(m) for m in projected.modules()] == [type(m) for m in built.modules()]
+        assert [p.shape for p in projected.parameters()] == [p.shape for p in built.parameters()]
     bare = projection._model_of({"model": {"name": run.model_name}, "hidden": 16, "layers": 2}, 12, 5)
     assert (bare.dropout, bare.kernel) == (0.5, "native")  # conf/config.yaml's and the schema's defaults
