@@ -2,6 +2,7 @@
 bookkeeping of MemoryProbe (evaluation excluded) and the timer."""
 from __future__ import annotations
 
+import mmap
 import subprocess
 import sys
 import types
@@ -20,9 +21,15 @@ MiB = 1 << 20
 CPU = torch.device("cpu")
 
 
-def touched(nbytes: int) -> torch.Tensor:
-    """A tensor whose pages are all written, so they count in RSS."""
-    return torch.ones(nbytes // 4, dtype=torch.float32)
+def touched(nbytes: int) -> mmap.mmap:
+    """Fresh anonymous pages, every one written, so they count in RSS; freed (unmapped) when dropped.
+    A mapping of its own, not a tensor: what an earlier test in this process left to the allocators
+    (a cached block, a heap kept by a raised mmap threshold, `probes.fix_mmap_threshold`) can hand
+    a tensor pages that are resident already, and RSS would not move."""
+    pages = mmap.mmap(-1, nbytes)
+    for offset in range(0, nbytes, mmap.PAGESIZE):
+        pages[offset] = 1
+    return pages
 
 
 class FakeProc:
