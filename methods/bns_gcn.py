@@ -127,9 +127,6 @@ class Method(FullGraphMethod):
         }}
 
     # ------------------------------------------------------------------ the cost model's hooks
-    #: A record from before `method.layer0` cached layer 0's inputs.
-
-    # ------------------------------------------------------------------ the cost model's hooks
     class Cost(FullGraphMethod.Cost):
         @classmethod
         def traffic(cls, options, model, rank):

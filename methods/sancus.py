@@ -196,9 +196,6 @@ class Method(FullGraphMethod):
         return {"sancus": self.skipping.probes()}
 
     # ------------------------------------------------------------------ the cost model's hooks
-    #: A record from before `method.layer0` cached layer 0's inputs.
-
-    # ------------------------------------------------------------------ the cost model's hooks
     class Cost(FullGraphMethod.Cost):
         @classmethod
         def traffic(cls, options, model, rank):

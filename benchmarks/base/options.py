@@ -47,7 +47,8 @@ def seed_option(default: int = 0, doc: str = ""):
 def option(default, doc: str = "", *, ge=None, gt=None, le=None, lt=None, also=(), empty: bool = False,
            message: str | None = None):
     """A declared option: its default; `doc`, what it is (said in the error, in parentheses, and in the
-    option references, docs/options.md and docs/methods.md); numeric bounds `ge`/`gt`/`le`/`lt` (of each
+    option references: docs/methods.md for a method's options, `python -m benchmarks --methods`;
+    docs/options.md for every other section's, `--options`); numeric bounds `ge`/`gt`/`le`/`lt` (of each
     element, for a list); `also`, values allowed outside the bounds (-1: every neighbour); `empty`,
     whether a list may be empty; `message`, a whole error line with `{key}` and `{value}` where an
     older message must be kept word for word."""
