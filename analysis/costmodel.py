@@ -8,7 +8,8 @@ registry (`benchmarks.run.method.method_class`, which resolves an alias to its p
 
 Time of one rank's training epoch, each term named as in `projection.json`:
 
-    dense       = forward + backward GEMM FLOPs / dense_flops        (backward = 2 x forward, 1 x in layer 0)
+    dense       = forward + backward GEMM FLOPs / dense_flops        (backward = 2 x forward, 1 x in layer 0),
+                  each product at the rate of its inner width (`gemm_time_factor`)
     aggregate   = edges x width x 4 bytes / gather_bandwidth         (again in backward where gradients flow)
     attention   = GAT layers: edges x heads / attention_rate (the suite's kernel calibrated, forward and
                   backward, at the layer's channels per head); without it, GAT layers are priced as
@@ -137,8 +138,11 @@ COMPUTE = ("dense", "aggregate", "attention", "elementwise", "dropout", "optimiz
 
 
 def width_efficiency(profile, width: int) -> float:
-    """A GEMM's rate at this output width relative to `dense_flops` (the profile's calibrated
-    `dense_width_efficiency`, interpolated on log2 width and held at its ends; 1 without one)."""
+    """A GEMM's rate at this inner width (the dimension it sums over) relative to `dense_flops` (the
+    profile's calibrated `dense_width_efficiency`, interpolated on log2 width and held at its ends; 1
+    without one). Measured on this machine, the inner width sets a narrow product's rate and the
+    output width hardly does: 200000 rows of 128 into 64 columns run at 81 GFLOP/s, of 64 into 64 at
+    60, of 64 into 256 at 68, of 3703 into 64 at 114 (docs/projection.md, "The GEMM's rate")."""
     table = sorted((int(w), float(e)) for w, e in (getattr(profile, "dense_width_efficiency", None) or {}).items())
     if not table:
         return 1.0
@@ -149,6 +153,15 @@ def width_efficiency(profile, width: int) -> float:
             t = math.log2(width / w0) / math.log2(w1 / w0)
             return e0 + t * (e1 - e0)
     return table[-1][1]
+
+
+def gemm_time_factor(profile, d_in: int, d_out: int, rows: int, input_gradient: bool) -> float:
+    """A layer's forward GEMM FLOPs times this is its forward and backward GEMMs' FLOPs at the rate of
+    `dense_flops`: the forward sums over the input width, the weight's gradient over the rows, the
+    input's gradient (past layer 0) over the output width, each at its inner width's rate
+    (`width_efficiency`)."""
+    factor = 1 / width_efficiency(profile, d_in) + 1 / width_efficiency(profile, rows)
+    return factor + (1 / width_efficiency(profile, d_out) if input_gradient else 0.0)
 
 
 def rank_rate(profile, workers: int, term: str, channels: int | None = None) -> float:
@@ -236,8 +249,8 @@ def rank_terms(method, options, model, rank: Rank, workers: int, profile) -> Pro
         w = m.work(shape.rows[layer], edges, targets=shape.out[layer]) if hasattr(m, "lin_r") else \
             m.work(shape.rows[layer], edges)
         n = shape.out[layer]
-        backward_dense = 1 if layer == 0 else 2  # the weight's gradient; past layer 0 the input's too
-        dense += w["dense_flops"] * (1 + backward_dense) / width_efficiency(profile, out_width(model, layer))
+        dense += w["dense_flops"] * gemm_time_factor(profile, in_width(model, layer), out_width(model, layer), n,
+                                                     input_gradient=layer > 0)
         heads = getattr(model.layers[layer], "heads", None)
         if heads and getattr(profile, "attention_rate", None):
             # GAT's logits, edge softmax and weighted sum, forward and backward: the suite's kernel, calibrated

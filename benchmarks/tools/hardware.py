@@ -15,7 +15,7 @@ bytes, seconds, bytes/s, FLOP/s.
     inter_node: {bandwidth: 1.0e9, latency: 1.0e-4}
     sources: {memory_bandwidth: "...", ...}                     # where each value comes from
     cores: 2                      # optional, cpu only: the node's cores
-    dense_width_efficiency: {64: 0.5, 256: 1.0}   # optional: GEMM rate by output width, relative
+    dense_width_efficiency: {64: 0.5, 256: 1.0}   # optional: GEMM rate by inner width, relative
     dropout_rate: 1.0e8           # optional: elements/s through dropout's forward (absent: bytes at memory_bandwidth)
     single_thread: {dense_flops_fp32: ..., gather_bandwidth: ..., memory_bandwidth: ..., dropout_rate: ...}  # optional
 
@@ -105,9 +105,9 @@ class HardwareProfile:
     # where absent (GPUs: counter-based generators run near memory speed), dropout's forward costs the
     # bytes it reads and writes at memory_bandwidth
     dropout_rate: Optional[float] = option(None, "elements/s through dropout's forward (draw, mask, scale)", gt=0)
-    # optional: a GEMM's rate relative to dense_flops by its output width ({64: 0.5, 256: 1.0});
-    # narrow products run below the peak on a CPU. Absent: every width at dense_flops.
-    dense_width_efficiency: Optional[dict] = option(None, "GEMM rate by output width, relative to dense_flops")
+    # optional: a GEMM's rate relative to dense_flops by its inner width, the dimension it sums over
+    # ({64: 0.5, 256: 1.0}); narrow products run below the peak on a CPU. Absent: every width at dense_flops.
+    dense_width_efficiency: Optional[dict] = option(None, "GEMM rate by inner width, relative to dense_flops")
     # optional: GAT's aggregation (logits, edge softmax, weighted sum) forward and backward, in
     # edge-heads/s by channels per head ({16: 2e7, 64: 1e7}); absent: priced as gathers and passes
     attention_rate: Optional[dict] = option(None, "GAT edge-heads/s forward and backward, by channels per head")
@@ -134,7 +134,7 @@ class HardwareProfile:
                 raise UserError(f"attention_rate maps channels per head to edge-heads/s, got {channels}: {rate}")
         for width, share in (self.dense_width_efficiency or {}).items():
             if not (isinstance(width, int) and width > 0 and isinstance(share, (int, float)) and 0 < share <= 10):
-                raise UserError(f"dense_width_efficiency maps output widths to rate shares, got {width}: {share}")
+                raise UserError(f"dense_width_efficiency maps inner widths to rate shares, got {width}: {share}")
         for key, text in self.sources.items():
             if key.split(".")[0] not in FIELDS:
                 raise UserError(f"sources names an unknown key {key}; sources describe the profile's keys")

@@ -99,6 +99,18 @@ def test_a_gemm_narrower_than_the_calibrated_widths_runs_at_the_narrow_rate():
     assert costmodel.width_efficiency(PROFILE, 8) == 1.0  # no table: every width at dense_flops
 
 
+def test_each_gemm_of_a_layer_runs_at_the_rate_of_the_width_it_sums_over():
+    """The forward product sums over the input width, the weight's gradient over the rows, the
+    input's gradient over the output width: a layer of 3703 features into 64 columns runs its forward
+    at the full rate, and only the input's gradient (past layer 0) at the narrow one."""
+    profile = SimpleNamespace(dense_width_efficiency={64: 0.5, 256: 1.0})
+    assert costmodel.gemm_time_factor(profile, 3703, 64, 3327, input_gradient=False) == 2.0
+    assert costmodel.gemm_time_factor(profile, 3703, 64, 3327, input_gradient=True) == 4.0
+    assert costmodel.gemm_time_factor(profile, 64, 3703, 3327, input_gradient=True) == 2 + 1 + 1
+    assert costmodel.gemm_time_factor(profile, 64, 64, 100_000, input_gradient=True) == 2 + 1 + 2
+    assert costmodel.gemm_time_factor(PROFILE, 64, 64, 100, input_gradient=True) == 3.0  # no table
+
+
 def test_a_rank_fits_when_its_peak_fits_its_share_of_the_unit():
     assert costmodel.fits(PROFILE, 2, 1e9) and not costmodel.fits(PROFILE, 2, 1.01e9)
     cpu = SimpleNamespace(**{**vars(PROFILE), "device": "cpu", "units_per_node": 1, "ranks_per_node": 8})
