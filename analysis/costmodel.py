@@ -29,11 +29,12 @@ Compute rates are a unit's (a GPU, or a CPU node's pooled cores) divided by the 
 CPU node loopback transfers are copies by those same cores, so bandwidth is shared the same way. The
 epoch takes the slowest rank's time.
 
-Memory of one rank's training working set (what training adds to a loaded rank, the records'
-`train_mem_delta_bytes`): activations kept for backward per layer, the halo rows each layer keeps
-(`kept_halo_rows`), the largest layer's backward transient, the tables of earlier epochs' rows
-(`stale_table_bytes`), gradients and Adam's two moments. `static` (graph structure,
-features, parameters) is added for comparisons with a published peak per machine.
+Memory of one rank's training working set (what training adds to a loaded rank's data, the records'
+`train_data_delta_bytes`: their RSS delta less the library code first run in training): activations
+kept for backward per layer, the halo rows each layer keeps (`kept_halo_rows`), the largest layer's
+backward transient, the tables of earlier epochs' rows (`stale_table_bytes`), gradients and Adam's two
+moments. `static` (graph structure, features, parameters) is added for comparisons with a published
+peak per machine.
 """
 from __future__ import annotations
 
@@ -340,7 +341,7 @@ def step_shape(cls, options, model, rank: Rank, workers: int) -> tuple[Shape, bo
 
 def memory_terms(method, options, model, rank: Rank, workers: int) -> dict:
     """One rank's memory, in bytes per term: its training working set (what the records call
-    `train_mem_delta_bytes`), `static`, what the loaded rank holds on its device before training, and
+    `train_data_delta_bytes`), `static`, what the loaded rank holds on its device before training, and
     `host`, what it holds in host memory (a sampled family's graph, features, cache and tables, kept
     there as DistDGL and GAS keep them). Needs no profile (`method` and `options` as `rank_terms`
     takes them)."""

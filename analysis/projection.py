@@ -224,6 +224,13 @@ def _ranks(graph: dict, partition: dict, workers: int, peers: list[int] | None) 
     return ranks_of(partition, workers, peers, graph_degrees(graph, matching_stats(graph), partition, workers))
 
 
+def measured_working_set(summary: dict) -> float | None:
+    """What a record measured of the working set the cost model projects: the training delta less the
+    library code its probe epochs faulted in (`train_data_delta_bytes_max`); a record from before that
+    field gives its whole delta."""
+    return summary.get("train_data_delta_bytes_max", summary.get("train_mem_delta_bytes_max"))
+
+
 def check_record(record: dict) -> None:
     """What the projection reads of a record beyond what every consumer reads
     (`analysis.records.check`), for `records.load(folder, check_record)`: a record it will project
@@ -259,7 +266,7 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
                                                               r["partition"], r["workers"], ranks[0].graph),
                         measured_bytes_per_epoch=s.get("comm_bytes_per_epoch"),
                         measured_epoch_s=s["epoch_time_s_median"],
-                        measured_train_mem_bytes=s.get("train_mem_delta_bytes_max"), **process_peaks(r, model, ranks)))
+                        measured_train_mem_bytes=measured_working_set(s), **process_peaks(r, model, ranks)))
     if graph_stats:
         g = graph_stats["graph"]
         for _, r in sorted(targets.items()):

@@ -71,6 +71,27 @@ def rss_bytes() -> int:
     return _status_kb("VmRSS") * 1024
 
 
+def library_rss_bytes() -> int:
+    """The part of RSS in shared libraries' mappings (`*.so*` in /proc/self/smaps: torch's, gloo's,
+    Python extensions'), mostly code faulted in on a kernel's first call and shared with every process
+    that maps it. Not other mapped files: a memory-mapped graph is data. One read walks every mapping
+    (about 10 ms for a torch process), so only the probe's segment ends read it; 0 where the kernel
+    has no smaps."""
+    total, library = 0, False
+    try:
+        with open("/proc/self/smaps") as f:
+            for line in f:
+                head = line.split(" ", 1)[0]
+                if "-" in head and ":" not in head:  # a mapping's first line: range perms offset dev inode path
+                    fields = line.split()
+                    library = len(fields) > 5 and ".so" in fields[5].rsplit("/", 1)[-1]
+                elif library and line.startswith("Rss:"):
+                    total += int(line.split()[1]) * 1024
+    except OSError:
+        return 0
+    return total
+
+
 def hwm_bytes() -> int:
     return _status_kb("VmHWM") * 1024
 
@@ -118,7 +139,8 @@ class MemoryProbe:
 
     DESCRIPTION = ("VmHWM reset via /proc/self/clear_refs at each training segment of the warm-up epochs "
                    "(malloc_mmap_threshold fixed there; timed epochs run with glibc's steady-state thresholds); "
-                   "peak PSS = each VmHWM read less RSS - PSS from /proc/self/smaps_rollup then")
+                   "peak PSS = each VmHWM read less RSS - PSS from /proc/self/smaps_rollup then; the data "
+                   "working set = the training delta less the shared libraries' RSS those segments added")
     #: What the per-rank results contribute to a record's summary: key -> (per-rank field, reduction).
     SUMMARY = {"peak_rss_bytes_max": ("peak_rss_bytes", max),
                "peak_pss_bytes_max": ("peak_pss_bytes", _all_or_none(max)),
@@ -127,7 +149,8 @@ class MemoryProbe:
                "process_peak_pss_bytes_max": ("process_peak_pss_bytes", _all_or_none(max)),
                "process_peak_pss_bytes_sum": ("process_peak_pss_bytes", _all_or_none(sum)),
                "train_mem_delta_bytes_max": ("train_mem_delta_bytes", max),
-               "train_mem_delta_bytes_mean": ("train_mem_delta_bytes", statistics.fmean)}
+               "train_mem_delta_bytes_mean": ("train_mem_delta_bytes", statistics.fmean),
+               "train_data_delta_bytes_max": ("train_data_delta_bytes", max)}
 
     def __init__(self, device: torch.device, probe_epochs: int | None = None, switch_allocator: bool = False):
         self.device = device
@@ -139,6 +162,10 @@ class MemoryProbe:
         self.train_peak = 0
         self.other_peak = self.peak_before_train
         self.rss_train_start = 0
+        # the libraries' RSS (their code) at the first training segment's start and what it had grown
+        # by at the last segment's end (kernels called for the first time, not data), and the
+        # training peak with the growth by each segment's end taken off (`train_data_peak`)
+        self.code_train_start, self.train_code_pages, self.train_data_peak = 0, 0, 0
         self.hwm_resettable = True
         self.cuda_peaks = {"allocated": 0, "reserved": 0}
 
@@ -152,6 +179,7 @@ class MemoryProbe:
         gc.collect()
         self.hwm_resettable = reset_hwm()
         self.rss_train_start = rss_bytes()
+        self.code_train_start = library_rss_bytes()
         self.training = True
         if self.cuda:
             torch.cuda.synchronize(self.device)
@@ -163,7 +191,11 @@ class MemoryProbe:
         if not self.probing or not self.training:
             return
         self.training = False
-        self.train_peak = max(self.train_peak, self._hwm())
+        hwm = self._hwm()
+        self.train_peak = max(self.train_peak, hwm)
+        # code pages only grow: those resident at this segment's end were, at most, all there at its peak
+        self.train_code_pages = library_rss_bytes() - self.code_train_start
+        self.train_data_peak = max(self.train_data_peak, hwm - self.train_code_pages)
         reset_hwm()
         if self.cuda:
             torch.cuda.synchronize(self.device)
@@ -207,6 +239,11 @@ class MemoryProbe:
             "rss_train_start_bytes": self.rss_train_start,
             "train_peak_rss_bytes": self.train_peak,
             "train_mem_delta_bytes": max(0, self.train_peak - self.rss_train_start),
+            # the delta less the library code faulted in since training started (counted in full by RSS,
+            # in every rank, though shared): what the cost model's working set describes. Code first
+            # called after a segment's peak is taken off too, so it can read low by that much.
+            "train_code_pages_bytes": self.train_code_pages,
+            "train_data_delta_bytes": max(0, self.train_data_peak - self.rss_train_start),
             "hwm_resettable": self.hwm_resettable,
         }
         if self.cuda:

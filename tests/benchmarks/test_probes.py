@@ -35,8 +35,8 @@ def touched(nbytes: int) -> mmap.mmap:
 class FakeProc:
     """/proc/self/status in miniature: RSS, and a high-water mark that follows it up and resets to it."""
 
-    def __init__(self, rss: int, hwm: int):
-        self.rss, self.hwm = rss, hwm
+    def __init__(self, rss: int, hwm: int, code: int = 0):
+        self.rss, self.hwm, self.code = rss, hwm, code  # code: RSS in the shared libraries' mappings
 
     def alloc_and_free(self, nbytes: int) -> None:
         self.hwm = max(self.hwm, self.rss + nbytes)
@@ -51,6 +51,15 @@ def test_readers_give_the_process_rss_and_a_peak_at_least_as_high():
     rss = rss_bytes()
     hwm = hwm_bytes()
     assert 0 < rss <= hwm and rss % 1024 == 0 and hwm % 1024 == 0
+
+
+def test_the_libraries_rss_is_part_of_rss_and_grows_when_new_code_runs():
+    """library_rss_bytes counts the shared libraries' resident pages: a part of RSS, which a kernel
+    run for the first time can only add to."""
+    before = probes.library_rss_bytes()
+    assert 0 < before < rss_bytes()
+    torch.linalg.svd(torch.randn(64, 64))  # LAPACK's code, not called before in this process, most likely
+    assert probes.library_rss_bytes() >= before
 
 
 def test_rss_follows_a_touched_allocation():
@@ -76,16 +85,20 @@ def test_reset_hwm_brings_the_peak_down_to_the_current_rss():
 
 def test_memory_probe_keeps_evaluation_out_of_the_training_peak(monkeypatch):
     """Segments: training peaks are maxed over segments, evaluation peaks go to the overall peak only,
-    and the working set is the training peak minus RSS at train start."""
-    proc = FakeProc(rss=100 * MiB, hwm=150 * MiB)  # loading peaked at 150 MiB
+    and the working set is the training peak minus RSS at train start; its data part leaves out the
+    library code faulted in by the time of each segment's peak."""
+    proc = FakeProc(rss=100 * MiB, hwm=150 * MiB, code=20 * MiB)  # loading peaked at 150 MiB
     monkeypatch.setattr(probes, "rss_bytes", lambda: proc.rss)
+    monkeypatch.setattr(probes, "library_rss_bytes", lambda: proc.code)
     monkeypatch.setattr(probes, "hwm_bytes", lambda: proc.hwm)
     monkeypatch.setattr(probes, "reset_hwm", proc.reset)
     monkeypatch.setattr(probes, "shared_excess_bytes", lambda: 10 * MiB)
     probe = MemoryProbe(CPU)
     probe.start_training()
+    proc.code += 6 * MiB  # the first backward's kernels: their code pages, part of the peak below
     proc.alloc_and_free(40 * MiB)  # epoch 1
     probe.pause()
+    proc.code += 3 * MiB  # evaluation's own kernels
     proc.alloc_and_free(500 * MiB)  # evaluation
     probe.resume()
     proc.alloc_and_free(30 * MiB)  # epoch 2
@@ -94,6 +107,7 @@ def test_memory_probe_keeps_evaluation_out_of_the_training_peak(monkeypatch):
         "peak_rss_bytes": 600 * MiB, "peak_pss_bytes": 590 * MiB, "rss_train_start_bytes": 100 * MiB,
         "process_peak_rss_bytes": 600 * MiB, "process_peak_pss_bytes": 590 * MiB,
         "train_peak_rss_bytes": 140 * MiB, "train_mem_delta_bytes": 40 * MiB, "hwm_resettable": True,
+        "train_code_pages_bytes": 9 * MiB, "train_data_delta_bytes": 34 * MiB,  # 140 - 6 - 100 > 130 - 9 - 100
     }
 
 

@@ -26,6 +26,7 @@ def entry(epoch, seconds=1.0, val=None, loss=1.0, comm=100):
 
 def rank_probes(rank, peak=1000, delta=100, by_cat=None):
     return {"rank": rank, "peak_rss_bytes": peak, "peak_pss_bytes": peak - 10, "train_mem_delta_bytes": delta,
+            "train_data_delta_bytes": delta - 10,
             "process_peak_rss_bytes": peak + 5, "process_peak_pss_bytes": peak - 5,
             "threads": 2, "comm_bytes_by_category": by_cat or {"halo_fwd": 300, "eval": 50, "setup": 7}}
 
@@ -60,7 +61,7 @@ def test_summary_reduces_history_and_every_ranks_probes():
     assert (s["peak_pss_bytes_max"], s["peak_pss_bytes_sum"]) == (2990, 3980)  # PSS: the largest rank, the machine
     assert (s["process_peak_pss_bytes_max"], s["process_peak_pss_bytes_sum"], s["process_peak_rss_bytes_max"]) == \
         (2995, 3990, 3005)  # the process over the whole run
-    assert s["train_mem_delta_bytes_mean"] == 200
+    assert s["train_mem_delta_bytes_mean"] == 200 and s["train_data_delta_bytes_max"] == 290
     assert (s["best_val_acc"], s["best_epoch"]) == (0.7, 2) and s["test_acc_at_best_val"] == pytest.approx(0.6)
 
 
