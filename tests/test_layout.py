@@ -21,10 +21,11 @@ import pytest
 
 from benchmarks.base.registry import method_names
 from benchmarks.tools.imports import ROOMS, cycles, import_graph, room_graph, runtime, upward, walk
+from benchmarks import PROJECT_ROOT
 
 pytestmark = pytest.mark.fast
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = PROJECT_ROOT
 #: The runtime: the package's entry point and every room but the tools.
 RUNTIME = ("benchmarks/*.py", *(f"benchmarks/{room}/*.py" for room in ROOMS if room not in ("tools", "__main__")))
 #: Modules the report (records to tables, figures, notebooks) is built from.

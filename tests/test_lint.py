@@ -2,13 +2,14 @@
 at most 120 columns): a long line, an undefined or unused name fails the test run, not a review."""
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from benchmarks import PROJECT_ROOT
+
 pytestmark = pytest.mark.fast
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = PROJECT_ROOT
 
 
 def test_the_code_is_clean_under_the_configured_lint():

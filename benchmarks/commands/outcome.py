@@ -27,7 +27,6 @@ def summary_line(record: dict) -> str:
             f"comm {s['comm_bytes_per_epoch'] / 1e6:.2f} MB/epoch")
 
 
-
 def run_and_report(config: dict, preflight=None) -> None:
     """Run a composed configuration and print where its record went and its summary line; exits 2 on
     bad input, 1 on a failed run, 128 + signal on a stop (what `python -m benchmarks` exits with; a

@@ -14,8 +14,6 @@ from pathlib import Path
 
 from benchmarks import PROJECT_ROOT
 
-ROOT = PROJECT_ROOT
-
 
 def is_script_guard(node: ast.AST) -> bool:
     """`if __name__ == "__main__":`, code that runs when the module is the program, not when imported;
@@ -36,7 +34,7 @@ def walk(tree: ast.Module, deferred: bool):
 
 
 def module_of(path: Path) -> str:
-    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+    return ".".join(path.relative_to(PROJECT_ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
 def import_graph(paths: list[Path], deferred: bool = False) -> dict[str, set[str]]:
@@ -90,7 +88,7 @@ def floors(graph: dict[str, set[str]]) -> dict[str, int]:
 
 
 def runtime() -> list[Path]:
-    return sorted((ROOT / "benchmarks").rglob("*.py"))
+    return sorted((PROJECT_ROOT / "benchmarks").rglob("*.py"))
 
 
 #: The rooms of `benchmarks/`, lowest first: each imports only the rooms before it (tools and the entry

@@ -14,10 +14,11 @@ from analysis import advise, costmodel
 from analysis.__main__ import main
 from benchmarks.base.registry import method_names
 from tests.analysis.test_hostile_input import one_line_error
+from analysis import PROJECT_ROOT
 
 pytestmark = pytest.mark.fast
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = PROJECT_ROOT
 CITESEER = str(ROOT / "data" / "partition_stats" / "citeseer-metis.json")
 #: Every modelled method: a one-process one (single, gas) as its one-device row in every table
 PROJECTED = [n for n in method_names() if not costmodel.why_not_modelled(n)]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis import PROJECT_ROOT
 from analysis import records as rec
 from analysis.__main__ import main
 from tests.analysis.handmade import record, write
@@ -84,7 +85,7 @@ def test_d10_a_record_the_projection_cannot_use_is_skipped_by_name_and_the_rest_
 def test_d11_more_workers_than_the_graph_has_nodes_is_refused(folder, tmp_path, capsys):
     err = one_line_error(capsys, project(folder, "--workers", "100000000", "--graph", "ogbn-products"))
     assert "--workers 100000000 exceeds the 2449029 nodes of ogbn-products; use at most 2449029" in err
-    stats = Path(__file__).resolve().parents[2] / "data" / "partition_stats" / "citeseer-metis.json"
+    stats = PROJECT_ROOT / "data" / "partition_stats" / "citeseer-metis.json"
     assert "exceeds the 3327 nodes of citeseer" in one_line_error(
         capsys, project(folder, "--workers", "8,4000", "--graph", str(stats)))
     for workers in ("0", "-2", "abc"):

@@ -22,10 +22,11 @@ import pytest
 
 from benchmarks.run.method import method_class
 from benchmarks.base.registry import method_names
+from analysis import PROJECT_ROOT
 
 pytestmark = pytest.mark.fast
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = PROJECT_ROOT
 NUM = r"([+\-−]?\d+\.\d+)"
 INTERVAL = re.compile(rf"{NUM} \[{NUM}, {NUM}\]")
 METHOD = re.compile(r"`([a-z_]+)`")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
+from benchmarks import PROJECT_ROOT
 from benchmarks.core import native
 from benchmarks.core.aggregation import LocalAdjacency
 from benchmarks.core.draws import Draws, element_hash, keep_mask, torch_element_hash
@@ -19,7 +19,7 @@ from benchmarks.core.draws import Draws, element_hash, keep_mask, torch_element_
 pytestmark = [pytest.mark.fast,
               pytest.mark.skipif(native.unavailable() is not None, reason=f"native kernels: {native.unavailable()}")]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = PROJECT_ROOT
 
 
 def adjacency(kernel: str, rows=300, cols=420, edges=4000, seed=0) -> LocalAdjacency:

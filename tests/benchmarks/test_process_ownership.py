@@ -233,14 +233,15 @@ def test_calibrate_ranks_die_with_a_killed_launcher_and_its_folder_is_removed_la
     assert list(run.tmp.glob("calibrate-*")) == [fresh]
 
 
-@pytest.mark.parametrize("module, args", [("benchmarks", ["workers=2"]), ("benchmarks.tools.calibrate", ["--quick"])])
+@pytest.mark.parametrize("module, args", [("benchmarks", ["workers=2", "epochs=1"]),
+                                          ("benchmarks.tools.calibrate", ["--quick", "--out", "{out}"])])
 def test_a_temporary_folder_too_long_for_the_fork_servers_socket_is_refused_in_one_line(tmp_path, module, args):
     from benchmarks.run.rank_server import SOCKET_PATH_MAX, SOCKET_SUFFIX
 
     deep = tmp_path / ("d" * (SOCKET_PATH_MAX - SOCKET_SUFFIX - len(str(tmp_path))))
     deep.mkdir()
-    proc = subprocess.run([sys.executable, "-m", module, *args, "--out" if "calibrate" in module else "epochs=1",
-                           *([str(tmp_path / "out")] if "calibrate" in module else [])],
+    args = [a.format(out=tmp_path / "out") for a in args]
+    proc = subprocess.run([sys.executable, "-m", module, *args],
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "TMPDIR": str(deep)})
     assert proc.returncode == 2
