@@ -142,8 +142,9 @@ def width_efficiency(profile, width: int) -> float:
     """A GEMM's rate at this inner width (the dimension it sums over) relative to `dense_flops` (the
     profile's calibrated `dense_width_efficiency`, interpolated on log2 width and held at its ends; 1
     without one). Measured on this machine, the inner width sets a narrow product's rate and the
-    output width hardly does: 200000 rows of 128 into 64 columns run at 81 GFLOP/s, of 64 into 64 at
-    60, of 64 into 256 at 68, of 3703 into 64 at 114 (docs/projection.md, "The GEMM's rate")."""
+    output width hardly does: 200000 rows of 128 into 64 columns run at 90 GFLOP/s, of 64 into 64 at
+    67, of 64 into 256 at 70, of 3703 into 64 at 123 (`python -m benchmarks.tools.kernels --gemm`;
+    docs/projection.md, "The GEMM's rate")."""
     table = sorted((int(w), float(e)) for w, e in (getattr(profile, "dense_width_efficiency", None) or {}).items())
     if not table:
         return 1.0

@@ -1,4 +1,4 @@
-"""`python -m benchmarks.tools.kernels [--nodes N] [--degree D] [--width F] [--heads H] [--threads T]`:
+"""`python -m benchmarks.tools.kernels [--nodes N] [--degree D] [--width F] [--heads H] [--threads T] [--gemm]`:
 the aggregation, attention and dropout kernels side by side in one run, against this machine's
 streaming bandwidth. A benchmark, not a test: it prints times and the ratios measured in the same run.
 
@@ -12,7 +12,10 @@ it prints
     dropout's forward at p = 0.5 (`draws.Draws.dropout`, masks keyed by node), with native's speed-up
     and its fraction of the bound;
   - with `--orders`, native's forward product after relabelling the nodes by degree and by reverse
-    Cuthill-McKee (scipy), against the generator's order: whether ordering a part's nodes helps.
+    Cuthill-McKee (scipy), against the generator's order: whether ordering a part's nodes helps;
+  - with `--gemm` instead (no graph): the fp32 GEMM rate of a layer's three products (forward, input
+    gradient, weight gradient) for `GEMM_SHAPES`, which docs/projection.md ("The GEMM's rate") reads:
+    the width a product sums over sets a narrow product's rate.
 Each time is the best of `--reps` runs after a warm-up (the best, not the median: the other load on a
 shared machine only ever adds time). Run it on a quiet machine.
 """
@@ -70,6 +73,35 @@ def copy_bandwidth(reps: int) -> float:
     return 2 * big.numel() * 4 / best(lambda: copy.copy_(big), reps)
 
 
+#: (rows, input width, output width) of the GEMM table: the calibration's 200000 rows at the widths
+#: the validation runs use (CiteSeer's 3703 features, the synthetic graph's 128, hidden 64 and 256),
+#: and CiteSeer's 3327 rows, whose operands fit in the cache.
+GEMM_SHAPES = ((200_000, 64, 64), (200_000, 128, 64), (200_000, 64, 256), (200_000, 3703, 64),
+               (200_000, 256, 256), (3327, 3703, 64), (3327, 64, 64))
+
+
+def gemm_rates(rows: int, d_in: int, d_out: int, reps: int) -> dict[str, float]:
+    """FLOP/s of a linear layer's products, x (rows x in) and w (out x in): the forward x @ w^T sums
+    over `d_in`, the input gradient dy @ w over `d_out`, the weight gradient dy^T @ x over `rows`. Each
+    timing repeats the product to about 1 GFLOP."""
+    x, w, dy = torch.randn(rows, d_in), torch.randn(d_out, d_in), torch.randn(rows, d_out)
+    flops = 2 * rows * d_in * d_out
+    calls = max(1, int(1e9 // flops))
+
+    def rate(product) -> float:
+        return flops * calls / best(lambda: [product() for _ in range(calls)], reps)
+    return {"forward": rate(lambda: x @ w.t()), "input gradient": rate(lambda: dy @ w),
+            "weight gradient": rate(lambda: dy.t() @ x)}
+
+
+def gemm_table(reps: int) -> None:
+    print(f"{'rows':>7} {'in -> out':>11}{'forward':>10}{'input grad':>12}{'weight grad':>13}  GFLOP/s")
+    for rows, d_in, d_out in GEMM_SHAPES:
+        r = gemm_rates(rows, d_in, d_out, reps)
+        print(f"{rows:>7} {f'{d_in} -> {d_out}':>11}" + "".join(f"{v / 1e9:>{w}.0f}" for v, w in zip(r.values(),
+                                                                                                    (10, 12, 13))))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.tools.kernels", description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=int, default=200_000)
@@ -79,7 +111,12 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--orders", action="store_true", help="also time native's A @ X under degree and RCM orders")
+    ap.add_argument("--gemm", action="store_true", help="only the GEMM rates of a layer's products (GEMM_SHAPES)")
     a = ap.parse_args(argv)
+    if a.gemm:
+        torch.set_num_threads(a.threads)
+        gemm_table(a.reps)
+        return
     if native.unavailable():
         raise SystemExit(f"error: the native kernels are unavailable here ({native.unavailable()})")
     if a.width % a.heads:
