@@ -33,6 +33,24 @@ SECTIONS = ("method", "dataset", "model")
 SAVERS = {"memory": MemoryOptions, "comm": CommOptions}
 
 
+#: Where a run keeps things on one machine. The only keys torchrun's nodes may set apart: each machine
+#: has its own disks and folders. Every other key is the run's own (what is trained, how, how long,
+#: what is recorded, when it times out), so every rank must hold the same value; what the folders
+#: hold must agree too, which the ranks check by comparing their partitions (`runner._check_ranks_agree`).
+PER_MACHINE = ("data_root", "cache_dir", "results_dir")
+
+
+def flat(cfg: dict, prefix: str = "") -> dict:
+    """A configuration's values by dotted key (`method.sync_every`), as an override names them."""
+    out = {}
+    for key, value in cfg.items():
+        if isinstance(value, dict):
+            out.update(flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 #: A paper preset's regime, item by item (`regime`): what the reference code does besides the method.
 REGIME_ITEMS = ("preprocessing", "regularisation", "stopping", "runs")
 REGIME_VERDICTS = ("followed:", "deviation:")

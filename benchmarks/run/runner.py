@@ -37,7 +37,7 @@ import psutil
 import torch
 import torch.distributed as dist
 
-from benchmarks.run.config import RunConfig, check as check_config, control_config
+from benchmarks.run.config import PER_MACHINE, RunConfig, check as check_config, control_config, flat
 from benchmarks.base import registry
 from benchmarks.core import native
 from benchmarks.run import rank_server
@@ -248,6 +248,7 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
     if p.world > 1:
         dist.init_process_group(cfg.backend_name, init_method=init_method, rank=rank, world_size=p.world,
                                 timeout=datetime.timedelta(seconds=cfg.dist_timeout_s))
+        _check_ranks_agree(cfg, rank, p.world, Path(source))
         part, folder = load_part(source, rank), Path(source)
     else:
         part, folder = source, None
@@ -264,6 +265,60 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
         dist.destroy_process_group()
     if not_written is not None:
         raise not_written
+
+
+def _check_ranks_agree(cfg: RunConfig, rank: int, world: int, folder: Path) -> None:
+    """Every rank runs rank 0's run, checked by one small exchange as soon as the process group is
+    up, before any part is loaded. Under torchrun each machine composes its own command line: nodes
+    whose overrides differ would otherwise train together under rank 0's name (mixed learning rates,
+    parts of two partitions) or wait on each other until `dist_timeout_s` (different epochs). Only
+    the folders may differ (`config.PER_MACHINE`), so the ranks also compare what their partition
+    caches hold (the manifest's key, with the data's fingerprint, and its statistics). Each rank
+    sends its whole configuration (a few KB) rather than a hash, so that every rank can name the
+    keys, and all raise the same one line. The spawned launcher's ranks share one plan and cannot
+    differ; they take this path too (milliseconds) rather than a second one."""
+    manifest = load_manifest(folder)
+    mine = {"config": flat(cfg.as_dict()), "partition": {"key": manifest["key"], "stats": manifest["stats"]}}
+    everyone = [None] * world
+    dist.all_gather_object(everyone, mine)
+    first = everyone[0]["config"]
+
+    def differing(theirs: dict) -> list[str]:
+        return sorted(k for k in first.keys() | theirs.keys()
+                      if k not in PER_MACHINE and first.get(k, _UNSET) != theirs.get(k, _UNSET))
+
+    def shown(values: dict, keys: list[str]) -> str:
+        return ", ".join(f"{k}={_override_value(values.get(k, _UNSET))}" for k in keys)
+
+    apart = [r for r in range(1, world) if differing(everyone[r]["config"])]
+    if apart:
+        r, keys = apart[0], differing(everyone[apart[0]]["config"])
+        others = f" (so do ranks {', '.join(map(str, apart[1:]))})" if apart[1:] else ""
+        error = (f"the ranks' configurations differ: rank {r} has {shown(everyone[r]['config'], keys)} where rank 0 "
+                 f"has {shown(first, keys)}{others}; start every torchrun node with the same overrides")
+    else:
+        apart = [r for r in range(1, world) if everyone[r]["partition"] != everyone[0]["partition"]]
+        if not apart:
+            return
+        def built(r: int) -> str:
+            key, stats = everyone[r]["partition"]["key"], everyone[r]["partition"]["stats"]
+            return f"{key['dataset']} (fingerprint {key['fingerprint'][:12]}) cut by {stats['edge_cut']} edges"
+
+        r = apart[0]
+        error = (f"the ranks' partitions differ although their configurations agree: rank {r} has {built(r)} "
+                 f"where rank 0 has {built(0)}; give every torchrun node the same dataset files and pymetis")
+    dist.destroy_process_group()  # every rank is here, past the one collective: nobody waits on another
+    raise UserError(error)
+
+
+_UNSET = object()
+
+
+def _override_value(value) -> str:
+    """A value as an override writes it (`lr=0.5`, `resume=false`, `regime=null`)."""
+    if value is _UNSET:
+        return "(unset)"
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 class _Output:
@@ -447,6 +502,10 @@ def _run_torchrun(p: Plan, log, preflight=None) -> tuple[Path, dict]:
         if rank == 0:
             builder.fail(str(e))
             e.record = p.path
+        raise
+    except UserError as e:  # the ranks disagree (`_check_ranks_agree`): a failed run, said in one line
+        if rank == 0:
+            builder.fail(str(e))
         raise
     except Exception as e:
         if rank == 0:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from benchmarks.core.datasets import PROJECT_ROOT
@@ -107,26 +109,57 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def torchrun_machines(tmp_path, *per_node: list[str]) -> list[tuple[int, str]]:
+    """Two torchrun "machines" on loopback, node n started with `per_node[n]`, each keeping its partition
+    cache in its own folder (as machines without a shared file system do) and both writing records
+    to `tmp_path / 'results'`; (exit status, output) per node, once both have ended."""
+    port = free_port()
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    machines = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1", f"--node-rank={node}",
+         "--master-addr=127.0.0.1", f"--master-port={port}", "-m", "benchmarks", *overrides,
+         f"results_dir={tmp_path / 'results'}", f"cache_dir={tmp_path / f'cache{node}'}"],
+        cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for node, overrides in enumerate(per_node)]
+    try:
+        outputs = [m.communicate(timeout=300)[0] for m in machines]
+    finally:
+        for m in machines:
+            m.kill()
+    return [(m.returncode, out) for m, out in zip(machines, outputs)]
+
+
 def test_two_torchrun_machines_on_loopback_train_like_the_spawn_launcher(make_cfg, tmp_path):
     overrides = ["model=gcn", "workers=2", "epochs=3", "hidden=16", "dropout=0", "log_every=0", *SMALL_SYNTHETIC]
     _, spawned = run(make_cfg(*overrides))
     assert spawned["status"] == "ok"
 
-    port = free_port()
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
-    results = tmp_path / "torchrun-results"
-    machines = [subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1", f"--node-rank={node}",
-         "--master-addr=127.0.0.1", f"--master-port={port}", "-m", "benchmarks", *overrides,
-         f"results_dir={results}", f"cache_dir={tmp_path / 'torchrun-cache'}"],
-        cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for node in range(2)]
-    outputs = [m.communicate(timeout=300)[0] for m in machines]
-    assert [m.returncode for m in machines] == [0, 0], outputs
-    assert "record:" in outputs[0]
-    (path,) = results.glob("*.json")
+    (rc0, out0), (rc1, out1) = torchrun_machines(tmp_path, overrides, overrides)
+    assert [rc0, rc1] == [0, 0], (out0, out1)
+    assert "record:" in out0
+    (path,) = (tmp_path / "results").glob("*.json")
     record = json.loads(path.read_text())
     assert record["status"] == "ok" and record["env"]["launcher"] == "torchrun"
     assert [h["train_loss"] for h in record["history"]] == pytest.approx(
         [h["train_loss"] for h in spawned["history"]], rel=1e-6)
     assert record["comm"]["bytes_by_category"]["halo_fwd"] == spawned["comm"]["bytes_by_category"]["halo_fwd"]
+
+
+def test_torchrun_machines_with_different_overrides_are_refused_before_training(tmp_path):
+    """Node 1 started with another learning rate, seed and epoch count: every rank says which keys
+    differ in one line and exits non-zero, before an epoch; the record is rank 0's, failed; nothing
+    is left running. (Without the check the ranks trained together and rank 0 wrote an ok record, or,
+    with different epochs, waited for each other until `dist_timeout_s`.)"""
+    common = ["workers=2", "epochs=2", "hidden=16", "log_every=1", "dist_timeout_s=60", *SMALL_SYNTHETIC]
+    (rc0, out0), (rc1, out1) = torchrun_machines(tmp_path, common, [*common, "lr=0.5", "seed=1", "epochs=3"])
+    line = ("error: the ranks' configurations differ: rank 1 has epochs=3, lr=0.5, seed=1 where rank 0 has "
+            "epochs=2, lr=0.01, seed=0; start every torchrun node with the same overrides")
+    for rc, out in ((rc0, out0), (rc1, out1)):
+        assert rc != 0 and line in out.splitlines(), out
+        assert not re.search(r"epoch +1/", out)  # refused before training
+    (path,) = (tmp_path / "results").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "failed" and record["history"] == []
+    assert record["error"] == line.removeprefix("error: ") and record["config"]["lr"] == 0.01
+    left = [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+    assert not left, [p.info["cmdline"] for p in left]
