@@ -248,7 +248,7 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
     if p.world > 1:
         dist.init_process_group(cfg.backend_name, init_method=init_method, rank=rank, world_size=p.world,
                                 timeout=datetime.timedelta(seconds=cfg.dist_timeout_s))
-        _check_ranks_agree(cfg, rank, p.world, Path(source))
+        _check_ranks_agree(cfg, p.world, Path(source))
         part, folder = load_part(source, rank), Path(source)
     else:
         part, folder = source, None
@@ -267,7 +267,7 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
         raise not_written
 
 
-def _check_ranks_agree(cfg: RunConfig, rank: int, world: int, folder: Path) -> None:
+def _check_ranks_agree(cfg: RunConfig, world: int, folder: Path) -> None:
     """Every rank runs rank 0's run, checked by one small exchange as soon as the process group is
     up, before any part is loaded. Under torchrun each machine composes its own command line: nodes
     whose overrides differ would otherwise train together under rank 0's name (mixed learning rates,
@@ -300,6 +300,7 @@ def _check_ranks_agree(cfg: RunConfig, rank: int, world: int, folder: Path) -> N
         apart = [r for r in range(1, world) if everyone[r]["partition"] != everyone[0]["partition"]]
         if not apart:
             return
+
         def built(r: int) -> str:
             key, stats = everyone[r]["partition"]["key"], everyone[r]["partition"]["stats"]
             return f"{key['dataset']} (fingerprint {key['fingerprint'][:12]}) cut by {stats['edge_cut']} edges"
