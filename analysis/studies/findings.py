@@ -1,4 +1,4 @@
-"""Study `findings` (experiment=findings): the README's findings table. One row per registered
+"""Study `findings` (experiment=findings): the findings table of docs/findings.md. One row per registered
 method, run at the preset's worker count beside its exact control and `single` on the same seeds:
 
 - what it is: its family (the runtime base class it stands on), exact or what it approximates

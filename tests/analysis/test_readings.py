@@ -9,7 +9,7 @@ then, where a method named before the interval in that clause (or the page's own
 has a row of the published tables with those numbers (docs/results/findings.csv,
 docs/results/scaling.csv), against that row: a
 scaling row is resolved only when it survives Holm (`holm`), a findings row (no correction on that
-page) never is. The README's findings table is a copy of the generated page (held to it by
+page) never is. The findings table of docs/findings.md is a copy of the generated page (held to it by
 tests/analysis/studies/test_findings.py) and keeps that page's words until it is republished: its
 rows are left out here."""
 from __future__ import annotations
@@ -47,7 +47,7 @@ def pages() -> list[Path]:
 
 def clauses(path: Path) -> list[str]:
     text = path.read_text()
-    if path.name == "README.md":  # the copy of the generated findings table: that page's words
+    if path.name == "findings.md":  # the copy of the generated findings table: that page's words
         head, rest = text.split("<!-- findings:start -->")
         block, tail = rest.split("<!-- findings:end -->")
         text = head + "\n".join(line for line in block.splitlines() if not line.startswith("|")) + tail
@@ -129,7 +129,7 @@ def test_every_reading_of_a_published_row_agrees_with_its_table():
             wrong.append(f"{page}: `{match[0]['method']}` {mean} [{low}, {high}] read {w!r}, the rule says "
                          f"{sorted(allowed(match[0]['low'], match[0]['high'], match[0]['holm']))}: {clause[:160]}")
     assert not wrong, "\n".join(wrong)
-    assert checked >= 5  # the README's scaling readings, at least, are held to the table
+    assert checked >= 5  # docs/findings.md's scaling readings, at least, are held to the table
 
 
 def test_the_rule_itself():

@@ -80,11 +80,12 @@ def test_a_page_regenerated_from_its_records_equals_the_committed_one(tmp_path):
     assert again.read_text().replace(str(folder), "<records>").replace(str(page), "<page>") == text
 
 
-def test_the_readme_findings_table_is_the_published_pages():
-    """README's findings table is copied from docs/results/findings.md (regenerated from records);
-    a row edited by hand, or a page republished without the README, fails here."""
+def test_the_findings_table_of_docs_findings_is_the_published_pages():
+    """docs/findings.md's findings table is copied from docs/results/findings.md (regenerated from records);
+    a row edited by hand, or a page republished without docs/findings.md, fails here."""
     root = Path(__file__).resolve().parents[3]
-    block = (root / "README.md").read_text().split("<!-- findings:start -->")[1].split("<!-- findings:end -->")[0]
+    text = (root / "docs" / "findings.md").read_text()
+    block = text.split("<!-- findings:start -->")[1].split("<!-- findings:end -->")[0]
     rows = [line for line in block.splitlines() if line.startswith("|")]
     page = (root / "docs" / "results" / "findings.md").read_text().splitlines()
     assert len(rows) > 2 and all(row in page for row in rows)
