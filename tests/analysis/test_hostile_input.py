@@ -5,6 +5,7 @@ a traceback, never half a report. In-process calls of the CLI's `main`, on hand-
 from __future__ import annotations
 
 import errno
+import os
 import json
 from pathlib import Path
 
@@ -159,3 +160,52 @@ def test_d21_a_full_disk_ends_the_report_in_one_line_and_leaves_no_half_report(f
     assert err == f"error: could not write the report to {out} (No space left on device)"
     assert sorted(p.name for p in out.iterdir()) == ["report.md"]
     assert (out / "report.md").read_text() == "the earlier report"
+
+
+# Round three (review-reliability-r3.md, issue 50): publishing next to the records (D1).
+
+def test_r3_d1_publish_refuses_a_page_whose_figure_folder_is_not_its_own_and_deletes_nothing(folder, tmp_path,
+                                                                                              capsys):
+    """A8: the page `records.md` beside the records folder `records/` would put its figures in the
+    records; A9: `pub/notes.md` beside someone's `pub/notes/`. Each is refused in one line before
+    anything is written, and both folders keep every file (they were deleted whole)."""
+    from analysis.report import publish
+    records = sorted(p.name for p in folder.iterdir())
+    page = folder.parent / f"{folder.name}.md"
+    err = one_line_error(capsys, ["report", str(folder), "--publish", str(page)])
+    assert f"--publish {page} would put its figures in {folder}, which exists and is not a previous publication" in err
+    assert sorted(p.name for p in folder.iterdir()) == records and not page.exists()
+    notes = tmp_path / "pub" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "important.txt").write_text("keep me")
+    assert f"in {notes}, which exists" in one_line_error(
+        capsys, ["report", str(folder), "--publish", str(tmp_path / "pub" / "notes.md")])
+    assert [p.name for p in (tmp_path / "pub").iterdir()] == ["notes"]
+    assert [p.name for p in notes.iterdir()] == ["important.txt"] and (notes / "important.txt").read_text() == "keep me"
+    with pytest.raises(FileExistsError, match="is not a previous publication"):  # the library call refuses too
+        publish(folder, page)
+    assert sorted(p.name for p in folder.iterdir()) == records
+
+
+def test_r3_d1_a_page_published_again_replaces_its_own_figure_folder_whole(folder, tmp_path, capsys, monkeypatch):
+    """Publishing a page again replaces the folder its previous publication marked (a stale figure
+    goes); when putting the new folder in place fails, the previous one is back and the page as it was."""
+    from analysis.report import MARK
+    page = tmp_path / "pub" / "quick.md"
+    main(["report", str(folder), "--publish", str(page)])
+    figures = page.parent / "quick"
+    assert (figures / MARK).is_file() and list((figures / "figures").glob("*.png"))
+    (figures / "figures" / "stale.png").write_text("a figure the page no longer has")
+    main(["report", str(folder), "--publish", str(page)])
+    assert (figures / MARK).is_file() and not (figures / "figures" / "stale.png").exists()
+    assert sorted(p.name for p in page.parent.iterdir()) == ["quick", "quick.md"]  # nothing staged is left
+    (figures / "figures" / "stale.png").write_text("kept: the new folder could not be put in place")
+    (page).write_text("the earlier page")
+    rename = os.rename
+    monkeypatch.setattr(os, "rename", lambda a, b: enospc() if Path(b) == figures and ".previous" not in str(a)
+                        else rename(a, b))
+    err = one_line_error(capsys, ["report", str(folder), "--publish", str(page)])
+    assert err == f"error: could not write the results page to {page} (No space left on device)"
+    assert (figures / "figures" / "stale.png").is_file() and (figures / MARK).is_file()
+    assert page.read_text() == "the earlier page" and sorted(p.name for p in page.parent.iterdir()) == ["quick",
+                                                                                                          "quick.md"]
