@@ -209,3 +209,53 @@ def test_r3_d1_a_page_published_again_replaces_its_own_figure_folder_whole(folde
     assert (figures / "figures" / "stale.png").is_file() and (figures / MARK).is_file()
     assert page.read_text() == "the earlier page" and sorted(p.name for p in page.parent.iterdir()) == ["quick",
                                                                                                           "quick.md"]
+
+
+# Round three (review-reliability-r3.md, issue 50): a malformed partition-statistics file (D9).
+
+SHIPPED_STATS = sorted((PROJECT_ROOT / "data" / "partition_stats").glob("*.json"))
+
+
+def _cut_entry(entry):
+    for key in ("edge_cut", "fractions", "summary"):
+        del entry[key]
+
+
+def _empty_lists(entry):
+    for key in ("nodes_per_rank", "edges_per_rank", "halo_nodes_per_rank", "peers_per_rank", "train_nodes_per_rank"):
+        entry[key] = []
+
+
+@pytest.mark.parametrize("case, edit, why", [
+    ("S1", lambda s: s["graph"].pop("edges"), "no key graph.edges"),
+    ("S2", lambda s: s["by_workers"].update(abc=s["by_workers"]["4"]), "by_workers key 'abc' is not a worker count"),
+    ("S3", lambda s: _cut_entry(s["by_workers"]["4"]), "by_workers.4 states no edge cut"),
+    ("S4", lambda s: _empty_lists(s["by_workers"]["4"]), "by_workers.4.nodes_per_rank is not a list of 4 counts"),
+    ("S5", lambda s: s["graph"].update(degree_histogram="x"), "graph.degree_histogram is not a list of [degree, "),
+    ("S6", lambda s: (_cut_entry(s["by_workers"]["4"]), s["by_workers"]["4"].update(edge_cut="many")),
+     "by_workers.4.edge_cut is 'many', not a count"),
+    ("S7", lambda s: s["by_workers"]["4"].update(nodes_per_rank=[5]), "by_workers.4.nodes_per_rank is not a list of 4"),
+    ("S8", lambda s: s["by_workers"].update({"0": s["by_workers"]["1"]}), "by_workers key '0' is not a worker count"),
+    ("empty_rank", lambda s: s["by_workers"]["4"].update(nodes_per_rank=[0, 1, 1, 1]),
+     "by_workers.4.nodes_per_rank is not a list of 4 counts of at least 1"),  # the cost model divides by it
+], ids=[*(f"S{i}" for i in range(1, 9)), "empty_rank"])
+def test_r3_d9_a_malformed_statistics_file_is_named_by_key_in_one_line(folder, tmp_path, capsys, case, edit, why):
+    """review-reliability-r3 S1-S8, P2, P3: each malformed copy of a shipped statistics file ends
+    `advise` and `project` in one line naming the key (they were tracebacks: KeyError, ValueError)."""
+    stats = json.loads((PROJECT_ROOT / "data" / "partition_stats" / "citeseer-metis.json").read_text())
+    edit(stats)
+    path = tmp_path / f"{case}.json"
+    path.write_text(json.dumps(stats))
+    for argv in (["advise", "--graph", str(path), "--hardware", "a100-dgx", "--workers", "4",
+                  "--out", str(tmp_path / "advice")], project(folder, "--workers", "4", "--graph", str(path))):
+        err = one_line_error(capsys, argv)
+        assert err.startswith(f"error: --graph {path}: not a partition-statistics file (") and why in err, err
+    assert not (tmp_path / "advice").exists()
+
+
+@pytest.mark.parametrize("path", SHIPPED_STATS, ids=lambda p: p.name)
+def test_r3_d9_every_shipped_statistics_file_and_proxy_is_of_the_schema(path):
+    from analysis import projection
+    projection.check_stats(json.loads(path.read_text()))
+    for graph in projection.TOTALS:  # the proxies built from the shipped files: the same shape
+        projection.check_stats(projection.load_stats(graph, [1, 4, 256]))
