@@ -124,6 +124,10 @@ def _check(args) -> dict:
             if not args.publish.endswith(".md"):
                 raise UserError(f"--publish takes the page's path, ending in .md (got {args.publish!r})")
             check_writable("--publish", str(Path(args.publish).parent))
+            from analysis.report import page_in_the_way
+            in_the_way = page_in_the_way(args.publish)  # never a folder publish did not make (the records)
+            if in_the_way:
+                raise UserError(in_the_way)
             return {}
         # without --out the report goes beside the records; a folder that is not there has no records (said later)
         if args.command == "report" and (args.out or Path(args.results_dir).is_dir()):

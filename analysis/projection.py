@@ -119,13 +119,7 @@ def graph_degrees(graph: dict, stats: dict | None = None, partition: dict | None
     nodes, edges = graph["nodes"], graph["edges"]
     cuts = {}
     if stats:
-        from benchmarks.tools.partition_stats import fractions, summary
-        for p, entry in stats["by_workers"].items():
-            if int(p) > 1:
-                f = entry.get("fractions") or fractions(entry.get("summary") or summary(
-                    entry["nodes_per_rank"], entry["edges_per_rank"], entry["halo_nodes_per_rank"],
-                    entry.get("peers_per_rank") or [int(p) - 1] * int(p), entry["edge_cut"]), int(p), nodes, edges)
-                cuts[int(p)] = f["edge_cut_frac"]
+        cuts = {int(p): cut_share(entry, nodes, edges) for p, entry in stats["by_workers"].items() if int(p) > 1}
     if partition and workers > 1 and "edge_cut" in partition:
         cuts[workers] = partition["edge_cut"] / max((edges - nodes) / 2, 1)
     measured = sorted(p for p in cuts if cuts[p] > 0)
@@ -137,6 +131,16 @@ def graph_degrees(graph: dict, stats: dict | None = None, partition: dict | None
             if p > measured[-1]:
                 cuts[p] = min(1.0, _value("edge_cut_frac", fit, p))
     return Degrees(tuple((float(d), float(n)) for d, n in histogram), tuple(sorted(cuts.items())))
+
+
+def cut_share(entry: dict, nodes: int, edges: int) -> float:
+    """A statistics entry's edge cut as a share of the graph's undirected edges (`edges` counts both
+    directions and one self-loop a node): its `fractions.edge_cut_frac`, else its `summary`'s or its
+    own `edge_cut` over those edges (`check_stats` holds one of them at every P > 1)."""
+    f = entry.get("fractions") or {}
+    if "edge_cut_frac" in f:
+        return f["edge_cut_frac"]
+    return (entry.get("summary") or {}).get("edge_cut", entry.get("edge_cut")) / max((edges - nodes) / 2, 1)
 
 
 def matching_stats(graph: dict, stats_dir=None) -> dict | None:
@@ -152,10 +156,9 @@ def _stats_by_graph(folder: str) -> dict:
     """The statistics files of `folder` by (name, nodes, edges), read once a process (a folder of
     records asks for each record)."""
     out = {}
-    for path in sorted(Path(folder).glob("*.json")):
-        stats = json.loads(path.read_text())
-        g = stats.get("graph", {})
-        out.setdefault((g.get("name"), g.get("nodes"), g.get("edges")), stats)
+    for stats in measured_stats(folder, required=False):
+        g = stats["graph"]
+        out.setdefault((g["name"], g["nodes"], g["edges"]), stats)
     return out
 
 
@@ -345,51 +348,99 @@ def load_stats(graph: str, workers: list[int], stats_dir=None) -> dict:
     try:
         stats = json.loads(Path(graph).read_text())
         check_stats(stats)
-    except (OSError, ValueError) as e:
+    except OSError as e:
         raise UserError(f"--graph {graph}: not a partition-statistics file ({e}) nor one of "
                         f"{', '.join(TOTALS)}") from None
+    except ValueError as e:  # a file, but not JSON of the schema: what is wrong, by key
+        raise UserError(f"--graph {graph}: not a partition-statistics file ({e})") from None
     return stats
 
 
+#: A statistics entry's per-rank lists (`benchmarks.tools.partition_stats.measure`): the first three
+#: are what the projection needs, the other two it reads where present.
+PER_RANK = ("nodes_per_rank", "edges_per_rank", "halo_nodes_per_rank", "peers_per_rank", "train_nodes_per_rank")
+#: What an entry without per-rank lists (an extrapolated one) must state: its largest rank.
+SUMMARY_MAXIMA = ("nodes_max", "edges_max", "halo_max", "peers_max")
+
+
 def check_stats(stats) -> None:
-    """Raise ValueError naming the first field of a partition-statistics file the projection reads
-    that is missing or of the wrong kind: `graph` (name; nodes, features and classes, whole numbers)
-    and `by_workers` (per P: per-rank count lists, or an extrapolated entry's `summary` maxima)."""
-    def number(x):
-        return isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+    """The schema of a partition-statistics file (`benchmarks.tools.partition_stats`: measured,
+    extrapolated or hand-made), held to everything the projection reads of one so that nothing fails
+    later: raise ValueError naming the first key that is missing or of the wrong kind.
+    - `graph`: `name` (text); `nodes`, `edges`, `features`, `classes` (whole numbers of at least 1);
+      where present, `train_nodes` (a count) and `degree_histogram` ([degree, nodes] pairs of numbers).
+    - `by_workers`: keyed by worker count P as written ("8": a whole number of at least 1), each entry
+      a mapping with either the per-rank lists (PER_RANK: the first three, the others where present),
+      each of P counts (every rank holding a node), or a `summary` stating SUMMARY_MAXIMA (`nodes_max`
+      at least 1: the cost model's per-node rates divide by it); `summary` and `fractions`, where present,
+      mappings of numbers; at P > 1 an edge cut (`edge_cut`, a count, `summary.edge_cut` or
+      `fractions.edge_cut_frac`)."""
+    def number(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
     g = stats.get("graph") if isinstance(stats, dict) else None
     if not isinstance(g, dict):
         raise ValueError("no 'graph' mapping")
     if not isinstance(g.get("name"), str):
         raise ValueError("graph.name is not text")
-    for key in ("nodes", "features", "classes"):
-        if not is_whole(g.get(key), 1):
-            raise ValueError(f"graph.{key} is {g.get(key)!r}, not a whole number of at least 1")
+    for key in ("nodes", "edges", "features", "classes"):
+        if key not in g:
+            raise ValueError(f"no key graph.{key}")
+        if not is_whole(g[key], 1):
+            raise ValueError(f"graph.{key} is {g[key]!r}, not a whole number of at least 1")
+    if "train_nodes" in g and not is_whole(g["train_nodes"]):
+        raise ValueError(f"graph.train_nodes is {g['train_nodes']!r}, not a count")
+    histogram = g.get("degree_histogram", [])
+    if not (isinstance(histogram, list) and all(isinstance(pair, list) and len(pair) == 2 and all(map(number, pair))
+                                                for pair in histogram)):
+        raise ValueError("graph.degree_histogram is not a list of [degree, nodes] pairs of numbers")
     if not isinstance(stats.get("by_workers"), dict):
         raise ValueError("no 'by_workers' mapping")
     for p, entry in stats["by_workers"].items():
+        if not re.fullmatch(r"[1-9][0-9]*", p):
+            raise ValueError(f"by_workers key {p!r} is not a worker count (a whole number of at least 1, as \"8\")")
         if not isinstance(entry, dict):
             raise ValueError(f"by_workers.{p} is not a mapping")
+        for key in ("summary", "fractions"):
+            if key in entry and not (isinstance(entry[key], dict) and all(map(number, entry[key].values()))):
+                raise ValueError(f"by_workers.{p}.{key} is not a mapping of numbers")
         if "nodes_per_rank" in entry:
-            for key in ("nodes_per_rank", "edges_per_rank", "halo_nodes_per_rank"):
-                counts = entry.get(key)
-                if not (isinstance(counts, list) and all(is_whole(n) for n in counts)):
-                    raise ValueError(f"by_workers.{p}.{key} is not a list of counts")
+            for key in (k for k in PER_RANK if k in entry or k in PER_RANK[:3]):
+                counts, least = entry[key], int(key == "nodes_per_rank")  # a rank holds a node at least
+                if not (isinstance(counts, list) and len(counts) == int(p) and all(is_whole(n, least) for n in counts)):
+                    raise ValueError(f"by_workers.{p}.{key} is not a list of {p} counts"
+                                     + (" of at least 1" if least else ""))
         else:
-            s = entry.get("summary")
-            if not (isinstance(s, dict) and all(number(s.get(k)) for k in ("nodes_max", "edges_max", "halo_max",
-                                                                            "peers_max"))):
-                raise ValueError(f"by_workers.{p} has neither per-rank counts nor a summary of their maxima")
+            missing = [k for k in SUMMARY_MAXIMA if k not in (entry.get("summary") or {})]
+            if missing:
+                raise ValueError(f"by_workers.{p} has neither per-rank counts (nodes_per_rank, ...) nor a summary "
+                                 f"of their maxima (no summary.{missing[0]})")
+            if entry["summary"]["nodes_max"] < 1:
+                raise ValueError(f"by_workers.{p}.summary.nodes_max is {entry['summary']['nodes_max']!r}, "
+                                 "not at least 1")
+        if "edge_cut" in entry and not is_whole(entry["edge_cut"]):
+            raise ValueError(f"by_workers.{p}.edge_cut is {entry['edge_cut']!r}, not a count")
+        if int(p) > 1 and not ("edge_cut" in entry or "edge_cut" in (entry.get("summary") or {})
+                               or "edge_cut_frac" in (entry.get("fractions") or {})):
+            raise ValueError(f"by_workers.{p} states no edge cut (edge_cut, summary.edge_cut or "
+                             "fractions.edge_cut_frac)")
 
 
-def measured_stats(stats_dir=None) -> list[dict]:
+def measured_stats(stats_dir=None, required: bool = True) -> list[dict]:
     """Every measured partition-statistics file (data/partition_stats/ by default): the graphs a proxy
-    can be taken from."""
+    can be taken from (`required`: at least one), each held to `check_stats` (a file that is not
+    refused in one line naming it)."""
     from benchmarks.base.errors import UserError
     from benchmarks.tools.partition_stats import STATS_DIR
     folder = Path(stats_dir or STATS_DIR)
-    stats = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
-    if not stats:
+    stats = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            stats.append(json.loads(path.read_text()))
+            check_stats(stats[-1])
+        except (OSError, ValueError) as e:
+            raise UserError(f"{path}: not a partition-statistics file ({e})") from None
+    if required and not stats:
         raise UserError(f"no measured partition statistics in {folder} to build a proxy from")
     return stats
 

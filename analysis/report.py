@@ -62,15 +62,40 @@ def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
     return out_dir / "report.md"
 
 
+#: The file `publish` writes into a page's figure folder (`<page dir>/<page stem>/`): the mark by
+#: which a later `publish` of that page knows the folder is its own to replace. A folder without it
+#: (the records being published, anyone's notes) is never touched: `publish` refuses the page.
+MARK = ".publication"
+
+
+def page_in_the_way(page) -> str | None:
+    """Why `publish` must refuse `page`, or None: its figure folder `<page dir>/<page stem>` exists
+    and is not a previous publication of this page (a folder holding MARK)."""
+    page = Path(page)
+    folder = page.parent / page.stem
+    if not (folder.exists() or folder.is_symlink()):
+        return None
+    if folder.is_dir() and not folder.is_symlink() and (folder / MARK).is_file():
+        return None
+    return (f"--publish {page} would put its figures in {folder}, which exists and is not a previous "
+            f"publication of this page (it has no {MARK}); nothing was written: choose another page name, "
+            f"or move {folder} away")
+
+
 def publish(results_dir, page) -> Path:
     """Write a results page: `<page>` (markdown), its figures under `<page stem>/figures/`, and, for a
     study with a data table (`studies.TABLES`), `<page stem>.csv`. The page states the command that
     regenerates it, the sweep that made its records, their commits, machine and dates; nothing in it
     depends on when it was written, so regenerating from the same records gives the same text. Its
     sections are the studies' whose records are there, or the whole report for records of no study
-    (the quickstart). Made in a hidden folder beside the page and moved into place once whole; the
-    page's old figure folder is replaced, so no stale figure survives."""
+    (the quickstart). Made in a hidden folder beside the page and moved into place once whole. The
+    figure folder is marked (MARK) and replaces a previous publication's whole, so no stale figure
+    survives; any other folder of that name is refused (`page_in_the_way`, FileExistsError) before
+    anything is written, and nothing this function did not make is ever removed."""
     results_dir, page = Path(results_dir), Path(page)
+    in_the_way = page_in_the_way(page)
+    if in_the_way:
+        raise FileExistsError(in_the_way)
     records = rec.load(results_dir)
     page.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".publish-", dir=page.parent))
@@ -83,13 +108,37 @@ def publish(results_dir, page) -> Path:
         for study in named:
             if study in studies.TABLES:
                 studies.TABLES[study](studies.of(records, study)).to_csv(stage / f"{page.stem}.csv", index=False)
-        if (page.parent / page.stem).is_dir():
-            shutil.rmtree(page.parent / page.stem)
-        for path in sorted(stage.iterdir(), key=lambda q: q.suffix == ".md"):  # the page last
-            os.replace(path, page.parent / path.name)
+        if own.is_dir():
+            (own / MARK).write_text(f"The figures of {page.name}, written by `python -m analysis report --publish`; "
+                                    "replaced whole when that page is published again.\n")
+        _swap_in(own if own.is_dir() else None, page, stage / f"{page.name}.previous")
+        for path in sorted((q for q in stage.iterdir() if q.is_file()), key=lambda q: q.suffix == ".md"):
+            os.replace(path, page.parent / path.name)  # the page last
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(stage, ignore_errors=True)  # with the previous publication's figures, set aside in it
     return page
+
+
+def _swap_in(new: Path | None, page: Path, aside: Path) -> None:
+    """The page's figure folder replaced by `new` (None: no figures this time): the previous
+    publication's renamed to `aside` (in the staging folder, removed with it), then `new` renamed
+    in; if that fails the previous one goes back. Checked again here: a folder made since `publish`
+    began is not the previous publication."""
+    folder = page.parent / page.stem
+    previous = folder.exists() or folder.is_symlink()
+    if previous:
+        in_the_way = page_in_the_way(page)
+        if in_the_way:
+            raise FileExistsError(in_the_way)
+        os.rename(folder, aside)
+    if new is None:
+        return
+    try:
+        os.rename(new, folder)
+    except OSError:
+        if previous:
+            os.rename(aside, folder)
+        raise
 
 
 def _summary(records: list[dict]) -> str:

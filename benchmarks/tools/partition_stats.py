@@ -18,7 +18,8 @@ Results: data/partition_stats/<dataset label>-<partitioner>[-s<seed>].json
 
 A P already in the file is not partitioned again (the file is the cache; it is used only for the
 same dataset config, partitioner and seed). `extrapolate` returns the same `by_workers` shape with
-`summary` and `fractions` only (no per-rank lists) and `"source": "extrapolated"`.
+`summary` and `fractions` only (no per-rank lists) and `"source": "extrapolated"`. What the
+projection reads of either shape is held by one schema, `analysis.projection.check_stats`.
 """
 from __future__ import annotations
 

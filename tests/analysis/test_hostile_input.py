@@ -5,6 +5,7 @@ a traceback, never half a report. In-process calls of the CLI's `main`, on hand-
 from __future__ import annotations
 
 import errno
+import os
 import json
 from pathlib import Path
 
@@ -159,3 +160,102 @@ def test_d21_a_full_disk_ends_the_report_in_one_line_and_leaves_no_half_report(f
     assert err == f"error: could not write the report to {out} (No space left on device)"
     assert sorted(p.name for p in out.iterdir()) == ["report.md"]
     assert (out / "report.md").read_text() == "the earlier report"
+
+
+# Round three (review-reliability-r3.md, issue 50): publishing next to the records (D1).
+
+def test_r3_d1_publish_refuses_a_page_whose_figure_folder_is_not_its_own_and_deletes_nothing(folder, tmp_path,
+                                                                                              capsys):
+    """A8: the page `records.md` beside the records folder `records/` would put its figures in the
+    records; A9: `pub/notes.md` beside someone's `pub/notes/`. Each is refused in one line before
+    anything is written, and both folders keep every file (they were deleted whole)."""
+    from analysis.report import publish
+    records = sorted(p.name for p in folder.iterdir())
+    page = folder.parent / f"{folder.name}.md"
+    err = one_line_error(capsys, ["report", str(folder), "--publish", str(page)])
+    assert f"--publish {page} would put its figures in {folder}, which exists and is not a previous publication" in err
+    assert sorted(p.name for p in folder.iterdir()) == records and not page.exists()
+    notes = tmp_path / "pub" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "important.txt").write_text("keep me")
+    assert f"in {notes}, which exists" in one_line_error(
+        capsys, ["report", str(folder), "--publish", str(tmp_path / "pub" / "notes.md")])
+    assert [p.name for p in (tmp_path / "pub").iterdir()] == ["notes"]
+    assert [p.name for p in notes.iterdir()] == ["important.txt"] and (notes / "important.txt").read_text() == "keep me"
+    with pytest.raises(FileExistsError, match="is not a previous publication"):  # the library call refuses too
+        publish(folder, page)
+    assert sorted(p.name for p in folder.iterdir()) == records
+
+
+def test_r3_d1_a_page_published_again_replaces_its_own_figure_folder_whole(folder, tmp_path, capsys, monkeypatch):
+    """Publishing a page again replaces the folder its previous publication marked (a stale figure
+    goes); when putting the new folder in place fails, the previous one is back and the page as it was."""
+    from analysis.report import MARK
+    page = tmp_path / "pub" / "quick.md"
+    main(["report", str(folder), "--publish", str(page)])
+    figures = page.parent / "quick"
+    assert (figures / MARK).is_file() and list((figures / "figures").glob("*.png"))
+    (figures / "figures" / "stale.png").write_text("a figure the page no longer has")
+    main(["report", str(folder), "--publish", str(page)])
+    assert (figures / MARK).is_file() and not (figures / "figures" / "stale.png").exists()
+    assert sorted(p.name for p in page.parent.iterdir()) == ["quick", "quick.md"]  # nothing staged is left
+    (figures / "figures" / "stale.png").write_text("kept: the new folder could not be put in place")
+    (page).write_text("the earlier page")
+    rename = os.rename
+    monkeypatch.setattr(os, "rename", lambda a, b: enospc() if Path(b) == figures and ".previous" not in str(a)
+                        else rename(a, b))
+    err = one_line_error(capsys, ["report", str(folder), "--publish", str(page)])
+    assert err == f"error: could not write the results page to {page} (No space left on device)"
+    assert (figures / "figures" / "stale.png").is_file() and (figures / MARK).is_file()
+    assert page.read_text() == "the earlier page" and sorted(p.name for p in page.parent.iterdir()) == ["quick",
+                                                                                                          "quick.md"]
+
+
+# Round three (review-reliability-r3.md, issue 50): a malformed partition-statistics file (D9).
+
+SHIPPED_STATS = sorted((PROJECT_ROOT / "data" / "partition_stats").glob("*.json"))
+
+
+def _cut_entry(entry):
+    for key in ("edge_cut", "fractions", "summary"):
+        del entry[key]
+
+
+def _empty_lists(entry):
+    for key in ("nodes_per_rank", "edges_per_rank", "halo_nodes_per_rank", "peers_per_rank", "train_nodes_per_rank"):
+        entry[key] = []
+
+
+@pytest.mark.parametrize("case, edit, why", [
+    ("S1", lambda s: s["graph"].pop("edges"), "no key graph.edges"),
+    ("S2", lambda s: s["by_workers"].update(abc=s["by_workers"]["4"]), "by_workers key 'abc' is not a worker count"),
+    ("S3", lambda s: _cut_entry(s["by_workers"]["4"]), "by_workers.4 states no edge cut"),
+    ("S4", lambda s: _empty_lists(s["by_workers"]["4"]), "by_workers.4.nodes_per_rank is not a list of 4 counts"),
+    ("S5", lambda s: s["graph"].update(degree_histogram="x"), "graph.degree_histogram is not a list of [degree, "),
+    ("S6", lambda s: (_cut_entry(s["by_workers"]["4"]), s["by_workers"]["4"].update(edge_cut="many")),
+     "by_workers.4.edge_cut is 'many', not a count"),
+    ("S7", lambda s: s["by_workers"]["4"].update(nodes_per_rank=[5]), "by_workers.4.nodes_per_rank is not a list of 4"),
+    ("S8", lambda s: s["by_workers"].update({"0": s["by_workers"]["1"]}), "by_workers key '0' is not a worker count"),
+    ("empty_rank", lambda s: s["by_workers"]["4"].update(nodes_per_rank=[0, 1, 1, 1]),
+     "by_workers.4.nodes_per_rank is not a list of 4 counts of at least 1"),  # the cost model divides by it
+], ids=[*(f"S{i}" for i in range(1, 9)), "empty_rank"])
+def test_r3_d9_a_malformed_statistics_file_is_named_by_key_in_one_line(folder, tmp_path, capsys, case, edit, why):
+    """review-reliability-r3 S1-S8, P2, P3: each malformed copy of a shipped statistics file ends
+    `advise` and `project` in one line naming the key (they were tracebacks: KeyError, ValueError)."""
+    stats = json.loads((PROJECT_ROOT / "data" / "partition_stats" / "citeseer-metis.json").read_text())
+    edit(stats)
+    path = tmp_path / f"{case}.json"
+    path.write_text(json.dumps(stats))
+    for argv in (["advise", "--graph", str(path), "--hardware", "a100-dgx", "--workers", "4",
+                  "--out", str(tmp_path / "advice")], project(folder, "--workers", "4", "--graph", str(path))):
+        err = one_line_error(capsys, argv)
+        assert err.startswith(f"error: --graph {path}: not a partition-statistics file (") and why in err, err
+    assert not (tmp_path / "advice").exists()
+
+
+@pytest.mark.parametrize("path", SHIPPED_STATS, ids=lambda p: p.name)
+def test_r3_d9_every_shipped_statistics_file_and_proxy_is_of_the_schema(path):
+    from analysis import projection
+    projection.check_stats(json.loads(path.read_text()))
+    for graph in projection.TOTALS:  # the proxies built from the shipped files: the same shape
+        projection.check_stats(projection.load_stats(graph, [1, 4, 256]))
