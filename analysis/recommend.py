@@ -32,6 +32,7 @@ import math
 import shlex
 
 from analysis import costmodel, projection
+from analysis.paired import reading
 from analysis.markdown import md_table
 
 #: The readings of a measured accuracy effect (`effect_status`).
@@ -43,15 +44,14 @@ def effect_status(finding: dict | None) -> str:
     """The one reading of a measured accuracy effect (method minus its control, points, 95 % interval)
     the recommendation rests on: COST where the interval excludes 0 below the control, GAIN above it,
     UNRESOLVED where it contains 0 (within noise or too wide to say), NOT_MEASURED where no effect was
-    measured (the reference itself, too few seeds). A change of how effects read lands here alone."""
+    measured (the reference itself, too few seeds). Read through the suite's one rule
+    (`paired.reading`); a change of how effects read lands there and here alone."""
     if finding is None or finding.get("effect_pt") is None:
         return NOT_MEASURED
     low, high = finding.get("effect_low_pt"), finding.get("effect_high_pt")
-    if high is not None and high < 0:
-        return COST
-    if low is not None and low > 0:
-        return GAIN
-    return UNRESOLVED
+    if low is None or high is None or reading(low, high) in ("within noise", "not resolved"):
+        return UNRESOLVED
+    return COST if high < 0 else GAIN
 
 
 def finding_at(row: dict, p: int) -> tuple[dict | None, str]:

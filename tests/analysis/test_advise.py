@@ -98,7 +98,7 @@ def test_a_method_that_does_not_fit_is_listed_against_the_memory_a_rank_has(advi
     section = text.split("## 2 workers", 1)[1].split("##", 1)[0]
     fit, out = section.split("Do not fit in")
     over_variants = {r["variant"] for r in rows if r["projected_peak_mem_bytes"] > device}
-    assert (sorted(table_order(fit, "fastest first", "Do not fit"))
+    assert (sorted(table_order(fit, "fastest epoch first", "Do not fit"))
             == sorted({r["variant"] for r in rows} - over_variants))
     has = f"| {advise.number(device / advise.GB)} "
     for name in over:
