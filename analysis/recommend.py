@@ -71,9 +71,7 @@ def admits(finding: dict | None, tolerance: float | None) -> tuple[bool, str]:
     cost = -finding["effect_pt"]
     if tolerance is not None and cost <= tolerance:
         return True, f"costs {cost:.1f} pt, within the tolerance of {tolerance:g} pt"
-    return False, (f"accuracy cost {finding['effect_pt']:+.1f} pt [{finding['effect_low_pt']:+.1f}, "
-                   f"{finding['effect_high_pt']:+.1f}] resolved" + (f", beyond the tolerance of {tolerance:g} pt"
-                                                                   if tolerance is not None else ""))
+    return False, "resolved accuracy cost" + (f", beyond {tolerance:g} pt" if tolerance is not None else "")
 
 
 def seconds(row: dict) -> float | None:
@@ -281,8 +279,9 @@ def why(row: dict, result: dict, tolerance: float | None, first: dict | None = N
 def summary(result: dict) -> list[str]:
     """The first screen of the page and of what advise prints: the recommendation and the runner-up, each
     with its reason and command; the best candidate at each worker count with ranges and device-hours; what
-    the rule refused."""
-    tolerance = result.get("tolerance")
+    the rule left out, and the rule."""
+    from analysis.advise import effect
+    tolerance, validation = result.get("tolerance"), result["validation"]
     chosen = choose(result, tolerance)
     lines = ["## Recommendation", ""]
     if not chosen:
@@ -290,36 +289,44 @@ def summary(result: dict) -> list[str]:
                         "(the tables below say why each is left out).", ""]
     for label, row in zip(("Recommended", "Runner-up"), chosen):
         devices = row.get("devices", row["workers"])
-        lines += [f"**{label}: {name_of(row)} on {devices} device{'s' if devices != 1 else ''}** ({row['about']['kind']}):"
-                  f" {why(row, result, tolerance, None if label == 'Recommended' else chosen[0])}", "",
+        on = f"{devices} device{'s' if devices != 1 else ''}"
+        lines += [f"**{label}: {name_of(row)} on {on}** ({row['about']['kind']}): "
+                  + why(row, result, tolerance, None if label == "Recommended" else chosen[0]), "",
                   f"    {command(row, result)}", ""]
-    body = []
+    body, firsts, refused = [], [], {}
     for p in result["workers"]:
-        candidates, _ = ranked(result["rows"], p, tolerance)
+        candidates, left_out = ranked(result["rows"], p, tolerance)
+        for r, reason in left_out:
+            if reason != "does not fit":
+                refused.setdefault(r.get("variant") or r["method"],
+                                   f"{effect(finding_at(r, p)[0], short=True)} at P={p}: {reason}")
         if not candidates:
             body.append([p, "none fits and passes the rule", "", "", "", "", ""])
             continue
         r = candidates[0]
-        f = figures(r, result["validation"])
+        firsts.append(r)
+        f = figures(r, validation)
         body.append([p, name_of(r), span(f["to_target_s"]), span(f["epoch_s"]), span(f["peak_gb"]),
                      span(f["device_hours"]), accuracy(r, p)])
     lines += ["Best candidate at each worker count (projected; [low, high] from the projection's largest "
               "validated error):", "",
               md_table(["P", "method", "s to target", "epoch s", "peak GB/device", "device-h / 100 epochs",
                         "accuracy"], body, aligned=True), ""]
-    refused = {}
-    for p in result["workers"]:
-        for r, reason in ranked(result["rows"], p, tolerance)[1]:
-            if reason != "does not fit":
-                refused.setdefault(r.get("variant") or r["method"], f"at P={p}: {reason}")
+    cheapest = min(firsts, key=lambda r: figures(r, validation)["device_hours"][0])
+    if cheapest is not chosen[0]:
+        lines += [f"Fewest device-hours: {name_of(cheapest)} at P={cheapest['workers']} "
+                  f"({span(figures(cheapest, validation)['device_hours'])} per 100 epochs, against "
+                  f"{span(figures(chosen[0], validation)['device_hours'])} for the recommendation).", ""]
     if refused:
         lines += ["Left out by the accuracy rule: " + "; ".join(f"`{n}` ({why_not})" for n, why_not in refused.items())
-                  + ("." if tolerance is not None else ". `--tolerance <points>` admits a cost up to that many points.")]
-    t_err, m_err = (largest_error(result["validation"], q) for q in ("epoch_time", "working_set"))
-    lines += [f"Rule: fits, accuracy effect not a resolved cost{f' (or within {tolerance:g} pt)' if tolerance is not None else ''},"
-              " fastest projected time to the target accuracy (epochs measured at small scale × projected epoch"
-              " time). Ranges: the largest validated error (epoch time "
-              + (f"{100 * t_err:.0f} %" if t_err is not None else "not validated") + ", working set "
-              + (f"{100 * m_err:.0f} %" if m_err is not None else "not validated")
-              + "), which covers every validated run; at this scale and hardware it is not validated.", ""]
+                  + ("." if tolerance is not None else
+                     ". `--tolerance <points>` admits a cost up to that many points."), ""]
+    errors = [f"{what} " + (f"{100 * e:.0f} %" if e is not None else "not validated")
+              for what, e in (("epoch time", largest_error(validation, "epoch_time")),
+                              ("working set", largest_error(validation, "working_set")))]
+    within = f" (or within {tolerance:g} pt)" if tolerance is not None else ""
+    lines += [f"Rule: fits, accuracy effect not a resolved cost{within}, fastest projected time to the target "
+              "accuracy (epochs measured at small scale × projected epoch time). Ranges: the largest validated "
+              f"error ({', '.join(errors)}), which covers every validated run; at this scale and hardware it is "
+              "not validated.", ""]
     return lines

@@ -50,7 +50,7 @@ def test_a_resolved_cost_is_never_recommended_however_fast():
     assert chosen(result(rows)) == ["noisy", "exact"]
     text = "\n".join(recommend.summary(result(rows)))
     assert "**Recommended: `noisy`" in text and "**Runner-up: `exact`" in text
-    assert "`costly` (at P=2: accuracy cost -2.7 pt [-4.7, -0.7] resolved)" in text
+    assert "`costly` (-2.7 pt [-4.7, -0.7] at P=2: resolved accuracy cost)" in text
     assert "--tolerance" in text  # says how to admit it
 
 
