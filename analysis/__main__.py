@@ -4,8 +4,9 @@ results page instead (the study's sections, the command, commit, machine and dat
 `python -m analysis table <results_dir>`: print the runs table only (one line per configuration, mean
 over seeds, failed runs marked).
 `python -m analysis project ...`: the cost model's projection of a folder of records (docs/projection.md).
-`python -m analysis advise --graph G --hardware H --workers 16,32,64`: every method ranked for a
-cluster by projected epoch time, with no records (docs/projection.md, "advise")."""
+`python -m analysis advise --graph G --hardware H --workers 16,32,64 [--tolerance POINTS]`: which method
+to run on a cluster, with no records: a recommendation and a runner-up with their commands, then every
+method projected (docs/projection.md, "advise")."""
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,8 @@ def main(argv=None) -> None:
                    "ogbn-products, ogbn-papers100M, reddit (a proxy from the measured graph of nearest degree)")
     j.add_argument("--hidden", default=None, help="project the records' models at this hidden width (needs --graph)")
     j.add_argument("--out", default=None, help="where projection.md/.json and figures/ go (default: results_dir)")
-    a = sub.add_parser("advise", help="rank every registered method for a cluster by projected epoch time, "
-                       "with its measured accuracy effect (no records needed)")
+    a = sub.add_parser("advise", help="recommend a method for a cluster (fits, no resolved accuracy cost, fastest "
+                       "to the target accuracy) and project every registered method (no records needed)")
     a.add_argument("--graph", help="the target graph, as for project: a partition-statistics file or "
                    "ogbn-products, ogbn-papers100M, reddit")
     a.add_argument("--hardware", help="a profile in conf/hardware/ (or a path to one)")

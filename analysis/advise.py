@@ -8,7 +8,9 @@ worker count, the methods that fit a rank's memory ranked by projected epoch tim
 not, each beside what the suite measured of it at small scale: its accuracy effect against its exact
 control at the measured P nearest the P asked, named, and said to be extrapolated beyond the largest
 P measured (docs/results/findings.csv at P=2, docs/results/scaling.csv as P grows), and the
-projection's validated error (docs/results/projection.csv).
+projection's validated error (docs/results/projection.csv). The page opens with what it recommends
+(analysis/recommend.py: fits, no resolved accuracy cost, fastest to the target accuracy; the command
+to run it, ranges from the validated error, device-hours).
 
 Writes `advise.md` (what it prints), `advise.json` and `figures/advise.png` / `.pdf`.
 """
@@ -271,10 +273,10 @@ def seconds_to_target(row: dict) -> float | None:
 
 
 def _ranked(rows: list[dict], p: int, result: dict) -> str:
-    """The methods that fit at `p` workers, in the order given; the accuracy effect measured at the P
-    nearest `p` (`nearest`), named; epochs to the findings' target accuracy and what they cost at
-    the projected epoch time; each row's place in the recommendation's order (`recommend.ranked`) or
-    why it has none."""
+    """The methods that fit at `p` workers, in the order given; the accuracy effect that applies at
+    `p` (`recommend.finding_at`: measured at the P nearest, named); epochs to the findings' target
+    accuracy and what they cost at the projected epoch time; each row's place in the recommendation's
+    order (`recommend.ranked`) or why it has none."""
     candidates, refused = recommend.ranked(result["rows"], p, result.get("tolerance"))
     place = {id(r): f"{i}" for i, r in enumerate(candidates, 1)} | {id(r): why for r, why in refused}
 
@@ -296,11 +298,6 @@ def _ranked(rows: list[dict], p: int, result: dict) -> str:
                                    f"{1 - r['projected_epoch_s'] / r['option_saves']['plain_epoch_s']:.0%}"
                                    if r.get("option_saves") else ""), place[id(r)]]
                      for i, r in enumerate(rows, 1)], aligned=True)
-
-
-def share(x: float) -> str:
-    """A share in percent, to two significant figures below 10 % (0.21 %, not 0 %)."""
-    return f"{100 * x:.2g} %" if x < 0.1 else f"{x:.0%}"
 
 
 def choice_at(result: dict, p: int) -> str:
