@@ -4,11 +4,13 @@ results page instead (the study's sections, the command, commit, machine and dat
 `python -m analysis table <results_dir>`: print the runs table only (one line per configuration, mean
 over seeds, failed runs marked).
 `python -m analysis project ...`: the cost model's projection of a folder of records (docs/projection.md).
-`python -m analysis advise --graph G --hardware H --workers 16,32,64`: every method ranked for a
-cluster by projected epoch time, with no records (docs/projection.md, "advise")."""
+`python -m analysis advise --graph G --hardware H --workers 16,32,64 [--tolerance POINTS]`: which method
+to run on a cluster, with no records: a recommendation and a runner-up with their commands, then every
+method projected (docs/projection.md, "advise")."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from analysis.records import NoRecords
@@ -39,8 +41,8 @@ def main(argv=None) -> None:
                    "ogbn-products, ogbn-papers100M, reddit (a proxy from the measured graph of nearest degree)")
     j.add_argument("--hidden", default=None, help="project the records' models at this hidden width (needs --graph)")
     j.add_argument("--out", default=None, help="where projection.md/.json and figures/ go (default: results_dir)")
-    a = sub.add_parser("advise", help="rank every registered method for a cluster by projected epoch time, "
-                       "with its measured accuracy effect (no records needed)")
+    a = sub.add_parser("advise", help="recommend a method for a cluster (fits, no resolved accuracy cost, fastest "
+                       "to the target accuracy) and project every registered method (no records needed)")
     a.add_argument("--graph", help="the target graph, as for project: a partition-statistics file or "
                    "ogbn-products, ogbn-papers100M, reddit")
     a.add_argument("--hardware", help="a profile in conf/hardware/ (or a path to one)")
@@ -48,6 +50,9 @@ def main(argv=None) -> None:
     a.add_argument("--model", default="sage", help="sage, gcn or gat (default sage)")
     a.add_argument("--hidden", default="256", help="hidden width (default 256)")
     a.add_argument("--layers", default="3", help="layers (default 3)")
+    a.add_argument("--tolerance", default=None, metavar="POINTS",
+                   help="an accuracy cost, in points, you accept: a method whose measured cost is resolved is "
+                   "recommended only where it costs at most this (default: never)")
     a.add_argument("--out", default=None, help="where advise.md/.json and figures/ go "
                    "(default: results/advise/<graph>-<hardware>-<model>)")
     # the measured accuracy effects and the projection's validation (tests point them elsewhere)
@@ -165,6 +170,7 @@ def _check_advise(args) -> dict:
         raise UserError("advise needs --graph, --hardware and --workers")
     workers = sorted({_whole("--workers", w) for w in args.workers.split(",")})
     hidden, layers = _whole("--hidden", args.hidden), _whole("--layers", args.layers)
+    tolerance = _points("--tolerance", args.tolerance) if args.tolerance is not None else None
     choose("--model", args.model, advise.MODELS)
     profile = load_profile(args.hardware)
     stats = _graph(args.graph, sorted({1, *workers}))  # P=1: the one-device rows
@@ -184,17 +190,29 @@ def _check_advise(args) -> dict:
     measured = {"findings": advise.cited(args.findings or advise.FINDINGS),
                 "scaling": advise.cited(args.scaling or advise.SCALING)}
     return {"workers": workers, "profile": profile, "stats": stats, "model": model, "findings": findings,
-            "validation": validation, "out": out, "measured": measured,
+            "validation": validation, "out": out, "measured": measured, "tolerance": tolerance,
             "spec": {"name": args.model, "hidden": hidden, "layers": layers}}
 
 
-def _advise(args, workers, profile, stats, model, findings, validation, out, spec, measured) -> None:
+def _points(option: str, text: str) -> float:
+    from benchmarks.base.errors import UserError
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0 or math.isinf(value):
+        raise UserError(f"{option} takes a number of accuracy points of at least 0 (got {text!r})")
+    return value
+
+
+def _advise(args, workers, profile, stats, model, findings, validation, out, spec, measured, tolerance) -> None:
     from analysis import advise
     from benchmarks.base.outputs import writing
     command = (f"python -m analysis advise --graph {args.graph} --hardware {args.hardware} "
                f"--workers {','.join(map(str, workers))} --model {spec['name']} --hidden {spec['hidden']} "
-               f"--layers {spec['layers']} --out {out}")
-    result = advise.advise(stats, profile, workers, model, spec, findings, validation, measured, command)
+               f"--layers {spec['layers']}" + (f" --tolerance {tolerance:g}" if tolerance is not None else "")
+               + f" --out {out}")
+    result = advise.advise(stats, profile, workers, model, spec, findings, validation, measured, command, tolerance)
     with writing("the advice", out):
         paths = advise.write(result, out)
     print(paths[0].read_text(), end="")

@@ -8,7 +8,9 @@ worker count, the methods that fit a rank's memory ranked by projected epoch tim
 not, each beside what the suite measured of it at small scale: its accuracy effect against its exact
 control at the measured P nearest the P asked, named, and said to be extrapolated beyond the largest
 P measured (docs/results/findings.csv at P=2, docs/results/scaling.csv as P grows), and the
-projection's validated error (docs/results/projection.csv).
+projection's validated error (docs/results/projection.csv). The page opens with what it recommends
+(analysis/recommend.py: fits, no resolved accuracy cost, fastest to the target accuracy; the command
+to run it, ranges from the validated error, device-hours).
 
 Writes `advise.md` (what it prints), `advise.json` and `figures/advise.png` / `.pdf`.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from analysis import PROJECT_ROOT, costmodel, projection
+from analysis import PROJECT_ROOT, costmodel, projection, recommend
 from analysis.markdown import md_table
 
 RESULTS = PROJECT_ROOT / "docs" / "results"
@@ -107,12 +109,15 @@ def cited(path) -> str:
 
 
 def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings: list[dict],
-           validation: list[dict], measured: dict | None = None, command: str = "") -> dict:
+           validation: list[dict], measured: dict | None = None, command: str = "",
+           tolerance: float | None = None) -> dict:
     """Every registered method projected at each P of `workers` with the built `model` (`spec`: its
     name, hidden width and layers): rows as `projection.row`'s, with what the method is (`about`:
     family, kind, ...; as its records state it) and its rows of `findings` (`accuracy`); and the
     methods left out, with their reason. `measured`: the tables `findings` was read from, which the
-    page cites; `command`: the command line that writes the page."""
+    page cites; `command`: the command line that writes the page; `tolerance`: the accuracy cost in
+    points a user accepts (analysis/recommend.py, which also marks the rows at P=1 and those an option
+    makes fast, and states how to run each row: `ranks_per_node`, `device_kind`, `dataset_overrides`)."""
     from benchmarks.run.method import method_class, method_defaults
     from benchmarks.run.methods_table import about
     from benchmarks.base.registry import method_names
@@ -133,12 +138,15 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
                      for r in projected for p in (workers if one_device else [r["workers"]])]
             left_out += [{"method": name, "about": what, "why": reason, "accuracy": []} for _, reason in skipped]
     g = stats["graph"]
-    return {"graph": g["name"], "partition": stats.get("proxy") or f"{stats.get('source', 'measured')} partition "
+    result = {"graph": g["name"], "partition": stats.get("proxy") or f"{stats.get('source', 'measured')} partition "
             "statistics", "hardware": profile.name, "device": getattr(profile, "description", ""),
             "model": {**spec, "features": g["features"], "classes": g["classes"]}, "workers": workers,
             "memory_per_rank_bytes": {p: costmodel.rank_memory(profile, p) for p in workers},
             "validation": validation, "measured": measured or {}, "command": command, "rows": rows,
-            "left_out": left_out}
+            "left_out": left_out, "tolerance": tolerance, "ranks_per_node": profile.ranks_per_node,
+            "device_kind": profile.device, "dataset_overrides": recommend.dataset_overrides(stats)}
+    recommend.annotate(result, stats, profile, model)
+    return result
 
 
 def variants(name: str, defaults: dict) -> list[tuple[str, dict]]:
@@ -191,10 +199,12 @@ def validated(validation: list[dict], hardware: str) -> str:
 
 
 def markdown(result: dict) -> str:
-    """What advise prints and writes to advise.md: one compact table per worker count (Markdown,
-    padded so that it reads in a terminal too), then each method's measured accuracy effect and the
-    methods left out."""
-    text = [f"# Which method: {title(result)} (projected, not measured)", "",
+    """What advise prints and writes to advise.md: first one screen, the recommendation and the
+    runner-up with their commands and ranges (`recommend.summary`); then one compact table per worker
+    count (Markdown, padded so that it reads in a terminal too), each method's measured accuracy effect
+    and the methods left out."""
+    text = [f"# Which method: {title(result)} (projected, not measured)", "", *recommend.summary(result),
+            "## How these figures were made", "",
             f"- Device: {result['device']}", f"- Partition: {result['partition']}",
             f"- {validated(result['validation'], result['hardware'])}",
             *([f"- Command: `{result['command']}`"] if result.get("command") else []),
@@ -214,8 +224,8 @@ def markdown(result: dict) -> str:
         out = sorted((r for r in at if not r["fits"]), key=lambda r: r["projected_peak_mem_bytes"])
         has = number(result["memory_per_rank_bytes"][p] / GB)
         text += ["", f"## {p} workers", ""]
-        text += [f"Fit in the {has} GB a rank has, fastest first:", "", _ranked(fit, p), "",
-                 top_choice(fit, p, result["memory_per_rank_bytes"][p])] if fit else \
+        text += [f"Fit in the {has} GB a rank has, fastest epoch first:", "", _ranked(fit, p, result), "",
+                 choice_at(result, p)] if fit else \
             [f"None fits in the {has} GB a rank has."]
         if out:
             text += ["", f"Do not fit in {has} GB:", "",
@@ -241,6 +251,8 @@ def to_target(row: dict) -> tuple[float | None, str]:
     of the method, `epochs_to_target`: median over its seeds) and the text for it: `10 (5 seeds)`;
     where some seeds did not reach it, no number (`25 in 3 of 5 seeds, not reached in 2`); `not
     reached`, or `not measured`."""
+    if row.get("as_control"):  # measured with the approximation, which has nothing to act on at P=1
+        return None, "its control's: not measured"
     f = next((f for f in row["accuracy"] if f.get("epochs_to_target") is not None
               or f.get("missed_target") is not None), None)
     if f is None:
@@ -254,60 +266,49 @@ def to_target(row: dict) -> tuple[float | None, str]:
 
 
 def seconds_to_target(row: dict) -> float | None:
-    """The epochs to the target (`to_target`) at the projected epoch time; None where not measured."""
+    """The epochs to the target (`to_target`) at the projected epoch time; None where not measured (or
+    measured with an approximation that has nothing to act on at P=1: `recommend.annotate`)."""
     epochs, _ = to_target(row)
     return None if epochs is None else epochs * row["projected_epoch_s"]
 
 
-def _ranked(rows: list[dict], p: int) -> str:
-    """The methods that fit at `p` workers, in the order given; the accuracy effect measured at the P
-    nearest `p` (`nearest`), named; epochs to the findings' target accuracy and what they cost at
-    the projected epoch time."""
+def _ranked(rows: list[dict], p: int, result: dict) -> str:
+    """The methods that fit at `p` workers, in the order given; the accuracy effect that applies at
+    `p` (`recommend.finding_at`: measured at the P nearest, named); epochs to the findings' target
+    accuracy and what they cost at the projected epoch time; each row's place in the recommendation's
+    order (`recommend.ranked`) or why it has none."""
+    candidates, refused = recommend.ranked(result["rows"], p, result.get("tolerance"))
+    place = {id(r): f"{i}" for i, r in enumerate(candidates, 1)} | {id(r): why for r, why in refused}
+
     def measured(r):
-        row, where = nearest(r["accuracy"], p)
-        return f"{effect(row, short=True)} {where}" if row else "not measured"
+        row, where = recommend.finding_at(r, p)
+        return f"{effect(row, short=True)} {where}" if row else (where or "not measured")
 
     def to_target_s(r):
         seconds = seconds_to_target(r)
         return number(seconds) if seconds is not None else ""
     return md_table(["#", "method", "devices", "epoch s", "epochs to target", "s to target", "peak GB/device",
-                     "host GB/device", "GB/epoch", "kind", "accuracy effect", "where the time goes"],
+                     "host GB/device", "GB/epoch", "kind", "accuracy effect", "where the time goes",
+                     "to the target, among candidates"],
                     [[i, r.get("variant") or r["method"], r.get("devices", p), number(r["projected_epoch_s"]),
                       to_target(r)[1], to_target_s(r),
                       number(r["projected_peak_mem_bytes"] / GB), number(r.get("projected_host_mem_bytes", 0) / GB),
-                      number(r["projected_bytes_per_epoch"] / GB), r["about"]["kind"], measured(r), reason(r)]
+                      number(r["projected_bytes_per_epoch"] / GB), r["about"]["kind"], measured(r),
+                      reason(r) + (f"; {r['option_saves']['option']} (an option) saves "
+                                   f"{1 - r['projected_epoch_s'] / r['option_saves']['plain_epoch_s']:.0%}"
+                                   if r.get("option_saves") else ""), place[id(r)]]
                      for i, r in enumerate(rows, 1)], aligned=True)
 
 
-def share(x: float) -> str:
-    """A share in percent, to two significant figures below 10 % (0.21 %, not 0 %)."""
-    return f"{100 * x:.2g} %" if x < 0.1 else f"{x:.0%}"
-
-
-def top_choice(rows: list[dict], p: int, memory_bytes: float) -> str:
-    """One line on the fastest method that fits at `p`: why it fits (its peak against what a device
-    has) and where its time goes; and, where epochs to the target are measured, the fastest to the
-    target if it is another method."""
-    if not rows:
-        return ""
-    first = rows[0]
-    name = first.get("variant") or first["method"]
-    devices = first.get("devices", p)
-    peak = first["projected_peak_mem_bytes"]
-    line = (f"Top choice at {p} workers: `{name}` ({first['about']['kind']}, on {devices} "
-            f"device{'s' if devices != 1 else ''}): it fits because its peak, {number(peak / GB)} GB a device, "
-            f"is {share(peak / memory_bytes)} of the {number(memory_bytes / GB)} GB a device has; its time goes "
-            f"to {reason(first)}.")
-    timed = [(seconds, r) for r in rows if (seconds := seconds_to_target(r)) is not None]
-    if timed:
-        seconds, best = min(timed, key=lambda t: t[0])
-        if best is not first:
-            mine = seconds_to_target(first)
-            line += (f" To the findings' target accuracy (epochs measured at small scale), "
-                     f"`{best.get('variant') or best['method']}` is faster: {number(seconds)} s against "
-                     + (f"{number(mine)} s." if mine is not None
-                        else f"`{name}`'s epochs to the target: {to_target(first)[1]}."))
-    return line
+def choice_at(result: dict, p: int) -> str:
+    """One line on the recommendation at `p` workers alone (`recommend.ranked`: fits, no resolved accuracy
+    cost, fastest to the target), with its reason."""
+    candidates, _ = recommend.ranked(result["rows"], p, result.get("tolerance"))
+    if not candidates:
+        return f"Recommended at {p} workers: none (each method that fits has a resolved accuracy cost)."
+    first = candidates[0]
+    return (f"Recommended at {p} workers: {recommend.name_of(first)}: "
+            f"{recommend.why(first, result, result.get('tolerance'))}")
 
 
 def reason(row: dict) -> str:

@@ -236,6 +236,12 @@ def _lookup(agg: pd.DataFrame, where, column: str) -> float:
     return float(hit[column].iloc[0]) if len(hit) else math.nan
 
 
+def time_sliced(workers, cores) -> bool:
+    """Whether a run had more ranks than its machine's cores (unknown cores: no): its epoch time is
+    then the cores' time-slicing between ranks, not a speed (`speedup`, `reference.verdict`)."""
+    return cores == cores and cores is not None and workers > cores
+
+
 def speedup(agg: pd.DataFrame) -> pd.DataFrame:
     """Adds `speedup_vs_1` (epoch time of the same variant with 1 worker over this one's) and
     `speedup_vs_single` (epoch time of `single` on the same dataset, model and setting over this
@@ -245,7 +251,7 @@ def speedup(agg: pd.DataFrame) -> pd.DataFrame:
     out = agg.copy()
     vs1, vss = [], []
     for _, row in agg.iterrows():
-        if row.get("cores", math.nan) == row.get("cores", math.nan) and row["workers"] > row["cores"]:
+        if time_sliced(row["workers"], row.get("cores", math.nan)):
             vs1.append(math.nan)
             vss.append(math.nan)
             continue

@@ -30,6 +30,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import PROJECT_ROOT
+from analysis.paired import NOISE_POINTS
+from analysis.records import time_sliced
 import yaml
 
 # The published numbers are files of this checkout (analysis reads files, never the runtime).
@@ -265,8 +267,9 @@ def compare(agg: pd.DataFrame, runs_df: pd.DataFrame, ref: pd.DataFrame | None =
             cands = ref[family & (ref["table"] == table)]
         else:
             cands = ref[family & (ref["dataset"].str.lower() == dataset.lower())]
+        cores = g["cores"].min() if "cores" in g else math.nan
         ctx = {"g": g, "cands": cands, "configs": configs, "setting": setting, "dataset": dataset,
-               "stand_in": stand_in, "reference": tables.get(table or "", "")}
+               "stand_in": stand_in, "reference": tables.get(table or "", ""), "cores": cores}
         for _, r in cands.iterrows():
             row = _measure(r, ctx)
             if row is not None:
@@ -276,9 +279,13 @@ def compare(agg: pd.DataFrame, runs_df: pd.DataFrame, ref: pd.DataFrame | None =
                              "certainty_text": CERTAINTY.get(r["certainty"], r["certainty"]),
                              "config_source": r["config_source"], "dataset": dataset, "model": model,
                              "unit": r["unit"], **row})
+    for row in rows:
+        row["time_sliced"] = row["metric"] in TIME_METRICS and time_sliced(row["ranks"], row["cores"])
+        row["verdict"], row["why"] = verdict(row)
     columns = ["table", "source", "paper_dataset", "paper_model", "paper_method", "paper_workers", "metric", "per",
                "paper", "unit", "certainty", "certainty_text", "config_source", "dataset", "model", "variant",
-               "workers", "measured", "measured_as", "status", "reproduction", "differs", "unknown", "relative_to"]
+               "workers", "measured", "measured_as", "status", "reproduction", "differs", "unknown", "relative_to",
+               "ranks", "cores", "time_sliced", "verdict", "why"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -405,4 +412,56 @@ def _row(value, what, variant, workers, status, r, cfg, paper_ws, ctx, measured_
     return {"variant": variant, "workers": workers, "measured": value if status == "ok" else math.nan,
             "paper": _float(r["value"]) if paper is None else paper,
             "measured_as": what, "status": status, "reproduction": reproduction, "differs": ", ".join(diffs),
-            "unknown": ", ".join(unknown), "relative_to": relative_to}
+            "unknown": ", ".join(unknown), "relative_to": relative_to,
+            "ranks": max((w for w in measured_ws if isinstance(w, int)), default=math.nan), "cores": ctx["cores"]}
+
+
+#: The verdicts of a published row against its measured one (`verdict`).
+AGREES, SMALLER, DISAGREES, NOT_A_FINDING = "agrees", "same direction, smaller", "disagrees", "not a finding here"
+#: Metrics that are epoch times or their ratios: with more ranks than cores they measure time-slicing.
+TIME_METRICS = {"epoch_time", "runtime_scaling"}
+#: A ratio within 1 % of 1 shows no effect (memory is counted, not timed: its noise is small).
+NO_RATIO_EFFECT = 0.01
+
+
+def verdict(row: dict) -> tuple[str, str]:
+    """Whether the measured value bears the published one out, with the reason in a few words:
+    - `not a finding here`: nothing measured, units that differ, a time measured with more ranks than
+      cores (`records.time_sliced`), or an absolute time or memory off the paper's configuration (the
+      machine and graph size decide it);
+    - a ratio or a difference (a shape, a scaling factor, `A vs B`: no effect at 1 x or 0 pp): `agrees`
+      where the measured effect has the paper's sign and at least half its size (in log for a ratio),
+      `same direction, smaller` below half, `disagrees` where the sign differs or no effect shows
+      (within 1 % for a ratio, `NOISE_POINTS` for points) where the paper has one;
+    - an absolute accuracy: `agrees` within `NOISE_POINTS`, else `disagrees`."""
+    paper, measured, unit = row["paper"], row["measured"], row["unit"]
+    if row["reproduction"] == "not comparable":
+        return NOT_A_FINDING, "units differ"
+    if measured != measured or paper != paper:
+        return NOT_A_FINDING, "no measured value" if measured != measured else "no published value"
+    if row["time_sliced"]:
+        return NOT_A_FINDING, (f"{row['ranks']} ranks on {row['cores']:g} cores: the epoch time is the cores' "
+                               "time-slicing, not a speed")
+    points = unit == "pp" or DIRECT.get(row["metric"], ("", 1, "", "", ""))[4] == "points"
+    ratio = unit == "x" or row["metric"] in SCALING or row["metric"] in VARIANT_RATIOS
+    if ratio and paper > 0 and measured > 0:
+        have, want, band, shown = math.log(measured), math.log(paper), math.log1p(NO_RATIO_EFFECT), "x"
+    elif points and unit == "pp":
+        have, want, band, shown = measured, paper, NOISE_POINTS, "pp"
+    elif points:
+        gap = measured - paper
+        return (AGREES if abs(gap) <= NOISE_POINTS else DISAGREES,
+                f"{gap:+.1f} pt from the paper's" + (f" (within {NOISE_POINTS:g} pt)" if abs(gap) <= NOISE_POINTS
+                                                     else ""))
+    else:
+        return NOT_A_FINDING, "an absolute time or memory: the machine and graph size decide it"
+    size = f"measured {measured:.3g} {shown} against {paper:.3g} {shown}"
+    if abs(have) <= band and abs(want) > band:
+        return DISAGREES, f"no effect here ({size})"
+    if abs(have) <= band and abs(want) <= band:
+        return AGREES, f"no effect in either ({size})"
+    if (have > 0) != (want > 0):
+        return DISAGREES, f"opposite direction ({size})"
+    share = abs(have) / abs(want) if want else math.inf
+    return (AGREES if share >= 0.5 else SMALLER,
+            f"{size}: {share:.0%} of the paper's effect" + (" in log" if shown == "x" else ""))

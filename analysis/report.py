@@ -325,21 +325,27 @@ def _paper_section(agg: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
               "counts are paired by rank); *shape*: the run's dataset stands in for the table's (not in it), so "
               "each method is set relative to the table's reference method, accuracy as a difference in points "
               "(pp), time, memory and bytes as a ratio (x), and absolute values are not compared; *not comparable*: "
-              "the units differ (MB per round against bytes per epoch). Certainty is the source's.", ""]
+              "the units differ (MB per round against bytes per epoch). Certainty is the source's. *Verdict* "
+              "(`reference.verdict`): for a ratio or a difference, *agrees* where the measured effect has the "
+              "paper's sign and at least half its size, *same direction, smaller* below half, *disagrees* where "
+              "the sign differs or no effect shows; an absolute accuracy agrees within 1 point; *not a finding "
+              "here*: a time measured with more ranks than cores (time-slicing, blanked as in the runs table), "
+              "an absolute time or memory, units that differ, or nothing measured.", ""]
     rows = []
     for _, r in cmp.iterrows():
         paper = _value(r["paper"], r["unit"]) if r["paper"] == r["paper"] else "– (no value: OOM)"
         if r["relative_to"]:
             paper += f" vs {r['relative_to']}"
-        measured = _value(r["measured"], r["unit"], r["status"] != "ok")
+        measured = "–" if r["time_sliced"] else _value(r["measured"], r["unit"], r["status"] != "ok")
         kind = r["reproduction"] + (f": {r['differs']}" if r["differs"] else "")
         if r["unknown"]:
             kind += f"; source does not state: {r['unknown']}"
         rows.append([r["table"] or "–", r["paper_dataset"], r["paper_model"], r["paper_method"],
                      r["paper_workers"] or "–", f"{r['metric']} (per {r['per']})", paper, measured,
-                     f"{r['variant']} P={r['workers']} on {r['dataset']}", r["measured_as"], r["certainty_text"], kind])
+                     f"{r['variant']} P={r['workers']} on {r['dataset']}", r["measured_as"], r["certainty_text"], kind,
+                     f"{r['verdict']}: {r['why']}"])
     parts += [md_table(["table", "dataset", "model", "method", "workers", "metric", "paper", "measured",
-                        "measured run", "measured as", "certainty", "reproduction"], rows), ""]
+                        "measured run", "measured as", "certainty", "reproduction", "verdict"], rows), ""]
     uncertain = cmp[cmp["certainty"].isin(["figure-estimate", "recalled"])]
     if len(uncertain):
         kinds = uncertain["certainty_text"].value_counts()

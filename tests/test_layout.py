@@ -100,7 +100,7 @@ def test_the_report_imports_nothing_from_the_runtime_or_the_plugins():
 
 
 def test_the_cost_model_reaches_plugins_only_through_the_registry():
-    for path in files("analysis/costmodel.py", "analysis/projection.py", "analysis/advise.py",
+    for path in files("analysis/costmodel.py", "analysis/projection.py", "analysis/advise.py", "analysis/recommend.py",
                       "analysis/preflight.py"):
         assert not [m for m in imports(path) if m.split(".")[0] == "methods"], path
 
@@ -161,7 +161,7 @@ def test_the_analysis_command_loads_no_runtime_module_at_import():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
-@pytest.mark.parametrize("module", ["costmodel.py", "projection.py", "advise.py", "preflight.py"])
+@pytest.mark.parametrize("module", ["costmodel.py", "projection.py", "advise.py", "recommend.py", "preflight.py"])
 def test_the_cost_model_names_no_method(module):
     text = (ROOT / "analysis" / module).read_text()
     named = [name for name in method_names() if re.search(rf"[\"'`]{name}[\"'`]", text)]

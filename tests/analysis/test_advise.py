@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import advise, costmodel
+from analysis import advise, costmodel, recommend
 from analysis.__main__ import main
 from benchmarks.base.registry import method_names
 from tests.analysis.test_hostile_input import one_line_error
@@ -98,7 +98,7 @@ def test_a_method_that_does_not_fit_is_listed_against_the_memory_a_rank_has(advi
     section = text.split("## 2 workers", 1)[1].split("##", 1)[0]
     fit, out = section.split("Do not fit in")
     over_variants = {r["variant"] for r in rows if r["projected_peak_mem_bytes"] > device}
-    assert (sorted(table_order(fit, "fastest first", "Do not fit"))
+    assert (sorted(table_order(fit, "fastest epoch first", "Do not fit"))
             == sorted({r["variant"] for r in rows} - over_variants))
     has = f"| {advise.number(device / advise.GB)} "
     for name in over:
@@ -161,6 +161,8 @@ def test_the_figure_and_files_are_written(advised):
     (["--model", "gat", "--hidden", "10"], "must be divisible by model.heads"),
     (["--hardware", "no-such-profile"], "no-such-profile"),
     (["--graph", "no-such-graph"], "--graph no-such-graph: not a partition-statistics file"),
+    (["--tolerance", "-1"], "--tolerance takes a number of accuracy points of at least 0 (got '-1')"),
+    (["--tolerance", "nan"], "--tolerance takes a number of accuracy points of at least 0 (got 'nan')"),
 ])
 def test_bad_arguments_are_refused_in_one_line_before_any_work(capsys, tmp_path, monkeypatch, args, says):
     def no_work(*a, **k):
@@ -204,8 +206,31 @@ def test_each_committed_page_shows_the_accuracy_of_the_findings_it_cites(page):
         section = text.split(f"## {p} workers", 1)[1].split("\n## ", 1)[0]
         ranked = [line for line in section.split("Do not fit", 1)[0].splitlines() if line.startswith("| ")]
         for row in (r for r in result["rows"] if r["workers"] == p and r["fits"]):
-            found, where = advise.nearest(row["accuracy"], p)
-            want = f"{advise.effect(found, short=True)} {where}" if found else "not measured"
+            found, where = recommend.finding_at(row, p)  # none for an approximation idle at P=1
+            want = f"{advise.effect(found, short=True)} {where}" if found else (where or "not measured")
             name = row.get("variant") or row["method"]
             assert any(f"| {name} " in line and want in line and advise.to_target(row)[1] in line
                        for line in ranked), (p, name)
+
+
+def test_the_tolerance_is_stated_in_the_page_and_admits_a_resolved_cost(capsys, files, tmp_path):
+    """`--tolerance 1.0` is in the page's command and its rule line; a method whose measured cost is
+    resolved is left out without it and a candidate with it where the cost is within it."""
+    costly = csv_file(tmp_path / "findings.csv", advise.FINDINGS_COLUMNS, [
+        {"method": PROJECTED[0], "family": "f", "exactness": "approximate", "reference": "its control",
+         "dataset": "cora", "model": "sage", "workers": 2, "seeds": 5, "test_acc": 0.8, "effect_pt": -0.8,
+         "effect_low_pt": -1.4, "effect_high_pt": -0.2}])
+
+    def candidates(*args):
+        out = tmp_path / f"out{len(args)}"
+        main(["advise", "--graph", CITESEER, "--hardware", "a100-dgx", "--workers", "2", "--hidden", "16",
+              "--out", str(out), "--findings", str(costly), "--scaling", str(tmp_path / "none.csv"),
+              "--validation", str(files["validation"]), *args])
+        capsys.readouterr()
+        result = json.loads((out / "advise.json").read_text())
+        return (out / "advise.md").read_text(), {r["method"] for r in recommend.ranked(
+            result["rows"], 2, result["tolerance"])[0]}
+    text, without = candidates()
+    assert PROJECTED[0] not in without and f"`{PROJECTED[0]}` (-0.8 pt [-1.4, -0.2] at P=2" in text
+    text, within = candidates("--tolerance", "1.0")
+    assert PROJECTED[0] in within and "--tolerance 1 --out" in text and "(or within 1 pt)" in text

@@ -82,6 +82,35 @@ def test_a_stand_in_for_papers100m_gets_shapes_relative_to_vanilla_paired_by_wor
     assert ("SAR", "32", "epoch_time") not in cmp.index  # no vanilla epoch time to set it against
 
 
+def test_each_pair_has_a_verdict_and_a_time_with_more_ranks_than_cores_is_not_a_finding():
+    """The verdict column on known rows (handmade records on a 2-core machine at 1, 2, 4 workers): a
+    shape of the paper's sign and size agrees; one of the paper's sign at under half its size is the
+    same direction, smaller; no effect where the paper has one disagrees; epoch-time scaling to 4
+    ranks on 2 cores is not a finding here (time-slicing), to 2 ranks it is."""
+    records = [record(m, w, peak=int(1e9 * f / w), train_mem=int(1e8 * (f if w < 4 else 1 + 0.2 * (f - 1)) / w),
+                      epoch_time=8.0 / w, reproduces="sar_papers", hidden=256, layers=3, batch_norm=True)
+               for m, f in (("sar", 1.0), ("full_halo", 2.0)) for w in (1, 2, 4)]
+    cmp = compare(records).set_index(["paper_method", "paper_workers", "metric"])
+    peak = cmp.loc[("SAR", "32", "peak_memory_per_machine")]  # 0.5 x against 0.633 x
+    assert peak["verdict"] == reference.AGREES and "0.5 x against 0.633 x" in peak["why"]
+    ratio = cmp.loc[("SAR vs vanilla", "128", "memory_ratio_vanilla_over_sar")]  # 1.2 x against 2.0 x
+    assert ratio["verdict"] == reference.SMALLER
+    assert cmp.loc[("SAR", "32->64", "runtime_scaling")]["verdict"] == reference.AGREES  # 1 -> 2 ranks
+    sliced = cmp.loc[("SAR", "32->128", "runtime_scaling")]  # 1 -> 4 ranks on 2 cores
+    assert sliced["time_sliced"] and sliced["verdict"] == reference.NOT_A_FINDING
+    assert sliced["why"].startswith("4 ranks on 2 cores")
+    # the rule on rows alone: no effect here against the paper's, the opposite sign, an absolute accuracy
+    row = {"reproduction": "shape", "metric": "memory_ratio_vanilla_over_sar", "unit": "x", "time_sliced": False}
+    assert reference.verdict({**row, "paper": 1.6, "measured": 1.005})[0] == reference.DISAGREES
+    assert reference.verdict({**row, "paper": 1.6, "measured": 0.8})[1].startswith("opposite direction")
+    accuracy = {"reproduction": "scaled-down", "metric": "test_accuracy", "unit": "%", "time_sliced": False}
+    assert reference.verdict({**accuracy, "paper": 81.5, "measured": 80.9})[0] == reference.AGREES
+    assert reference.verdict({**accuracy, "paper": 81.5, "measured": 78.0})[0] == reference.DISAGREES
+    time = {"reproduction": "scaled-down", "metric": "epoch_time", "unit": "s", "time_sliced": False}
+    assert reference.verdict({**time, "paper": 1.2, "measured": 3.4})[0] == reference.NOT_A_FINDING
+    assert reference.verdict({**row, "paper": 1.6, "measured": math.nan})[0] == reference.NOT_A_FINDING
+
+
 def test_full_only_when_every_recorded_key_matches_and_the_differing_keys_are_listed():
     paper = dict(hidden=16, layers=2, epochs=200, extra={**GCN_PAPER, "weight_decay_layers": "first",
                                                          "stopping": "window",

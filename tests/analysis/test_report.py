@@ -54,3 +54,22 @@ def test_the_published_numbers_section_says_what_each_comparison_is(tmp_path):
     assert "not comparable: unit: paper per round" in section
     assert "scaled-down: hidden 64≠16" in section
     assert "recalled, unverified" in section and "Uncertain published values here: " in section
+
+
+def test_the_published_numbers_carry_a_verdict_and_a_time_slicing_row_is_not_a_finding(tmp_path):
+    """SAR's papers100M rows against a stand-in at 1, 2, 4 workers on 2 cores: every row has a verdict;
+    epoch-time scaling to 4 ranks is `not a finding here`, its value blanked as the runs table blanks it."""
+    from analysis import report
+    from tests.analysis.handmade import record, write
+
+    records = [record(m, w, peak=int(1e9 * f / w), train_mem=int(1e8 * f / w), epoch_time=8.0 / w,
+                      reproduces="sar_papers", hidden=256, layers=3, batch_norm=True)
+               for m, f in (("sar", 1.0), ("full_halo", 2.0)) for w in (1, 2, 4)]
+    text = report.build(write(tmp_path / "records", records), tmp_path / "out").read_text()
+    section = text.split("## Published numbers")[1]
+    assert "| reproduction | verdict |" in section
+    rows = [line for line in section.splitlines() if line.startswith("| sar_papers |")]
+    assert rows and all(any(f"| {v}: " in r for v in ("agrees", "same direction, smaller", "disagrees",
+                                                       "not a finding here")) for r in rows)
+    sliced = [r for r in rows if "runtime_scaling" in r and "| 32->128 |" in r]
+    assert sliced and all("| – |" in r and "| not a finding here: 4 ranks on 2 cores" in r for r in sliced)
