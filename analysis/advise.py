@@ -75,7 +75,9 @@ def curve_rows(scaling: list[dict]) -> list[dict]:
     return [{"method": r["method"], "family": "", "exactness": "approximate", "reference": r["control"],
              "dataset": r["dataset"], "model": r["model"], "workers": r["workers"], "seeds": r["pairs"],
              "test_acc": None, "effect_pt": r["effect_pt"], "effect_low_pt": r["effect_low_pt"],
-             "effect_high_pt": r["effect_high_pt"]} for r in scaling]
+             "effect_high_pt": r["effect_high_pt"],
+             # the scaling page judges with Holm's correction (`holm`); a findings row has none (no key)
+             "holm": str(r.get("holm", "")).strip().lower() == "true"} for r in scaling]
 
 
 def nearest(accuracy: list[dict], p: int) -> tuple[dict | None, str]:

@@ -3,8 +3,9 @@
 
 The rule, per worker count and then across them:
 - a method is a candidate where it fits a rank's memory (`costmodel.fits`, as projected) and its accuracy
-  effect, measured at the P nearest (`advise.nearest`), is not a resolved cost (`effect_status`), or costs
-  at most the user's `--tolerance` in points (the point estimate);
+  effect, measured at the P nearest (`advise.nearest`), is not a cost (`effect_status`: resolved by its
+  page's rule, or an interval below 0 that the page's correction does not call resolved, left out to be
+  safe and said so), or costs at most the user's `--tolerance` in points (the point estimate);
 - candidates rank by projected time to the target accuracy (`advise.seconds_to_target`: the epochs a
   method took to the findings' target at small scale times its projected epoch time); a candidate with no
   time to the target (not measured, or missed in some seed) ranks after every one that has one, by epoch
@@ -37,6 +38,10 @@ from analysis.markdown import md_table
 
 #: The readings of a measured accuracy effect (`effect_status`).
 COST, GAIN, UNRESOLVED, NOT_MEASURED = "resolved cost", "resolved gain", "not resolved", "not measured"
+#: An interval below 0 that its page does not call resolved: uncorrected (the findings page makes no
+#: multiplicity correction) or not surviving Holm (the scaling page). Not a finding, but a recommendation
+#: a user acts on leaves it out, and says which it is.
+LIKELY_COST = "cost not resolved after correction"
 GB = 1e9
 
 
@@ -49,9 +54,12 @@ def effect_status(finding: dict | None) -> str:
     if finding is None or finding.get("effect_pt") is None:
         return NOT_MEASURED
     low, high = finding.get("effect_low_pt"), finding.get("effect_high_pt")
-    if low is None or high is None or reading(low, high) in ("within noise", "not resolved"):
+    if low is None or high is None or not (low > 0 or high < 0):
         return UNRESOLVED
-    return COST if high < 0 else GAIN
+    # the page's own correction decides "resolved": Holm on the scaling page (`holm`), none on the findings page
+    if reading(low, high, corrected=finding.get("holm")) == "resolved":
+        return COST if high < 0 else GAIN
+    return LIKELY_COST if high < 0 else UNRESOLVED
 
 
 def finding_at(row: dict, p: int) -> tuple[dict | None, str]:
@@ -66,12 +74,16 @@ def finding_at(row: dict, p: int) -> tuple[dict | None, str]:
 def admits(finding: dict | None, tolerance: float | None) -> tuple[bool, str]:
     """Whether an accuracy effect lets its method be recommended, and why not: a resolved cost is
     refused unless its point estimate costs at most `tolerance` points."""
-    if effect_status(finding) != COST:
+    status = effect_status(finding)
+    if status not in (COST, LIKELY_COST):
         return True, ""
     cost = -finding["effect_pt"]
     if tolerance is not None and cost <= tolerance:
         return True, f"costs {cost:.1f} pt, within the tolerance of {tolerance:g} pt"
-    return False, "resolved accuracy cost" + (f", beyond {tolerance:g} pt" if tolerance is not None else "")
+    why = ("resolved accuracy cost" if status == COST else
+           "accuracy cost: its interval excludes 0 at 5 %, " + ("not after Holm" if finding.get("holm") is not None
+                                                               else "uncorrected") + ", so left out to be safe")
+    return False, why + (f", beyond {tolerance:g} pt" if tolerance is not None else "")
 
 
 def seconds(row: dict) -> float | None:
@@ -264,7 +276,7 @@ def why(row: dict, result: dict, tolerance: float | None, first: dict | None = N
     status = effect_status(found)
     if found is not None and status != NOT_MEASURED:
         parts.append(f"accuracy {effect(found, short=True)} {where}, {status}"
-                     + (f" ({admits(found, tolerance)[1]})" if status == COST else ""))
+                     + (f" ({admits(found, tolerance)[1]})" if status in (COST, LIKELY_COST) else ""))
     else:
         parts.append("accuracy: " + (where if row.get("as_control") else
                                      "exact" if row["about"]["kind"] == "exact" else "effect not measured"))
@@ -298,8 +310,8 @@ def summary(result: dict) -> list[str]:
         candidates, left_out = ranked(result["rows"], p, tolerance)
         for r, reason in left_out:
             if reason != "does not fit":
-                refused.setdefault(r.get("variant") or r["method"],
-                                   f"{effect(finding_at(r, p)[0], short=True)} at P={p}: {reason}")
+                finding, where = finding_at(r, p)
+                refused.setdefault(r.get("variant") or r["method"], f"{effect(finding, short=True)} {where}: {reason}")
         if not candidates:
             body.append([p, "none fits and passes the rule", "", "", "", "", ""])
             continue
@@ -325,8 +337,9 @@ def summary(result: dict) -> list[str]:
               for what, e in (("epoch time", largest_error(validation, "epoch_time")),
                               ("working set", largest_error(validation, "working_set")))]
     within = f" (or within {tolerance:g} pt)" if tolerance is not None else ""
-    lines += [f"Rule: fits, accuracy effect not a resolved cost{within}, fastest projected time to the target "
-              "accuracy (epochs measured at small scale × projected epoch time). Ranges: the largest validated "
+    lines += [f"Rule: fits, accuracy effect not a cost (resolved, or excluding 0 before the page's correction)"
+              f"{within}, fastest projected time to the target accuracy (epochs measured at small scale × projected "
+              "epoch time). Ranges: the largest validated "
               f"error ({', '.join(errors)}), which covers every validated run; at this scale and hardware it is "
               "not validated.", ""]
     return lines
