@@ -21,7 +21,8 @@ pytestmark = pytest.mark.fast
 def finding(effect: float, low: float, high: float, epochs: float | None = 10, workers: int = 2,
             holm: bool | None = None) -> dict:
     """A measured effect; `holm`: the page's verdict after Holm (a scaling row), None: no correction (findings)."""
-    return {"method": "m", **({} if holm is None else {"holm": holm}), "dataset": "cora", "model": "sage", "workers": workers, "seeds": 5, "reference": "ctl",
+    return {"method": "m", **({} if holm is None else {"holm": holm}), "dataset": "cora", "model": "sage",
+            "workers": workers, "seeds": 5, "reference": "ctl",
             "test_acc": 0.8, "effect_pt": effect, "effect_low_pt": low, "effect_high_pt": high,
             "epochs_to_target": epochs, "missed_target": 0 if epochs is not None else None}
 
