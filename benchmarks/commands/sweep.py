@@ -32,7 +32,8 @@ stops the sweep in one line naming the run. A run whose `ok` record exists is sk
 (`resume=false` reruns it); a failed run is recorded and the sweep goes on; a method the preset
 names but this checkout does not have (a paper table's method not written yet) is skipped with a
 message. Each run's record is found at `record.record_path` of its configuration, never by reading
-the run's output. Each run's line says how many runs failed so far and, once one has run, the time
+the run's output, and counts only if the run wrote it (`run_one`); a run that died without one gets a
+failed record from the sweep. Each run's line says how many runs failed so far and, once one has run, the time
 left (`[7/40] method=sar workers=2 · 1 failed so far · ~3 min left`: benchmarks/base/progress.py).
 `--dry-run` prints the command of each run still missing (a bisection prints its first probe), for
 `torchrun` or a cluster scheduler.

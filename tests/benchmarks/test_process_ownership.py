@@ -302,7 +302,8 @@ def test_a_sweeps_run_killed_by_sigkill_is_a_failed_run_the_sweep_records_and_go
     assert_all_gone(tree)
     out = "".join(sweep.out)
     killed, quick = records_by_epochs(results)[100000], records_by_epochs(results)[2]
-    assert killed["status"] == "failed" and killed["error"] == "the run's process was killed by SIGKILL (out of memory?)"
+    assert killed["status"] == "failed"
+    assert killed["error"] == "the run's process was killed by SIGKILL (out of memory?)"
     assert len(killed["history"]) >= 2 and killed["method"] == "full_halo" and killed["run_id"] != "an earlier run's"
     path = engine.path_of(engine.checked(runs[:1], None)[0])
     assert any(line.startswith("  full_halo synthetic ") and line.endswith(
