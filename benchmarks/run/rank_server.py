@@ -62,7 +62,7 @@ def mp_folder() -> str:
         folder = os.path.join(tempfile.gettempdir(), temporary_prefix(MP_PREFIX))
         try:
             os.mkdir(folder, 0o700)
-        except FileExistsError:  # this process's, from before a fork (a pid's start time is its own)
+        except FileExistsError:  # this process's own (no other process has its pid and start time)
             pass
         util.Finalize(None, shutil.rmtree, args=(folder,), kwargs={"ignore_errors": True}, exitpriority=-100)
         config["tempdir"] = folder
