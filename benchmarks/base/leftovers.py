@@ -4,7 +4,8 @@ runner's spawned ranks, torchrun's workers, calibrate's ranks):
 - A process started by a launcher dies with it, whatever ended the launcher, even SIGKILL
   (`die_with_launcher`).
 - What a process leaves behind when it is killed before it can clean up (DIGEST-A's shared-memory
-  files, a run's scratch folder, a partition cache being built, calibrate's exchange folder) is
+  files, a run's scratch folder, a partition cache being built, calibrate's exchange folder, and in
+  the temporary folder a sweep's run output and multiprocessing's folder: `temporary_prefix`) is
   named so that a later process can tell it is orphaned: `<prefix><owner pid>-<owner start
   time>-<anything>` (`owner_tag`), and that later process removes it (`remove_leftovers`). The
   start time tells a dead owner from a reused pid. In a folder that several machines may share (the
@@ -19,6 +20,7 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 import threading
 import time
 
@@ -61,6 +63,14 @@ def remove_leftovers(folder, prefix: str) -> list[str]:
             except OSError:  # removed meanwhile by another process, or another user's (/dev/shm is sticky)
                 pass
     return removed
+
+
+def temporary_prefix(prefix: str) -> str:
+    """`<prefix><owner tag>`: the start of the name of a file or folder this process makes in the
+    system's temporary folder (`tempfile.mkstemp(prefix=...)`), once the dead owners' ones there are
+    removed (a sweep's run output, multiprocessing's folder, calibrate's exchange)."""
+    remove_leftovers(tempfile.gettempdir(), prefix)
+    return f"{prefix}{owner_tag()}"
 
 
 def on_this_host(prefix: str) -> str:

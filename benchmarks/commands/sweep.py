@@ -32,7 +32,8 @@ stops the sweep in one line naming the run. A run whose `ok` record exists is sk
 (`resume=false` reruns it); a failed run is recorded and the sweep goes on; a method the preset
 names but this checkout does not have (a paper table's method not written yet) is skipped with a
 message. Each run's record is found at `record.record_path` of its configuration, never by reading
-the run's output. Each run's line says how many runs failed so far and, once one has run, the time
+the run's output, and counts only if the run wrote it (`run_one`); a run that died without one gets a
+failed record from the sweep. Each run's line says how many runs failed so far and, once one has run, the time
 left (`[7/40] method=sar workers=2 · 1 failed so far · ~3 min left`: benchmarks/base/progress.py).
 `--dry-run` prints the command of each run still missing (a bisection prints its first probe), for
 `torchrun` or a cluster scheduler.
@@ -42,12 +43,13 @@ from __future__ import annotations
 import itertools
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import MISSING, dataclass
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -317,12 +319,15 @@ def warm_up(configs: list) -> bool:
 _RUN_THREADS = 1
 
 
-def _forked_run(config: dict, output: str, preflight) -> None:
+def _forked_run(config: dict, output: str, preflight, run_id: str) -> None:
     """A run in a child forked from the warm sweep: what `python -m benchmarks` does with the
     configuration the sweep composed and checked, the pre-flight check it was handed included, without
-    starting Python, importing torch or composing again; its output into `output`."""
+    starting Python, importing torch or composing again; its output into `output`, its record with
+    `run_id` (`record.RUN_ID`)."""
     from benchmarks.commands.outcome import run_and_report
+    from benchmarks.run.record import RUN_ID
 
+    os.environ[RUN_ID] = run_id
     become_child(lambda: run_and_report(config, preflight), output, output, _RUN_THREADS)
 
 
@@ -366,14 +371,29 @@ def become_child(work, stdout: str, stderr: str, threads: int) -> None:
     os._exit(code)
 
 
-def _run_forked(run, preflight) -> str:
-    """Fork `run` from this warm sweep (`warm_up`), wait for it; its output. A stop stops it as a user would."""
+class Ended(NamedTuple):
+    """How a run's process ended: what it printed (its last line says the outcome), its exit status
+    (-N: killed by signal N) and its pid (its scratch folder is named with it)."""
+
+    output: str
+    code: int
+    pid: int
+
+
+def _run_forked(run, preflight, run_id: str) -> Ended:
+    """Fork `run` from this warm sweep (`warm_up`), wait for it. A stop stops it as a user would."""
     import multiprocessing as mp
     import tempfile
 
-    fd, output = tempfile.mkstemp(prefix="gnnbench-run-", suffix=".log")
+    from benchmarks.base.leftovers import temporary_prefix
+    from benchmarks.run import rank_server
+    from benchmarks.run.record import processes_of
+
+    if processes_of(run) > 1:
+        rank_server.serve()  # a fresh fork server if the last one died (killed by the out-of-memory killer)
+    fd, output = tempfile.mkstemp(prefix=temporary_prefix("gnnbench-run-"), suffix=".log")  # a killed sweep's: removed
     os.close(fd)
-    proc = mp.get_context("fork").Process(target=_forked_run, args=(run.as_dict(), output, preflight),
+    proc = mp.get_context("fork").Process(target=_forked_run, args=(run.as_dict(), output, preflight, run_id),
                                           name="gnnbench-run")
     try:
         proc.start()
@@ -386,7 +406,7 @@ def _run_forked(run, preflight) -> str:
                 proc.kill()  # its ranks die with it (leftovers.die_with_launcher)
                 proc.join()
             raise
-        return Path(output).read_text(errors="replace")
+        return Ended(Path(output).read_text(errors="replace"), proc.exitcode, proc.pid)
     finally:
         os.unlink(output)
 
@@ -395,28 +415,64 @@ def run_one(overrides: list[str], run, warm: bool = False, preflight=None) -> di
     """The run `overrides` compose to (`run`, checked): forked from this warm sweep (`warm`; with the
     pre-flight check `preflight`), else `python -m benchmarks <overrides>` in a fresh process (which
     checks it itself); prints its last line and returns the record it wrote (None if none: refused
-    before it started, a UserError)."""
+    before it started, a UserError). The run is judged by the record it wrote, which carries the id
+    handed to it (`record.RUN_ID`), never by one an earlier run left at its path (`resume=false`); a
+    resumed run that finds an ok record there (another sweep's, written meanwhile) skips, and that
+    record counts. A run whose process died without writing its record (killed by a signal; a bug
+    outside its ranks, exit status 1) gets a failed record written here, with its traceback."""
     import json
+    import uuid
 
-    lines = (_run_forked(run, preflight) if warm else _run_fresh(overrides)).strip().splitlines() or ["(no output)"]
-    print(f"  {lines[-1]}", flush=True)
+    from benchmarks.base.outputs import NotWritten
+    from benchmarks.commands.outcome import summary_line
+    from benchmarks.run.runner import record_death
+
+    run_id = uuid.uuid4().hex
+    ended = _run_forked(run, preflight, run_id) if warm else _run_fresh(overrides, run_id)
+    lines = ended.output.strip().splitlines() or ["(no output)"]
     try:
-        return json.loads(path_of(run).read_text())
+        record = json.loads(path_of(run).read_text())
     except (OSError, ValueError):
-        return None
+        record = None
+    skipped = run.resume and ended.code == 0 and record is not None and record.get("status") == "ok"
+    if record is not None and record.get("run_id") != run_id and not skipped:
+        record = None  # not this run's
+    if record is None and (ended.code < 0 or ended.code == 1):
+        error, tb = _death(ended)
+        try:
+            path = record_death(run.as_dict(), ended.pid, error, tb, run_id)
+            record = json.loads(path.read_text())
+            lines.append(f"{summary_line(record)} (recorded by the sweep: {path})")
+        except NotWritten as e:
+            lines.append(f"FAILED: {error}; error: {e}")
+    print(f"  {lines[-1]}", flush=True)
+    return record
 
 
-def _run_fresh(overrides: list[str]) -> str:
-    """`python -m benchmarks <overrides>` in its own process, waited for; its stdout, or the last line
-    of its stderr where it printed nothing. A stop stops it as a user would."""
+def _death(ended: Ended) -> tuple[str, str]:
+    """The error and traceback of a run whose process died without writing its record: the signal that
+    killed it, or the last line and the traceback it printed (an exception outside its ranks)."""
+    if ended.code < 0:
+        name = signal.Signals(-ended.code).name
+        return f"the run's process was killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else ""), ""
+    start = ended.output.find("Traceback (most recent call last):")
+    last = ended.output.strip().splitlines()[-1:] or [f"the run's process exited with status {ended.code}"]
+    return last[0], ended.output[start:] if start >= 0 else ended.output
+
+
+def _run_fresh(overrides: list[str], run_id: str) -> Ended:
+    """`python -m benchmarks <overrides>` in its own process, waited for; what it printed, its stderr
+    first (the last line is then its stdout's, the outcome, or where it printed nothing there, its
+    error). A stop stops it as a user would."""
     from benchmarks.base.leftovers import killed_with_parent
+    from benchmarks.run.record import RUN_ID
 
     # The run dies with the sweep, even a SIGKILLed one (its ranks then die with it); a stop is below.
     # COMPOSED: the sweep composed and checked this run before it started the first (`expand`), so
     # the run does not compose it a second time to check it (composition.check_composes): ~0.4 s a run.
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks", *overrides], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=killed_with_parent,
-                            env={**os.environ, COMPOSED: "1"})
+                            env={**os.environ, COMPOSED: "1", RUN_ID: run_id})
     try:
         stdout, stderr = proc.communicate()
     except Stopped:
@@ -428,7 +484,7 @@ def _run_fresh(overrides: list[str]) -> str:
             proc.kill()  # its ranks die with it (leftovers.die_with_launcher)
             proc.communicate()
         raise
-    return stdout if stdout.strip() else "\n".join(stderr.strip().splitlines()[-1:])
+    return Ended("\n".join((stderr, stdout)), proc.returncode, proc.pid)
 
 
 def first_line(runs: list[list[str]], minutes: float | None, warm: bool) -> str:

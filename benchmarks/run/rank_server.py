@@ -5,28 +5,36 @@ re-importing everything, and never inherits the launcher's threads, as a plain f
 torch._dynamo too: every torch optimizer imports it when it is built, which otherwise costs every
 rank of every run 2 s of CPU. Its environment is the one it started with: the ranks are handed what
 a run needs (benchmarks.run.runner._rank_process). Imports nothing heavy: `python -m benchmarks` starts
-it before it imports torch itself (`start`), so the two imports, about 2.5 s each, overlap."""
+it before it imports torch itself (`start`), so the two imports, about 2.5 s each, overlap.
+
+Its socket lives in multiprocessing's temporary folder, which carries its owner's tag (`pymp-<pid>-<start
+time>-`, not multiprocessing's own `pymp-<random>`), so that the folder of a launcher killed before it could
+remove it is removed by the next one (benchmarks/base/leftovers.py)."""
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import shutil
 import sys
 import tempfile
 
 from benchmarks.base.errors import UserError
+from benchmarks.base.leftovers import owner_tag, temporary_prefix
 
 PRELOAD = ["benchmarks.run.runner", "torch._dynamo"]
 
 #: The longest path a Unix socket may have on Linux (`sun_path` is 108 bytes, its NUL included), and
 #: what multiprocessing adds to the temporary folder for the fork server's socket
-#: (`<tmp>/pymp-XXXXXXXX/listener-XXXXXXXX`).
+#: (`<tmp>/pymp-<pid>-<start time>-/listener-XXXXXXXX`, `mp_folder`), its owner's tag aside.
 SOCKET_PATH_MAX = 107
-SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
+SOCKET_SUFFIX = len("/pymp-/listener-XXXXXXXX")
+MP_PREFIX = "pymp-"
 
 
 def context(preload: list[str] = PRELOAD):
     """multiprocessing's forkserver context, its server importing `preload` once."""
     check_temporary_folder()
+    mp_folder()
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(preload)
     return ctx
@@ -36,16 +44,59 @@ def check_temporary_folder() -> None:
     """Refuse, in one line, a temporary folder whose path leaves no room for the fork server's socket
     (multiprocessing would fail later, deep in a traceback, with "AF_UNIX path too long")."""
     tmp = tempfile.gettempdir()
-    room = SOCKET_PATH_MAX - SOCKET_SUFFIX
+    room = SOCKET_PATH_MAX - SOCKET_SUFFIX - len(owner_tag())
     if len(tmp) > room:
         raise UserError(f"the temporary folder {tmp} is {len(tmp)} characters long; the fork server's socket "
                         f"lives there and needs it at most {room}: set TMPDIR to a shorter folder")
 
 
+def mp_folder() -> str:
+    """multiprocessing's temporary folder for this process (`multiprocessing.util.get_temp_dir`, where the
+    fork server's socket goes), made here unless it exists: `<tmp>/pymp-<pid>-<start time>-`, removed at
+    exit as multiprocessing removes its own, and, where this process is killed first, by the next process
+    that makes one (multiprocessing's `pymp-<random>` tells no one whether its owner is alive)."""
+    from multiprocessing import process, util
+
+    config = process.current_process()._config  # what get_temp_dir reads (a forked child inherits it)
+    if config.get("tempdir") is None:
+        folder = os.path.join(tempfile.gettempdir(), temporary_prefix(MP_PREFIX))
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:  # this process's own (no other process has its pid and start time)
+            pass
+        util.Finalize(None, shutil.rmtree, args=(folder,), kwargs={"ignore_errors": True}, exitpriority=-100)
+        config["tempdir"] = folder
+    return config["tempdir"]
+
+
+def died() -> bool:
+    """Whether the fork server this process forks ranks from (its own, or the one it adopted) has died:
+    killed, by the out-of-memory killer say. multiprocessing then reads every rank it forked as dead
+    (exit code 255) while the ranks run on, and refuses every new one (ConnectionRefusedError)."""
+    import psutil
+    from multiprocessing import forkserver
+
+    pid = forkserver._forkserver._forkserver_pid
+    if pid is None:
+        return False
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # dead, not yet reaped by its parent
+    except psutil.NoSuchProcess:
+        return True
+
+
 def serve() -> None:
-    """Start the fork server now and wait until it is up: a warm sweep's runs, forked from it, all
-    fork their ranks from this one server (`adopt`)."""
-    _ensure_running()
+    """Start the fork server now and wait until it is up, or a fresh one if it died (`died`): a warm
+    sweep's runs, forked from it, all fork their ranks from this one server (`adopt`); the sweep calls
+    this before each run, so a run after the server's death starts its ranks."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    if "ensure_running" in vars(server) and died():  # adopted (from a parent), and dead: one of its own now
+        del server.ensure_running
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_pid = server._forkserver_address = server._forkserver_alive_fd = None
+    _ensure_running()  # multiprocessing restarts a dead server it started itself
 
 
 def _ensure_running() -> None:

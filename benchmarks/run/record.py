@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import statistics
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import torch
@@ -39,6 +41,10 @@ NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_time
 # The savers (`memory`: activation checkpointing; `precision`; `comm`: quantised messages) are options
 # that compose with any method, and are named in the variant the same way.
 AXES = ("method", "workers", "seed", *SAVER_AXES)
+
+#: The environment variable a run's starter (a sweep) sets to the id it gives the run: the record says it
+#: (`run_id`), so the starter tells the record this run wrote from one an earlier run left at its path.
+RUN_ID = "GNNBENCH_RUN_ID"
 
 
 def config_hash(cfg: dict) -> str:
@@ -186,8 +192,8 @@ class RecordBuilder:
     (or on every rank under torchrun); `keep_epoch`, `finish` and `fail` run wherever rank 0 or the
     launcher notices the outcome."""
 
-    def __init__(self, run: RunConfig, scratch: Path, prepared: dict, env: dict, method_defaults: dict,
-                 control: str | None = None):
+    def __init__(self, run: RunConfig, scratch: Path, prepared: dict, env: dict | None, method_defaults: dict,
+                 control: str | None = None, run_id: str | None = None):
         cfg = run.as_dict()
         digest = config_hash(cfg)
         self.path, self.progress = record_path(run, digest), Path(scratch) / "progress.jsonl"
@@ -202,6 +208,8 @@ class RecordBuilder:
             "workers": processes_of(run), "workers_requested": run.workers, "seed": run.seed,
             "setting": _digest(setting, 6), "setting_config": setting,
             "config_hash": digest, "started_at": now(), "config": cfg, **prepared, "env": env,
+            # this run's own id: the one its starter handed it (`RUN_ID`), else a fresh one
+            "run_id": run_id or os.environ.get(RUN_ID) or uuid.uuid4().hex,
         }
 
     def keep_epoch(self, entry: dict) -> None:

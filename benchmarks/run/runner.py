@@ -442,7 +442,9 @@ def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -
         line = errs[0].read_text().splitlines()[0] if errs else ""
         raise NotWritten(line.removeprefix(f"{NotWritten.__name__}: ") or
                          "rank 0 could not write the record (full disk?); its message above says where it is")
-    if failed:
+    if failed and rank_server.died():  # every rank reads as dead (exit code 255); they die with this launcher
+        builder.fail("the ranks' fork server died (killed: out of memory?), so the run lost its ranks")
+    elif failed:
         # The root cause is the rank that failed first; its peers fail because it left. A rank killed
         # by a signal (out of memory, say) leaves no traceback; else the earliest traceback wins.
         killed = [r for r in failed if procs[r].exitcode < 0 and not (scratch / f"rank{r}.err").exists()]
@@ -461,6 +463,22 @@ def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -
             builder.fail(error, text)
     elif not p.path.exists() or p.path.stat().st_mtime < started:  # an older run's record
         builder.fail("rank 0 exited without writing the record")
+
+
+def record_death(cfg: dict, launcher: int, error: str, tb: str = "", run_id: str | None = None) -> Path:
+    """Write the failed record of a run whose launcher (process `launcher`, dead now) ended without
+    writing one: killed by a signal (the out-of-memory killer), or a bug outside its ranks. Its starter
+    (a sweep) writes it with what is known: the configuration, `error` and `tb`, and the history rank 0
+    kept in the launcher's scratch folder, which is then removed. Returns its path; NotWritten where
+    it could not be written there (the message says where it is)."""
+    p = plan(cfg)
+    root = Path(p.cfg.cache_dir) / "runs"
+    scratch = next(root.glob(f"{on_this_host('run-')}{launcher}-*"), root / "gone")  # named by `_scratch_prefix`
+    try:
+        RecordBuilder(p.cfg, scratch, {}, None, p.method_defaults, p.control, run_id).fail(error, tb)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return p.path
 
 
 def _run_torchrun(p: Plan, log, preflight=None) -> tuple[Path, dict]:

@@ -41,7 +41,7 @@ from benchmarks.core.aggregation import LocalAdjacency
 from benchmarks.core.comm import Comm
 from benchmarks.core.datasets import synthetic
 from benchmarks.base.errors import Stopped, UserError, stop_on_signals
-from benchmarks.base.leftovers import die_with_launcher, owner_tag, remove_leftovers
+from benchmarks.base.leftovers import die_with_launcher, temporary_prefix
 from benchmarks.base.outputs import check_writable, writing
 from benchmarks.core.probes import cores
 from benchmarks.run import rank_server
@@ -301,8 +301,7 @@ def comm_times(sizes: Sizes) -> dict:
 def scratch_folder() -> Path:
     """A new folder for the exchange's file store and times, named with this process's owner tag
     (`leftovers`); those of a calibrate killed before it could remove them are removed first."""
-    remove_leftovers(tempfile.gettempdir(), "calibrate-")
-    return Path(tempfile.mkdtemp(prefix=f"calibrate-{owner_tag()}"))
+    return Path(tempfile.mkdtemp(prefix=temporary_prefix("calibrate-")))
 
 
 def fit_link(times: dict[int, float]) -> tuple[float, float]:

@@ -3,7 +3,10 @@ a failed run does not stop the sweep."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+
+import pytest
 
 from benchmarks.base.registry import method_names
 from benchmarks.run.runner import run
@@ -57,3 +60,49 @@ def test_a_multirun_goes_on_past_a_failed_job(tmp_path):
     (second,) = [line for line in out.stdout.splitlines() if line.startswith("[2/2] ")]
     assert " · 1 failed so far · ~" in second and second.endswith(" left"), second
     assert [json.loads(p.read_text())["method"] for p in (tmp_path / "r").glob("*.json")] == ["single"]
+
+
+def test_a_run_is_judged_by_the_record_it_wrote_not_one_found_at_its_path(tmp_path):
+    """`resume=false` over an ok record an earlier sweep left: a run refused once its graph is loaded
+    (40 workers, 30 nodes) writes no record, and is counted failed, not ok by the record it found."""
+    from benchmarks.commands import sweep as engine
+
+    args = ["method=full_halo", "workers=40", "dataset.nodes=30", "dataset.classes=3", "epochs=2", "hidden=8",
+            "log_every=0", f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}", "resume=false"]
+    (cfg,) = engine.checked(engine.expand(args)[0], None)
+    found = engine.path_of(cfg)
+    found.parent.mkdir()
+    found.write_text(json.dumps({"status": "ok"}))
+    out = commands.run("benchmarks.commands.sweep", *args)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "error: workers=40 exceeds the 30 nodes" in out.stdout
+    assert out.stdout.splitlines()[-1] == "sweep: 1 runs: 0 ran, 0 kept, 1 failed"
+    assert json.loads(found.read_text()) == {"status": "ok"}  # not the run's, and left as it was
+
+
+BUGGY_CHECK = """
+from methods import full_halo
+
+
+class Method(full_halo.Method):
+    @classmethod
+    def check_partition(cls, run, partition_stats):
+        partition_stats["no_such_field"]  # a bug in the launcher, after the partition is prepared
+"""
+
+
+@pytest.mark.parametrize("fork", ["on", "off"])
+def test_a_bug_in_a_sweeps_run_keeps_its_traceback_in_a_failed_record(tmp_path, write_plugins, fork):
+    """An exception outside the ranks (a plugin's check_partition, run by the launcher) ends the run's
+    process with a traceback and no record: the sweep writes the failed record, with that traceback (D8)."""
+    write_plugins({"buggy": BUGGY_CHECK})
+    out = commands.run("benchmarks.commands.sweep", "method=buggy", "workers=2", "epochs=2", "log_every=0",
+                       *SMALL_SYNTHETIC, f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}",
+                       env={**os.environ, "GNNBENCH_SWEEP_FORK": fork})
+    assert out.returncode == 1, out.stdout + out.stderr
+    (path,) = (tmp_path / "r").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["status"] == "failed" and record["error"] == "KeyError: 'no_such_field'"
+    assert record["traceback"].startswith("Traceback (most recent call last):")
+    assert "in check_partition" in record["traceback"] and record["config"]["method"]["name"] == "buggy"
+    assert (f"FAILED: KeyError: 'no_such_field' (recorded by the sweep: {path})") in out.stdout

@@ -20,7 +20,7 @@ import pytest
 from benchmarks.core.datasets import PROJECT_ROOT
 from benchmarks.base.leftovers import on_this_host, owner_tag
 from tests.benchmarks.test_launcher import free_port
-from tests.benchmarks.test_stopping import Launched, as_from_a_terminal, assert_all_gone
+from tests.benchmarks.test_stopping import Launched, _cmdline, as_from_a_terminal, assert_all_gone
 from tests.conftest import SMALL_SYNTHETIC
 
 
@@ -247,3 +247,107 @@ def test_a_temporary_folder_too_long_for_the_fork_servers_socket_is_refused_in_o
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"error: the temporary folder {deep} is {len(str(deep))} characters long")
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- review r3: the warm sweep's faults
+#: A warm sweep of two runs: the first trains until it is killed, the second is quick.
+TWO_RUNS = ["method=full_halo", "workers=2", "epochs=100000,2", "hidden=16", "log_every=1", "eval_every=1",
+            *SMALL_SYNTHETIC]
+
+
+def warm_sweep(tmp_path, short_tmp, monkeypatch, *args: str) -> Launched:
+    """The sweep of `TWO_RUNS` in a process of its own, its temporary folder `short_tmp` (where its runs'
+    output goes), started once its first run's output shows the second epoch."""
+    monkeypatch.setenv("TMPDIR", str(short_tmp))
+    sweep = Launched("benchmarks.commands.sweep", [*TWO_RUNS, f"results_dir={tmp_path / 'results'}",
+                                                   f"cache_dir={tmp_path / 'cache'}", *args])
+    sweep.wait_until(lambda: sum(log.read_text().count(" epoch ") for log in short_tmp.glob("gnnbench-run-*.log")) >= 2,
+                     "the first run's second epoch")
+    return sweep
+
+
+def sweep_children(sweep: Launched) -> dict[str, psutil.Process]:
+    """The sweep's own children: its fork server and the run it forked (the same command line as the sweep's)."""
+    me = psutil.Process(sweep.proc.pid)
+    out = {}
+    for child in me.children():
+        line = " ".join(_cmdline(child))
+        if "forkserver" in line:
+            out["fork server"] = child
+        elif _cmdline(child) == me.cmdline():
+            out["run"] = child
+    return out
+
+
+def records_by_epochs(folder) -> dict[int, dict]:
+    return {(r := json.loads(p.read_text()))["config"]["epochs"]: r for p in folder.glob("*.json")}
+
+
+def test_a_sweeps_run_killed_by_sigkill_is_a_failed_run_the_sweep_records_and_goes_on_from(tmp_path, short_tmp,
+                                                                                          monkeypatch):
+    """kill -9 of a forked run (the out-of-memory killer's choice): `killed by SIGKILL`, a failed record
+    with the history reached, written by the sweep; the next run runs. With `resume=false` over an ok
+    record of each run left by an earlier sweep, the killed run is not counted by that record (D2, D7)."""
+    from benchmarks.commands import sweep as engine
+
+    results = tmp_path / "results"
+    runs, _ = engine.expand([*TWO_RUNS, f"results_dir={results}", f"cache_dir={tmp_path / 'cache'}", "resume=false"])
+    results.mkdir()
+    for cfg in engine.checked(runs, None):
+        engine.path_of(cfg).write_text(json.dumps({"status": "ok", "run_id": "an earlier run's"}))
+    sweep = warm_sweep(tmp_path, short_tmp, monkeypatch, "resume=false")
+    tree = sweep.tree()
+    sweep_children(sweep)["run"].kill()
+    assert sweep.finish(timeout=180) == 1, "".join(sweep.out + sweep.err)
+    assert_all_gone(tree)
+    out = "".join(sweep.out)
+    killed, quick = records_by_epochs(results)[100000], records_by_epochs(results)[2]
+    assert killed["status"] == "failed"
+    assert killed["error"] == "the run's process was killed by SIGKILL (out of memory?)"
+    assert len(killed["history"]) >= 2 and killed["method"] == "full_halo" and killed["run_id"] != "an earlier run's"
+    path = engine.path_of(engine.checked(runs[:1], None)[0])
+    assert any(line.startswith("  full_halo synthetic ") and line.endswith(
+        f" workers=2: FAILED: the run's process was killed by SIGKILL (out of memory?) (recorded by the sweep: {path})")
+        for line in out.splitlines()), out
+    assert quick["status"] == "ok" and quick["run_id"] != "an earlier run's"
+    assert out.splitlines()[-1] == "sweep: 2 runs: 1 ran, 0 kept, 1 failed"
+    assert not list((tmp_path / "cache" / "runs").iterdir())  # the killed run's scratch folder, read and removed
+
+
+def test_a_sweep_survives_its_fork_servers_death(tmp_path, short_tmp, monkeypatch):
+    """kill -9 of the ranks' fork server: the run in progress fails naming it, its ranks end, and the
+    next run starts its ranks from a fresh server (D6)."""
+    sweep = warm_sweep(tmp_path, short_tmp, monkeypatch)
+    tree = sweep.tree()
+    ranks = sweep_children(sweep)["fork server"].children()
+    assert len(ranks) == 2
+    sweep_children(sweep)["fork server"].kill()
+    assert sweep.finish(timeout=180) == 1, "".join(sweep.out + sweep.err)
+    assert_all_gone(tree)
+    first, second = records_by_epochs(tmp_path / "results")[100000], records_by_epochs(tmp_path / "results")[2]
+    assert first["status"] == "failed"
+    assert first["error"] == "the ranks' fork server died (killed: out of memory?), so the run lost its ranks"
+    assert second["status"] == "ok", second["error"]
+    assert "".join(sweep.out).splitlines()[-1] == "sweep: 2 runs: 1 ran, 0 kept, 1 failed"
+
+
+def test_a_killed_sweeps_temporary_files_carry_its_tag_and_the_next_sweep_removes_them(tmp_path, short_tmp,
+                                                                                     monkeypatch):
+    """kill -9 of a sweep leaves its run's output file and multiprocessing's folder (the fork server's
+    socket) in the temporary folder, named with its owner tag; the next sweep removes them (D11)."""
+    from benchmarks.base.leftovers import temporary_prefix
+    from benchmarks.run.rank_server import MP_PREFIX
+
+    sweep = warm_sweep(tmp_path, short_tmp, monkeypatch)
+    tree = sweep.tree()
+    tag = owner_tag(sweep.proc.pid)
+    sweep.proc.kill()
+    sweep.finish()
+    assert_all_gone(tree)
+    (log,) = short_tmp.glob("gnnbench-run-*")
+    (folder,) = short_tmp.glob("pymp-*")
+    assert log.name.startswith(f"gnnbench-run-{tag}") and folder.name == f"pymp-{tag}"
+    monkeypatch.setattr(tempfile, "tempdir", str(short_tmp))
+    for prefix in ("gnnbench-run-", MP_PREFIX):  # what the next sweep does before it makes its own
+        temporary_prefix(prefix)
+    assert not log.exists() and not folder.exists()
