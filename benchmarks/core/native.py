@@ -7,10 +7,15 @@ extension loader needs ninja and compiles torch's headers for a minute; numba is
 compile cost each process pays again. Threads are pthreads started per call (native.c says why).
 
 Nothing here is a build step: the library is compiled on first use into a per-user cache
-(`GNNBENCH_NATIVE_CACHE`, default ~/.cache/gnnbench/native), keyed by the source, the compiler and the
-CPU, and shared by every later process. Where it cannot be built (no compiler, a failed build) or is
-switched off (`GNNBENCH_NATIVE=off`), `unavailable()` says why and runs fall back to `kernel=spmm` with
-one line (`benchmarks.run.config`). The wrappers take fp32 CPU tensors; callers check `usable` first and use
+(`GNNBENCH_NATIVE_CACHE`, default ~/.cache/gnnbench/native), keyed by the source, the compiler (`CC`,
+split as a shell would: `CC="ccache gcc"`; else cc or gcc), its version, the flags and the CPU, and
+shared by every later process. A sha256 written beside the library when it is built is checked before
+the library is loaded (a library altered or cut short is rebuilt, said in one line, never mapped), and
+a small product against torch's at load refuses a library that computes wrongly. Compiler runs have a
+process group of their own, killed whole on a timeout. Where the library cannot be built or used (no
+compiler, a failed build, a compiler that hangs) or is switched off (`GNNBENCH_NATIVE=off`),
+`unavailable()` says why, child processes inherit the answer (`DECIDED`), and runs fall back to
+`kernel=spmm` with one line (`resolve`). The wrappers take fp32 CPU tensors; callers check `usable` first and use
 torch's kernels for anything else (fp64 in gradcheck, CUDA).
 """
 from __future__ import annotations
@@ -158,7 +163,7 @@ def _load(path: Path) -> tuple[ctypes.CDLL | None, str | None]:
         for name, args in SIGNATURES.items():
             getattr(lib, name).argtypes, getattr(lib, name).restype = args, None
     except (OSError, AttributeError) as e:
-        return None, f"could not load {path}: {e}"
+        return None, f"could not load the library built from {SOURCE.name}: {e}"  # e names the file
     why = _self_test(lib)
     return (None, f"{path} fails its self-test ({why})") if why else (lib, None)
 

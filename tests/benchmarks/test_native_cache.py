@@ -2,7 +2,8 @@
 that was altered, cut short or replaced is rebuilt before it is mapped; one that loads but lacks the
 kernels or computes wrongly is refused in one line; a compiler that hangs is killed with its children
 and asked once per process tree; `CC` with arguments is run as a shell would split it; concurrent
-first uses build one library. Each case runs in fresh interpreters, with a cache folder of its own."""
+first uses build one library. Each case runs in fresh interpreters, as a user's commands do, with a
+cache folder of its own (not in the fast tier: a few seconds a case)."""
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +19,6 @@ import pytest
 from benchmarks import PROJECT_ROOT
 from benchmarks.core import native
 
-pytestmark = pytest.mark.fast
 needs_compiler = pytest.mark.skipif(native.unavailable() is not None,
                                     reason=f"native kernels: {native.unavailable()}")
 RESOLVE = "from benchmarks.core import native; print(native.resolve('native', 'cpu'))"
@@ -43,10 +43,17 @@ def fake_compiler(tmp_path: Path, name: str, script: str) -> Path:
     return folder
 
 
-def built_library(tmp_path: Path) -> Path:
-    """The library a first use builds in the test's cache folder."""
-    env = environment(tmp_path)
-    assert python(RESOLVE, env, check=True).stdout.split() == ["native"]
+@pytest.fixture(scope="module")
+def sound_cache(tmp_path_factory) -> Path:
+    """A cache folder holding the library a first use builds (and its checksum), built once."""
+    folder = tmp_path_factory.mktemp("sound")
+    assert python(RESOLVE, environment(folder), check=True).stdout.split() == ["native"]
+    return folder / "cache"
+
+
+def built_library(tmp_path: Path, sound_cache: Path) -> Path:
+    """The sound cache copied to the test's cache folder; its library."""
+    shutil.copytree(sound_cache, tmp_path / "cache")
     (path,) = (tmp_path / "cache").glob("native-*.so")
     return path
 
@@ -70,8 +77,8 @@ def flip_a_bit(data: bytes, tmp_path) -> bytes:
     lambda data, tmp_path: data[:1000],  # N3: SIGBUS as the loader reads past the end, no line, no record
     lambda data, tmp_path: shared_library(tmp_path, "int other(void) { return 1; }\n"),  # N6: AttributeError
 ], ids=["one-bit-flipped", "truncated", "another-library"])
-def test_a_damaged_cached_library_is_rebuilt_before_it_is_loaded(tmp_path, damage):
-    path = built_library(tmp_path)
+def test_a_damaged_cached_library_is_rebuilt_before_it_is_loaded(tmp_path, sound_cache, damage):
+    path = built_library(tmp_path, sound_cache)
     sound = path.read_bytes()
     path.write_bytes(damage(sound, tmp_path))
     done = python(RESOLVE, environment(tmp_path))
@@ -93,9 +100,10 @@ def fake_kernels(spmm_body: str) -> str:
     (fake_kernels("for (long i = 0; i < rows * width; i++) out[i] = 0;"), "fails its self-test"),
     ("int other(void) { return 1; }\n", "undefined symbol: gnn_"),
 ], ids=["wrong-results", "no-kernels"])
-def test_a_library_that_matches_its_checksum_but_is_wrong_is_refused_in_one_line(tmp_path, source, why):
+def test_a_library_that_matches_its_checksum_but_is_wrong_is_refused_in_one_line(tmp_path, sound_cache, source,
+                                                                                why):
     """Both the library and its checksum replaced: the checksum holds, the self-test (or the symbols) do not."""
-    path = built_library(tmp_path)
+    path = built_library(tmp_path, sound_cache)
     path.write_bytes(shared_library(tmp_path, source))
     path.with_name(path.name + ".sha256").write_text(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  x\n")
     done = python(RESOLVE, environment(tmp_path))
