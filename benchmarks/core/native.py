@@ -138,9 +138,10 @@ def _compile(compiler: list[str], path: Path) -> str | None:
 
 
 def _self_test(lib: ctypes.CDLL) -> str | None:
-    """A small product through gnn_spmm against torch's (gather, scale, index_add), at a width that takes each of its paths
-    (the widest register tile, the 64-column tile, the scalar tail) on two threads: a library that loads
-    but computes wrongly (a miscompile, an altered file with a matching checksum) is refused."""
+    """A small product through gnn_spmm against torch's (gather, scale, index_add), at a width that takes
+    each of its paths (the widest register tile, the 64-column tile, the scalar tail) on two threads: a
+    library that loads but computes wrongly (a miscompile, an altered file with a matching checksum) is
+    refused."""
     g = torch.Generator().manual_seed(0)
     rows, cols, width = 16, 24, 16 * 16 + 64 + 3
     counts = torch.randint(0, 6, (rows,), generator=g)
