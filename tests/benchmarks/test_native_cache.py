@@ -173,3 +173,20 @@ def test_concurrent_first_uses_build_one_sound_library(tmp_path):
         assert not err.strip(), err
     (path,) = (tmp_path / "cache").glob("native-*.so")
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [path.name, path.name + ".sha256"]
+
+
+def test_a_runs_ranks_take_the_launchers_answer_instead_of_asking_the_compiler_again(tmp_path):
+    """N16 through a real two-rank run: its ranks are forked from a fork server started before the
+    launcher asked, so the answer travels with each rank (`runner._launcher_environ`), not by inheritance.
+    A compiler that fails (cheaper to wait for than one that hangs) is run by the launcher alone."""
+    calls = tmp_path / "calls"
+    bin_dir = fake_compiler(tmp_path, "countcc", f'echo "$*" >> {calls}\necho "countcc cannot" >&2\nexit 1\n')
+    env = environment(tmp_path, CC="countcc", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "method=full_halo", "workers=2", "dataset.nodes=200",
+                           "epochs=1", f"cache_dir={tmp_path / 'data'}", f"results_dir={tmp_path / 'results'}"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0 and "kernel=native is unavailable (countcc failed to build native.c: countcc cannot)" \
+        in said, said
+    asked = calls.read_text().splitlines()
+    assert len(asked) == 2 and asked[0] == "--version", asked  # the launcher's version probe and build, only
