@@ -7,20 +7,28 @@ extension loader needs ninja and compiles torch's headers for a minute; numba is
 compile cost each process pays again. Threads are pthreads started per call (native.c says why).
 
 Nothing here is a build step: the library is compiled on first use into a per-user cache
-(`GNNBENCH_NATIVE_CACHE`, default ~/.cache/gnnbench/native), keyed by the source, the compiler and the
-CPU, and shared by every later process. Where it cannot be built (no compiler, a failed build) or is
-switched off (`GNNBENCH_NATIVE=off`), `unavailable()` says why and runs fall back to `kernel=spmm` with
-one line (`benchmarks.run.config`). The wrappers take fp32 CPU tensors; callers check `usable` first and use
+(`GNNBENCH_NATIVE_CACHE`, default ~/.cache/gnnbench/native), keyed by the source, the compiler (`CC`,
+split as a shell would: `CC="ccache gcc"`; else cc or gcc), its version, the flags and the CPU, and
+shared by every later process. A sha256 written beside the library when it is built is checked before
+the library is loaded (a library altered or cut short is rebuilt, said in one line, never mapped), and
+a small product against torch's at load refuses a library that computes wrongly. Compiler runs have a
+process group of their own, killed whole on a timeout. Where the library cannot be built or used (no
+compiler, a failed build, a compiler that hangs) or is switched off (`GNNBENCH_NATIVE=off`),
+`unavailable()` says why, child processes inherit the answer (`DECIDED`), and runs fall back to
+`kernel=spmm` with one line (`resolve`). The wrappers take fp32 CPU tensors; callers check `usable` first and use
 torch's kernels for anything else (fp64 in gradcheck, CUDA).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import math
 import os
 import platform
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +39,10 @@ import torch
 
 SOURCE = Path(__file__).with_name("native.c")
 FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-std=c11", "-pthread"]
+#: Part of the cache key: a library cached by a version of this file that wrote no checksum is not looked for.
+CACHE_FORMAT = "2: checksum beside the library"
+#: Seconds a compiler may take to say its version, and to build native.c.
+PROBE_TIMEOUT, BUILD_TIMEOUT = 30, 300
 _c_i64, _c_int, _c_u32, _c_float, _ptr = ctypes.c_int64, ctypes.c_int, ctypes.c_uint32, ctypes.c_float, ctypes.c_void_p
 SIGNATURES = {
     "gnn_spmm": [_ptr, _ptr, _ptr, _ptr, _ptr, _c_i64, _c_i64, _c_int],
@@ -58,37 +70,154 @@ def _cpu() -> str:
         return platform.processor() or platform.machine()
 
 
-def _build() -> tuple[ctypes.CDLL | None, str | None]:
-    if os.environ.get("GNNBENCH_NATIVE", "").lower() in ("0", "off", "false", "no"):
-        return None, "switched off (GNNBENCH_NATIVE=off)"
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not compiler or not shutil.which(compiler):
-        return None, f"no C compiler found ({compiler or 'cc, gcc'})"
+def _compiler() -> tuple[list[str] | None, str]:
+    """The C compiler's command line and how to name it: `CC` split as a shell splits it (`CC="ccache gcc"`,
+    `CC="gcc -O2"`, as make takes them), else cc or gcc on PATH; None where there is none."""
+    cc = os.environ.get("CC", "").strip()
+    if not cc:
+        found = shutil.which("cc") or shutil.which("gcc")
+        return ([found] if found else None), found or "cc, gcc"
     try:
-        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-        key = hashlib.sha256("\0".join([SOURCE.read_text(), compiler, version, *FLAGS, _cpu()]).encode()).hexdigest()
-        path = _cache_dir() / f"native-{key[:16]}.so"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=path.parent) as tmp:  # built aside, renamed into place
-                out = Path(tmp) / path.name
-                done = subprocess.run([compiler, *FLAGS, "-o", str(out), str(SOURCE)], capture_output=True,
-                                      text=True, timeout=300)
-                if done.returncode != 0:
-                    first = (done.stderr.strip().splitlines() or ["no message"])[0]
-                    return None, f"{compiler} failed to build {SOURCE.name}: {first}"
-                os.replace(out, path)
+        argv = shlex.split(cc)
+    except ValueError as e:
+        return None, f"CC={cc!r}: {e}"
+    return (argv if argv and shutil.which(argv[0]) else None), cc
+
+
+def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """argv in a process group of its own, the whole group killed if it outlasts `timeout` (or this
+    process is interrupted meanwhile): a compiler is often a wrapper (ccache, a script) whose children
+    would outlive a kill of the wrapper alone."""
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as child:
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            raise  # Popen's exit closes the pipes and reaps the child
+    return subprocess.CompletedProcess(argv, child.returncode, out, err)
+
+
+def _checksum_file(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _unsound(path: Path) -> str | None:
+    """Why the cached library at `path` may not be loaded (None: it matches the checksum written beside it
+    when it was built). Checked before dlopen, so a truncated or altered file is never mapped: a mapped
+    file cut short kills the process with SIGBUS where the loader reads past its end."""
+    try:
+        expected = _checksum_file(path).read_text().split()[0]
+    except (OSError, IndexError):
+        return "it has no checksum beside it"
+    return None if _sha256(path) == expected else "it fails its checksum"
+
+
+def _compile(compiler: list[str], path: Path) -> str | None:
+    """Build native.c into `path` with its checksum beside it; why not, or None. Built aside and renamed
+    into place, checksum first: a reader (another rank, a concurrent build) then finds a checksum with no
+    library (and builds it too) or a library with its own checksum, never a library without one; the
+    build is deterministic (the key fixes the source, compiler and flags), so any two builders' files
+    and checksums agree."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        out, checksum = Path(tmp) / path.name, Path(tmp) / _checksum_file(path).name
+        done = _run([*compiler, *FLAGS, "-o", str(out), str(SOURCE)], BUILD_TIMEOUT)
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or ["no message"])[0]
+            return f"{shlex.join(compiler)} failed to build {SOURCE.name}: {first}"
+        checksum.write_text(f"{_sha256(out)}  {path.name}\n")  # sha256sum's format: `sha256sum -c` reads it
+        os.replace(checksum, _checksum_file(path))
+        os.replace(out, path)
+    return None
+
+
+def _self_test(lib: ctypes.CDLL) -> str | None:
+    """A small product through gnn_spmm against torch's (gather, scale, index_add), at a width that takes
+    each of its paths (the widest register tile, the 64-column tile, the scalar tail) on two threads: a
+    library that loads but computes wrongly (a miscompile, an altered file with a matching checksum) is
+    refused."""
+    g = torch.Generator().manual_seed(0)
+    rows, cols, width = 16, 24, 16 * 16 + 64 + 3
+    counts = torch.randint(0, 6, (rows,), generator=g)
+    counts[3] = 0  # a row without edges
+    indptr = torch.cat([torch.zeros(1, dtype=torch.int32), torch.cumsum(counts, 0).int()])
+    indices = torch.randint(0, cols, (int(indptr[-1]),), generator=g, dtype=torch.int32)
+    values, x = torch.rand(indices.numel(), generator=g), torch.randn(cols, width, generator=g)
+    out = torch.full((rows, width), float("nan"))
+    lib.gnn_spmm(_p(indptr), _p(indices), _p(values), _p(x), _p(out), rows, width, 2)
+    edge_rows = torch.repeat_interleave(torch.arange(rows), counts)
+    expected = torch.zeros(rows, width).index_add_(0, edge_rows, values[:, None] * x[indices.long()])
+    if torch.allclose(out, expected, rtol=1e-5, atol=1e-5):
+        return None
+    return f"its gnn_spmm differs from torch's by up to {(out - expected).abs().nan_to_num(float('inf')).max():.3g}"
+
+
+def _load(path: Path) -> tuple[ctypes.CDLL | None, str | None]:
+    try:
         lib = ctypes.CDLL(str(path))
         for name, args in SIGNATURES.items():
             getattr(lib, name).argtypes, getattr(lib, name).restype = args, None
-        return lib, None
+    except (OSError, AttributeError) as e:
+        return None, f"could not load the library built from {SOURCE.name}: {e}"  # e names the file
+    why = _self_test(lib)
+    return (None, f"{path} fails its self-test ({why})") if why else (lib, None)
+
+
+def _build() -> tuple[ctypes.CDLL | None, str | None]:
+    if os.environ.get("GNNBENCH_NATIVE", "").lower() in ("0", "off", "false", "no"):
+        return None, "switched off (GNNBENCH_NATIVE=off)"
+    compiler, name = _compiler()
+    if compiler is None:
+        return None, f"no C compiler found ({name})"
+    try:
+        version = _run([*compiler, "--version"], PROBE_TIMEOUT).stdout
+        key = hashlib.sha256("\0".join([CACHE_FORMAT, SOURCE.read_text(), shlex.join(compiler), version, *FLAGS,
+                                        _cpu()]).encode()).hexdigest()
+        path = _cache_dir() / f"native-{key[:16]}.so"
+        problem = _unsound(path) if path.exists() else "not built"
+        if problem is not None:
+            if path.exists():  # said like a damaged partition cache: once, by the process that rebuilds it
+                print(f"native kernel library {path} is damaged ({problem}); rebuilding it", file=sys.stderr,
+                      flush=True)
+            why = _compile(compiler, path)
+            if why is None and (problem := _unsound(path)) is not None:  # altered since this process built it
+                why = f"{path} was built but {problem}"
+            if why is not None:
+                return None, why
+        return _load(path)
     except (OSError, subprocess.SubprocessError) as e:
         return None, f"could not build or load {SOURCE.name}: {e}"
 
 
+#: Why the library cannot be used, as the first process of a process tree found it (`inputs:why`), for
+#: the processes it starts (a sweep's runs, a run's ranks, which inherit its environment) to take
+#: instead of asking again: a compiler that hangs costs its timeout once, in the launcher, not again
+#: in every rank. Tagged with what the answer depends on, so a child given another CC, PATH or cache
+#: folder decides afresh. A library that works is not passed on: each process checks it (milliseconds).
+DECIDED = "GNNBENCH_NATIVE_UNAVAILABLE"
+
+
+def _inputs() -> str:
+    said = "\0".join([*(os.environ.get(k, "") for k in ("GNNBENCH_NATIVE", "CC", "PATH")), str(_cache_dir())])
+    return hashlib.sha256(said.encode()).hexdigest()[:16]
+
+
 @lru_cache(maxsize=None)
 def _library() -> tuple[ctypes.CDLL | None, str | None]:
-    return _build()
+    inputs = _inputs()
+    tag, _, why = os.environ.get(DECIDED, "").partition(":")
+    if tag == inputs and why:
+        return None, why
+    lib, why = _build()
+    if why is not None:
+        os.environ[DECIDED] = f"{inputs}:{why}"
+    return lib, why
 
 
 def unavailable() -> str | None:

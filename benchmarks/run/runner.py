@@ -358,7 +358,7 @@ def _take_outputs(outputs: tuple[int, int]) -> None:
 
 
 def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: str, scratch: str,
-                  init_method: str, plugin_path: str, outputs: tuple[int, int]) -> None:
+                  init_method: str, environ: dict[str, str], outputs: tuple[int, int]) -> None:
     """Entry point of a spawned rank. The launcher owns the run: a Ctrl-C or hang-up reaches it (and
     it stops the ranks), not each rank with a traceback of its own; and a rank never outlives it."""
     _take_outputs(outputs)  # what a rank prints is its launcher's output
@@ -370,8 +370,9 @@ def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: 
         signal.signal(s, signal.SIG_IGN)
     die_with_launcher()  # the launcher's sentinel: even a SIGKILLed launcher takes its ranks along
     try:
-        # The fork server's environment is the one it started with: pass on what this run needs.
-        os.environ["GNNBENCH_METHODS_PATH"] = plugin_path
+        # The fork server's environment is the one it started with: take what this run needs of the
+        # launcher's (`_launcher_environ`).
+        os.environ.update(environ)
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: loopback, whatever the hostname
         registry.plugin_path()  # `methods.<plugin>` now imports from the run's folders, as the plan needs
         p = pickle.loads(plan_bytes)
@@ -405,13 +406,20 @@ def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: 
 NOT_WRITTEN_EXIT = 3
 
 
+def _launcher_environ() -> dict[str, str]:
+    """What a rank needs of the launcher's environment, which the fork server (started before the
+    launcher set them) lacks: the run's plugin folders, and the native kernels' answer when they cannot
+    be used (`native.DECIDED`), so each rank does not ask the compiler again (one that hangs would cost
+    every rank its timeout)."""
+    return {key: os.environ.get(key, "") for key in ("GNNBENCH_METHODS_PATH", native.DECIDED)}
+
+
 def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -> None:
     ctx = rank_server.context()  # started already by `python -m benchmarks` (rank_server.start)
     init_method = f"file://{(scratch / 'store').resolve()}"
-    plugin_path = os.environ.get("GNNBENCH_METHODS_PATH", "")
     procs = [ctx.Process(target=_rank_process, name=f"gnnbench-rank{r}",
-                         args=(pickle.dumps(p), builder, r, str(folder), str(scratch), init_method, plugin_path,
-                               _outputs()))
+                         args=(pickle.dumps(p), builder, r, str(folder), str(scratch), init_method,
+                               _launcher_environ(), _outputs()))
              for r in range(p.world)]
     started = time.time()
     failed = []
