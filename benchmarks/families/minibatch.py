@@ -198,6 +198,10 @@ class MiniBatchMethod(ReplicaAveraging):
 
     # ------------------------------------------------------------------ the cost model's hooks
     class Cost(ReplicaAveraging.Cost):
+        #: The family's `traffic` is built from the plugin's step (`shape`) and `step_traffic`: a plugin
+        #: is modelled once it states its `shape` (or opts out with `not_modelled`).
+        states_with = ("shape",)
+
         @classmethod
         def steps(cls, options, rank, per_step: int) -> float:
             """Steps per epoch: a round's `local_steps`, or one pass over the rank's training nodes

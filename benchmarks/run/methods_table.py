@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchmarks.run.method import Method, method_class, method_defaults
+from benchmarks.run.method import Method, method_class, method_defaults, plugin_failure
 from benchmarks.base.registry import aliases, method_names
 
 HEADER = ("# Methods and their options\n\n"
@@ -47,19 +47,35 @@ def exactness(cls: type[Method]) -> str:
     return "sampled: no exact control" if family(cls) in SAMPLING else "exact"
 
 
-def describe() -> str:
+def describe(failures: list[str] | None = None) -> str:
+    """The page; a plugin that raises (importing it, reading its `About`, `Options` or `Cost`) gets a
+    row saying so in one line (`method.plugin_failure`), appended to `failures`, and the others go on."""
     rows = ["| method | plugin | family | exact, or its exact control | cost model | savers it applies |",
             "|---|---|---|---|---|---|"]
     details = []
     found = aliases()
     for name in method_names():
-        cls = method_class(name)
         plugin = found.get(name, {}).get("plugin", name)
-        modelled = "modelled" if cls.Cost.states_traffic() else "not modelled"
-        savers = ", ".join(f"`{s}`" for s in sorted(cls.applies)) or "none"
-        rows.append(f"| `{name}` | `{plugin}` | {family(cls)} | {exactness(cls)} | {modelled} | {savers} |")
-        defaults = method_defaults(name)
-        options = [f"- `{f.name}` = `{defaults[f.name]}`" + (f": {f.metadata['doc']}" if f.metadata.get("doc") else "")
-                   for f in dataclasses.fields(cls.Options)]
-        details.append(f"## `{name}`\n\n" + ("\n".join(options) if options else "no options") + "\n")
+        asked = "its import"
+        try:
+            cls = method_class(name)
+            asked = "its About, Options or Cost"
+            row, detail = _described(name, plugin, cls)
+        except Exception as e:  # the plugin's failure is its own row, never the whole page's
+            line = plugin_failure(name, e, asked)
+            (failures if failures is not None else []).append(line)
+            row, detail = f"| `{name}` | `{plugin}` | failed: {line} | | | |", f"## `{name}`\n\nfailed: {line}\n"
+        rows.append(row)
+        details.append(detail)
     return HEADER + "\n" + "\n".join(rows) + "\n\n" + "\n".join(details)
+
+
+def _described(name: str, plugin: str, cls: type[Method]) -> tuple[str, str]:
+    """The method's row of the table and its options section."""
+    modelled = "modelled" if cls.Cost.states_traffic() else "not modelled"
+    savers = ", ".join(f"`{s}`" for s in sorted(cls.applies)) or "none"
+    row = f"| `{name}` | `{plugin}` | {family(cls)} | {exactness(cls)} | {modelled} | {savers} |"
+    defaults = method_defaults(name)
+    options = [f"- `{f.name}` = `{defaults[f.name]}`" + (f": {f.metadata['doc']}" if f.metadata.get("doc") else "")
+               for f in dataclasses.fields(cls.Options)]
+    return row, f"## `{name}`\n\n" + ("\n".join(options) if options else "no options") + "\n"
