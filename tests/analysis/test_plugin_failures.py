@@ -53,7 +53,8 @@ def test_a_plugin_whose_cost_hooks_raise_leaves_advise_working_for_every_other_m
     err = capsys.readouterr().err
     failed = failures_named(err)
     assert set(failed) == {"zz_raises", "zz_broken"}, err
-    assert str(folder / "zz_raises.py") in failed["zz_raises"] and "RuntimeError: this hook is broken" in failed["zz_raises"]
+    assert str(folder / "zz_raises.py") in failed["zz_raises"]
+    assert "RuntimeError: this hook is broken" in failed["zz_raises"]
     assert "its Cost." in failed["zz_raises"] and "zz_raises.py:" in failed["zz_raises"]
     assert "ModuleNotFoundError" in failed["zz_broken"] and "its import" in failed["zz_broken"]
     result = json.loads((tmp_path / "advice" / "advise.json").read_text())
