@@ -78,9 +78,10 @@ class RankContext:
         return self.cfg.method
 
     def graph_store(self, kind: str):
-        """A graph store (`benchmarks.core.stores`) for samplers: `replicated` (the whole graph, built once
-        per machine from the partition cache and memory-mapped) or `partitioned` (this part; other
-        parts sampled and fetched from their owners). Collective: every rank asks for the same kind."""
+        """A graph store for samplers (`benchmarks.core.stores.GraphStore`: `hop`, `features`,
+        `dataset_ids`, in store ids): `replicated` (the whole graph, built once per machine from the
+        partition cache and memory-mapped) or `partitioned` (this part; other parts sampled and fetched
+        from their owners). Collective: every rank asks for the same kind."""
         choose("graph store", kind, ("replicated", "partitioned"))
         if kind == "partitioned":
             return PartitionedStore(self.part, self.comm, self.device)

@@ -14,10 +14,6 @@ HEADER = ("# Methods and their options\n\n"
           "A saver it does not apply (`Method.applies`: a section, an option or one value) is refused in one line.\n")
 
 
-#: Families whose methods estimate the full-graph step from samples: none has an exact counterpart.
-SAMPLING = ("MiniBatchMethod", "SubgraphMethod")
-
-
 def family(cls: type[Method]) -> str:
     """The runtime base class a plugin stands on (benchmarks/families), or `Method`."""
     for base in cls.__mro__[1:]:
@@ -27,10 +23,8 @@ def family(cls: type[Method]) -> str:
 
 
 def kind(cls: type[Method]) -> str:
-    """`exact`, `approximate` (it declares an exact control) or `sampled` (no exact counterpart)."""
-    if cls.About.exact_control is not None:
-        return "approximate"
-    return "sampled" if family(cls) in SAMPLING else "exact"
+    """`exact`, or `approximate` (it declares an exact control: every sampled method does, `single`)."""
+    return "exact" if cls.About.exact_control is None else "approximate"
 
 
 def about(name: str) -> dict:
@@ -44,7 +38,7 @@ def about(name: str) -> dict:
 def exactness(cls: type[Method]) -> str:
     if cls.About.exact_control is not None:
         return "its control: " + ", ".join(f"{k}={v}" for k, v in cls.About.exact_control.items())
-    return "sampled: no exact control" if family(cls) in SAMPLING else "exact"
+    return "exact"
 
 
 def describe(failures: list[str] | None = None) -> str:
