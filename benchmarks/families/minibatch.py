@@ -137,7 +137,7 @@ class MiniBatchMethod(ReplicaAveraging):
 
     class About(ReplicaAveraging.About):
         #: The rule for every sampled method (this family and `SubgraphMethod`; docs/adding-a-method.md,
-        #: "Exact controls"): its exact control is `single`, exact full-graph training. A sampler's own
+        #: "Exact control"): its exact control is `single`, exact full-graph training. A sampler's own
         #: every-neighbour setting still trains on mini-batches (another regime, not the exact one), and a
         #: subgraph sampler has none, so `single` is the one control every findings row of the family
         #: compares against. The exactness tests hold each method's control to `single`.

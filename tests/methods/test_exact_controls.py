@@ -1,12 +1,12 @@
-"""Every method's exact control is exact, by the one rule of docs/adding-a-method.md ("Exact controls"),
+"""Every method's exact control is exact, by the one rule of docs/adding-a-method.md ("Exact control"),
 and is held to `single`: enrolled here automatically, over the registry (a new plugin in methods/ or
 GNNBENCH_METHODS_PATH needs no line here).
 
 - The rule (in-process, fast): an approximate method names its control (`About.exact_control`); a
   sampled method (`MiniBatchMethod`, `SubgraphMethod`) has `single`, its family's; the control is its
   own control (nothing left to switch off).
-- The control against `single` (runs): each distinct control of the registry, run at two workers with
-  dropout on, gives `single`'s losses, gradients and accuracies (`exactness.assert_matches`)."""
+- The control against `single` (runs): each distinct control of the registry, run at two workers
+  (dropout off: COMMON), gives `single`'s losses, gradients and accuracies (`exactness.assert_matches`)."""
 from __future__ import annotations
 
 import pytest
@@ -17,10 +17,12 @@ from benchmarks.commands.sweep import control_overrides
 from benchmarks.run.config import check, control_config
 from benchmarks.run.method import method_class
 from benchmarks.run.methods_table import family
-from tests.methods.exactness import AT_DROPOUT, DATASETS, assert_matches, oracle, run_ok
+from tests.methods.exactness import DATASETS, assert_matches, oracle, run_ok
 
-#: The setting every control runs at: the small synthetic graph cut at random (big halos), two workers.
-COMMON = [*DATASETS["synthetic"], "workers=2", "model=sage", AT_DROPOUT]
+#: The setting every control runs at: the small synthetic graph cut at random (big halos), two workers,
+#: no dropout: a control keeps its method's layer-0 treatment (`layer0=precomputed` aggregates the
+#: features once, before any dropout of them), which is `single`'s computation only without input dropout.
+COMMON = [*DATASETS["synthetic"], "workers=2", "model=sage", "dropout=0"]
 SAMPLED = ("MiniBatchMethod", "SubgraphMethod")
 
 
