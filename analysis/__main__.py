@@ -60,13 +60,17 @@ def main(argv=None) -> None:
     a.add_argument("--scaling", default=None, help=argparse.SUPPRESS)
     a.add_argument("--validation", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    from analysis import costmodel
     from benchmarks.base.errors import UserError
+    costmodel.FAILED.clear()  # this command's plugin failures (in-process callers run many)
     try:
         checked = _check(args)
         if args.command == "project":
-            return _project(args, **checked)
+            _project(args, **checked)
+            return _failed_plugins()
         if args.command == "advise":
-            return _advise(args, **checked)
+            _advise(args, **checked)
+            return _failed_plugins()
         from analysis import records as rec  # pandas and matplotlib load only once the arguments are good
         from analysis.report import build, runs_table
         if args.command == "table":
@@ -84,6 +88,17 @@ def main(argv=None) -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     print(f"{'page' if getattr(args, 'publish', None) else 'report'}: {path}")
+    _failed_plugins()
+
+
+def _failed_plugins() -> None:
+    """Once the command has written what it could: each plugin that raised (`costmodel.FAILED`: its
+    method left out, the others done) in one line on stderr, and exit status 1."""
+    from analysis import costmodel
+    if costmodel.FAILED:
+        for line in costmodel.FAILED.values():
+            print(f"error: {line}", file=sys.stderr)
+        sys.exit(1)
 
 
 def _whole(option: str, text: str, least: int = 1) -> int:

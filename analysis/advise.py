@@ -110,6 +110,10 @@ def cited(path) -> str:
     return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
 
 
+#: What a method whose plugin failed is said to be, where its `About` could not be read.
+FAILED_ABOUT = {"family": "", "kind": "failed", "approximates": "", "claim": ""}
+
+
 def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings: list[dict],
            validation: list[dict], measured: dict | None = None, command: str = "",
            tolerance: float | None = None) -> dict:
@@ -125,20 +129,33 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
     from benchmarks.base.registry import method_names
     rows, left_out = [], []
     for name in method_names():
-        what, accuracy = about(name), [f for f in findings if f["method"] == name]
+        accuracy = [f for f in findings if f["method"] == name]
+        # a plugin that raises (importing it, in a hook) is left out with its one line; the others go on
         why = costmodel.why_not_modelled(name)
+        try:
+            what = costmodel.asking(name, "its About", about, name)
+        except costmodel.PluginFailed as e:
+            what, why = FAILED_ABOUT, why or str(e)
         if why:
             left_out.append({"method": name, "about": what, "why": why, "accuracy": accuracy})
             continue
-        # a one-process method (single, gas) runs on one device whatever P: its P=1 row in every table
-        one_device = method_class(name).single_process
-        for variant, options in variants(name, method_defaults(name)):
-            projected, skipped = projection.project_setting(
-                {"method": name, "variant": variant, "model": spec["name"]}, options, model, stats,
-                [1] if one_device else workers, profile)
-            rows += [{**r, "workers": p, "devices": r["workers"], "about": what, "accuracy": accuracy}
-                     for r in projected for p in (workers if one_device else [r["workers"]])]
-            left_out += [{"method": name, "about": what, "why": reason, "accuracy": []} for _, reason in skipped]
+        try:
+            # a one-process method (single, gas) runs on one device whatever P: its P=1 row in every table
+            one_device = method_class(name).single_process
+            mine, mine_left_out = [], []
+            for variant, options in variants(name, costmodel.asking(name, "its Options", method_defaults, name)):
+                projected, skipped = projection.project_setting(
+                    {"method": name, "variant": variant, "model": spec["name"]}, options, model, stats,
+                    [1] if one_device else workers, profile)
+                mine += [{**r, "workers": p, "devices": r["workers"], "about": what, "accuracy": accuracy}
+                         for r in projected for p in (workers if one_device else [r["workers"]])]
+                mine_left_out += [{"method": name, "about": what, "why": reason, "accuracy": []}
+                                  for _, reason in skipped]
+        except costmodel.PluginFailed as e:
+            left_out.append({"method": name, "about": what, "why": str(e), "accuracy": accuracy})
+            continue
+        rows += mine
+        left_out += mine_left_out
     g = stats["graph"]
     result = {"graph": g["name"], "partition": stats.get("proxy") or f"{stats.get('source', 'measured')} partition "
             "statistics", "hardware": profile.name, "device": getattr(profile, "description", ""),

@@ -75,13 +75,60 @@ class Projection:
 
 # ---------------------------------------------------------------- the plugins' hooks
 
+#: The first failure of each plugin this process met (`PluginFailed`), by method: `python -m analysis`
+#: goes on with the other methods and ends with status 1 when there is any. Commands empty it.
+FAILED: dict[str, str] = {}
+
+
+class PluginFailed(Exception):
+    """A plugin raised, importing it or in one of its hooks: one line naming the method, its plugin's
+    file, the error and where (`benchmarks.run.method.plugin_failure`), kept in `FAILED`. Callers that
+    go over many methods catch it and set the line in that method's row; any other error stays the
+    suite's own."""
+
+    def __init__(self, name: str, error: BaseException, asked: str):
+        from benchmarks.run.method import plugin_failure
+        super().__init__(plugin_failure(name, error, asked))
+        FAILED.setdefault(name, str(self))
+
+
+def asking(name: str, asked: str, fn, *args, **kwargs):
+    """`fn(*args, **kwargs)`, a question to the plugin of method `name` (`asked`: which, for the line):
+    whatever it raises becomes `PluginFailed`, but a `UserError` (an option value it refuses)."""
+    from benchmarks.base.errors import UserError
+    try:
+        return fn(*args, **kwargs)
+    except (UserError, PluginFailed):
+        raise
+    except Exception as e:  # the plugin's own failure: reported as its, never as everyone's
+        raise PluginFailed(name, e, asked) from e
+
+
 def plugin(method):
     """The plugin class of `method`: a registered name (an alias resolves to its plugin, through the
-    registry: `benchmarks.run.method.method_class`) or the class itself."""
+    registry: `benchmarks.run.method.method_class`) or the class itself. `PluginFailed` where the
+    plugin fails to import."""
     if isinstance(method, str):
         from benchmarks.run.method import method_class
-        return method_class(method)
+        return asking(method, "its import", method_class, method)
     return method
+
+
+def hooks(cls) -> "_Hooks":
+    """The `Cost` hooks of plugin class `cls`, each call guarded (`asking`): `hooks(cls).traffic(...)`."""
+    return _Hooks(cls)
+
+
+class _Hooks:
+    def __init__(self, cls):
+        self.cls = cls
+
+    def __getattr__(self, hook: str):
+        value = getattr(self.cls.Cost, hook)
+        if not callable(value):
+            return value
+        name = self.cls.__module__.rpartition(".")[2]
+        return lambda *args, **kwargs: asking(name, f"its Cost.{hook}", value, *args, **kwargs)
 
 
 def typed_options(cls, values):
@@ -95,18 +142,23 @@ def typed_options(cls, values):
 
     from benchmarks.base.options import validate
     declared = {f.name for f in dataclasses.fields(cls.Options)}
-    return validate(cls.Options, {k: v for k, v in values.items() if k in declared})
+    return asking(cls.__module__.rpartition(".")[2], "its Options", validate, cls.Options,
+                  {k: v for k, v in values.items() if k in declared})
 
 
 def why_not_modelled(method: str) -> str | None:
-    """Why the model leaves `method` out (no plugin of that name, or a plugin that states no
-    traffic: `Method.Cost.traffic` not overridden), or None."""
+    """Why the model leaves `method` out (no plugin of that name, a plugin that fails to import or to
+    answer, or one that states no traffic: `Method.Cost.states_traffic`), or None."""
     from benchmarks.base.errors import UserError
     try:
         cls = plugin(method)
+        if hooks(cls).states_traffic():
+            return None
     except UserError:
         return f"no plugin or alias named {method}"
-    return None if cls.Cost.states_traffic() else f"no traffic pattern for {method}: {cls.Cost.not_modelled}"
+    except PluginFailed as e:  # left out with its failure, and counted in FAILED
+        return str(e)
+    return f"{method} is not modelled: {cls.Cost.not_modelled}"
 
 
 def traffic(method, options, model, rank: Rank) -> list[Transfer]:
@@ -115,7 +167,7 @@ def traffic(method, options, model, rank: Rank) -> list[Transfer]:
     counted where they arrive (a rank's halo), so summed over ranks they equal the bytes the records
     count where they are sent."""
     cls = plugin(method)
-    moved = cls.Cost.traffic(typed_options(cls, options), model, rank)
+    moved = hooks(cls).traffic(typed_options(cls, options), model, rank) if hooks(cls).states_traffic() else None
     if moved is None:
         raise ValueError(f"the cost model has no traffic for {getattr(cls, '__module__', cls)}: "
                          f"{cls.Cost.not_modelled}")
@@ -327,12 +379,12 @@ def step_shape(cls, options, model, rank: Rank, workers: int) -> tuple[Shape, bo
     layer 0's treatment (`layer0_mode`): the halo's inputs transformed here too where they are
     fetched once, no aggregation where A x is precomputed (GAT's `precomputed` is `cached`). With
     whether it is, and whether the plugin stated the step (a batch)."""
-    shape = cls.Cost.shape(options, model, rank)
+    shape = hooks(cls).shape(options, model, rank)
     if shape is not None:
         return shape, False, True
     layers = len(model.layers)
     rows = [rank.nodes] * layers
-    mode = cls.Cost.layer0_mode(options)
+    mode = hooks(cls).layer0_mode(options)
     precomputed = mode == "precomputed" and not hasattr(model.layers[0], "heads")
     if mode != "exchanged" and not precomputed and workers > 1:
         rows[0] = rank.nodes + rank.halo
@@ -360,9 +412,9 @@ def _memory(method, options, model, rank: Rank, workers: int, stepped: tuple | N
     rows = list(shape.rows)
     exchanges = model.exchanges()
     layers = len(exchanges)
-    structure = cls.Cost.held_structure(options, rank)
+    structure = hooks(cls).held_structure(options, rank)
     # rows a layer keeps beyond its outputs: the halo (`kept_halo_rows`), or a block's other sources
-    kept = [rows[layer] - shape.out[layer] if batch else cls.Cost.kept_halo_rows(options, rank)
+    kept = [rows[layer] - shape.out[layer] if batch else hooks(cls).kept_halo_rows(options, rank)
             for layer in range(layers)]
     # the edges a rank aggregates over are those it holds: GAT's per-edge softmax terms scale with them
     # (tensor parallelism runs the softmax over every edge of the graph on every rank)
@@ -383,7 +435,7 @@ def _memory(method, options, model, rank: Rank, workers: int, stepped: tuple | N
                    + _messages(model, layer, shape.edges[layer]) for layer in range(layers))
     activations = sum(retained)
     transient = max(forward - activations, backward)
-    stale = cls.Cost.stale_table_bytes(options, model, rank)  # earlier epochs' rows (and gradients) kept
+    stale = hooks(cls).stale_table_bytes(options, model, rank)  # earlier epochs' rows (and gradients) kept
     params = parameters(model)
     terms = {"activations": activations, "backward_transient": transient, "stale_tables": stale,
              "optimizer": 3 * params * FLOAT}  # gradients and Adam's two moments

@@ -262,20 +262,26 @@ def project_records(records: list[dict], profile, workers: list[int], graph_stat
         if graph_stats:  # a projection elsewhere: a run measured here is no check of it
             continue
         model, ranks = record_inputs(r)
-        proj = costmodel.project(r["method"], r["config"]["method"], model, ranks, r["workers"], profile)
         s = r["summary"]
-        rows.append(row(r, proj, r["workers"], profile, seed=r["seed"],
-                        projected_bytes_per_epoch=epoch_bytes(r["method"], r["config"]["method"], model,
-                                                              r["partition"], r["workers"], ranks[0].graph),
-                        measured_bytes_per_epoch=s.get("comm_bytes_per_epoch"),
-                        measured_epoch_s=s["epoch_time_s_median"],
-                        measured_train_mem_bytes=measured_working_set(s), **process_peaks(r, model, ranks)))
+        try:  # a plugin whose hook raises leaves its records out with its one line; the others go on
+            rows.append(row(r, costmodel.project(r["method"], r["config"]["method"], model, ranks, r["workers"],
+                                                 profile), r["workers"], profile, seed=r["seed"],
+                            projected_bytes_per_epoch=epoch_bytes(r["method"], r["config"]["method"], model,
+                                                                  r["partition"], r["workers"], ranks[0].graph),
+                            measured_bytes_per_epoch=s.get("comm_bytes_per_epoch"),
+                            measured_epoch_s=s["epoch_time_s_median"],
+                            measured_train_mem_bytes=measured_working_set(s), **process_peaks(r, model, ranks)))
+        except costmodel.PluginFailed as e:
+            skipped.append((Path(r.get("_path", "?")).name, str(e)))
     if graph_stats:
         g = graph_stats["graph"]
         for _, r in sorted(targets.items()):
             model = _model_of({**r["config"], **({"hidden": hidden} if hidden is not None else {})},
                               g["features"], g["classes"])
-            projected, missing = project_setting(r, r["config"]["method"], model, graph_stats, workers, profile)
+            try:
+                projected, missing = project_setting(r, r["config"]["method"], model, graph_stats, workers, profile)
+            except costmodel.PluginFailed as e:
+                projected, missing = [], [(r["variant"] or r["method"], str(e))]
             rows += projected
             skipped += missing
     return rows, skipped
@@ -639,6 +645,8 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
                 options = costmodel.typed_options(cls, published_options(cls, r["method_options"]))
             except UserError as e:
                 why = f"options its plugin refuses ({e})"
+            except costmodel.PluginFailed as e:
+                why = str(e)
         if why:
             out.append({**base, "projected": None, "why_not": why})
             continue
@@ -650,8 +658,12 @@ def project_published(rows: list[dict], proxies: list[dict], profiles: dict) -> 
         model = build_model(model_name, int(r["features"]), int(r["hidden"]), int(r["classes"]), int(r["layers"]),
                             int(r["heads"] or 4), dropout=float(r["dropout"] or 0.5))
         degrees = graph_degrees(stats["graph"], stats)
-        proj = costmodel.project(cls, options, model, ranks_of(stats["by_workers"][str(workers)], workers,
-                                                               graph=degrees), workers, profiles[r["hardware"]])
+        try:
+            proj = costmodel.project(cls, options, model, ranks_of(stats["by_workers"][str(workers)], workers,
+                                                                   graph=degrees), workers, profiles[r["hardware"]])
+        except costmodel.PluginFailed as e:
+            out.append({**base, "projected": None, "why_not": str(e)})
+            continue
         hits = {"cache_hit_rate": cache_hit_rate(degrees, options.feature_cache, 1.0)} \
             if degrees and hasattr(options, "feature_cache") else {}
         projected = PUBLISHED_METRICS[r["metric"]](row({**base, "model": model_name, "variant": None}, proj, workers,

@@ -16,8 +16,11 @@ def main() -> None:
     if sys.argv[1:] == ["--methods"]:  # every method and option, from the registry (docs/methods.md)
         from benchmarks.run.methods_table import describe
 
-        print(describe(), end="")
-        return
+        failures = []
+        print(describe(failures), end="")
+        for line in failures:  # each failing plugin has its row above; the status says one failed
+            print(f"error: {line}", file=sys.stderr)
+        sys.exit(1 if failures else 0)
     if sys.argv[1:] == ["--options"]:  # every key of the run config, from the schema (docs/options.md)
         from benchmarks.commands.options_table import describe
 

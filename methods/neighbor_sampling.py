@@ -66,7 +66,7 @@ from benchmarks.base import traffic as cost
 from benchmarks.base.errors import UserError
 from benchmarks.families.minibatch import Batch, BlockAggregator, MiniBatchMethod, check_fanouts, per_layer
 from benchmarks.base.options import option
-from benchmarks.core.sampling import NodeDraws, keyed_order, sample_blocks
+from benchmarks.core.sampling import NodeDraws, sample_blocks
 
 
 class Method(MiniBatchMethod):
@@ -112,13 +112,7 @@ class Method(MiniBatchMethod):
         self.fanouts = per_layer(options.fanouts, ctx.cfg.layers)
         self.store = ctx.graph_store(options.store)
         self.lo = int(part.offsets[ctx.rank])
-        self.train_nodes = part.train_mask.nonzero().squeeze(1)
-        self.train_ids = part.node_ids.index_select(0, self.train_nodes)  # what their order is keyed by
-        self.steps = max(1, -(-max(self.train_counts) // options.batch_size))
-        # Batch s of rank r holds the s-th of `steps` near-equal slices of r's training nodes, so
-        # every rank knows the global batch size of every step without communicating.
-        slices = torch.tensor([[len(s) for s in torch.arange(c).tensor_split(self.steps)] for c in self.train_counts])
-        self.global_batch = slices.sum(0).clamp(min=1).tolist()
+        self.batch_seeds(options.batch_size)
         if options.feature_cache > 0:
             self.fill_cache()
 
@@ -149,32 +143,22 @@ class Method(MiniBatchMethod):
         epochs sampled as training samples them, with draws keyed by `presample` (training's are keyed
         by their epochs: neither reads the other's). Hops are counted under `presample`. Collective."""
         options, n, draws = self.ctx.options, int(self.ctx.part.offsets[-1]), self.ctx.draws
-        counts = torch.zeros(n, dtype=torch.int64, device=self.train_nodes.device)
+        counts = torch.zeros(n, dtype=torch.int64, device=self.seed_batches.nodes.device)
         with self.store.counted_as("presample", "presample"):
             for epoch in range(options.cache_presample_epochs):
-                for seeds in self.epoch_batches(draws.epoch_key("presample", "order", epoch)):
+                for seeds in self.seed_batches.of_epoch(draws.epoch_key("presample", "order", epoch)):
                     _, inputs, _ = sample_blocks(self.store, seeds + self.lo, self.fanouts,
                                                  NodeDraws(draws.epoch_key("presample", "neighbors", epoch)),
                                                  self.ctx.cfg.kernel)
                     counts[inputs] += 1  # input nodes are distinct within a batch
         return counts
 
-    def steps_per_epoch(self) -> int:
-        return self.steps
-
-    def epoch_batches(self, key: int) -> list[torch.Tensor]:
-        """This rank's training nodes in the order `key` gives them (`keyed_order`), cut into the steps' batches."""
-        return list(self.train_nodes[keyed_order(self.train_ids, key)].tensor_split(self.steps))
-
-    def begin_epoch(self, epoch: int) -> None:
-        self.batches = self.epoch_batches(self.ctx.draws.key("order", epoch))
-
     def sample(self, step: int):
-        local_seeds = self.batches[step]
+        local_seeds, weight = self.seeds(step)
         draws = NodeDraws(self.ctx.draws.epoch_key("neighbors"))  # a node's neighbours: the epoch's, not the step's
         blocks, inputs, edges = sample_blocks(self.store, local_seeds + self.lo, self.fanouts, draws,
                                              self.ctx.cfg.kernel)
-        return local_seeds, blocks, inputs, edges, 1.0 / self.global_batch[step]
+        return local_seeds, blocks, inputs, edges, weight
 
     def fetch(self, sampled) -> Batch:
         local_seeds, blocks, inputs, edges, weight = sampled

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import paired, projection, records
+from analysis import costmodel, paired, projection, records
 from analysis.markdown import fmt, md_table
 
 ORACLE = "single"
@@ -45,9 +45,12 @@ def _projected(record: dict) -> tuple[float, float]:
         model, ranks = projection.record_inputs(record)
     except (records.BadRecord, KeyError):
         return math.nan, math.nan
-    moved = (projection.epoch_bytes(record["method"], record["config"]["method"], model, record["partition"],
-                                    record["workers"]) if record["workers"] > 1 else math.nan)
-    return moved, projection.process_peaks(record, model, ranks)["projected_process_peak_bytes"]
+    try:  # a plugin whose hook raises: nothing projected for its records (its line is in costmodel.FAILED)
+        moved = (projection.epoch_bytes(record["method"], record["config"]["method"], model, record["partition"],
+                                        record["workers"]) if record["workers"] > 1 else math.nan)
+        return moved, projection.process_peaks(record, model, ranks)["projected_process_peak_bytes"]
+    except costmodel.PluginFailed:
+        return math.nan, math.nan
 
 
 def _top_categories(by_category: list[dict], share: float = 0.05) -> str:

@@ -67,12 +67,11 @@ def table(recs: list[dict]) -> pd.DataFrame:
         workers = int(g["workers"].max())
         here = ok[(ok["dataset"] == dataset) & (ok["model"] == model) & (ok["setting"] == setting)]
         control = g["control"].dropna()
-        if kind == "approximate" and len(control):
-            against, keys = control.iloc[0], paired.PAIR_KEYS
-        else:
-            against, keys = "single", WITH_SINGLE
+        against = control.iloc[0] if kind == "approximate" and len(control) else "single"
+        keys = WITH_SINGLE if against == "single" else paired.PAIR_KEYS  # single runs at one worker
         effect = paired.effect(paired.differences(here, variant, against, "test_acc", keys=keys))
-        bytes_ref = against if kind == "approximate" else "full_halo"  # the exact exchange at the same P
+        # bytes against the control's, or the exact exchange at the same P (single moves none across ranks)
+        bytes_ref = against if kind == "approximate" and (against != "single" or workers == 1) else "full_halo"
         ref_bytes = here[(here["variant"] == bytes_ref) & (here["workers"] == workers)]["comm_bytes_per_epoch"].mean()
         single_ws = here[here["variant"] == "single"]["train_mem_bytes"].mean()
         reached = timing[timing["run"].isin(g["run"])]

@@ -151,7 +151,7 @@ def sample_blocks(store, seeds: torch.Tensor, fanouts: list[int], draws, kernel:
     blocks, nodes, edges = [], seeds, 0
     for hop, fanout in enumerate(fanouts):
         layer = len(fanouts) - 1 - hop
-        counts, neighbors, neighbor_deg, deg = store.hop(nodes, fanout, draws.layer(layer), layer)
+        counts, neighbors, neighbor_deg, deg = store.hop(nodes, fanout, layer, draws.layer(layer))
         columns, sources = block_columns(nodes, neighbors)
         source_deg = torch.empty_like(sources)
         source_deg[:nodes.numel()] = deg

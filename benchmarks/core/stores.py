@@ -1,11 +1,10 @@
 """Where a rank's data lives beyond its own part: graph stores for the mini-batch family and the
 shared-memory store DIGEST-A uses.
 
-Graph stores answer `hop(nodes, fanout, draws, layer)` (sample in-neighbours: counts per node,
-neighbour ids, neighbour degrees, degrees of `nodes`), `features(nodes, layer)` and
-`dataset_ids(nodes)` (store ids, the partition's global numbering, to the dataset's ids that draws
-are keyed by). Both keep every node's in-edges in dataset-id order and key a node's draws by its
-dataset id (`benchmarks.core.sampling`), so both draw the same sample of a node, whatever the layout:
+Graph stores answer `GraphStore`'s three calls: `hop(nodes, fanout, layer, draws)` (in-neighbours,
+all or sampled), `features(nodes, layer)` and `dataset_ids(nodes)`. Both keep every node's in-edges
+in dataset-id order and key a node's draws by its dataset id (`benchmarks.core.sampling`), so both
+draw the same sample of a node, whatever the layout:
   - `ReplicatedStore`: the whole graph, read locally (memory-mapped and shared on one machine);
   - `PartitionedStore`: this rank's part only; other parts' nodes are sampled by their owners and
     their features fetched from them, through counted all-to-alls; optionally with a `FeatureCache`
@@ -49,7 +48,39 @@ from benchmarks.core.sampling import in_id_order, node_draws, sample_neighbors
 
 
 # --------------------------------------------------------------------------- graph stores
-class ReplicatedStore:
+class GraphStore:
+    """What a sampler asks of the graph (`ctx.graph_store(kind)`). Ids: every call takes and returns
+    *store ids*, the partition's global numbering (a rank's local row i is store id
+    i + `ctx.part.offsets[rank]`); draws and dropout masks are keyed by *dataset ids*
+    (`dataset_ids`). `hop` and `features` are collective under the partitioned store (other ranks'
+    nodes are answered by their owners): every rank calls them the same number of times, in the same
+    order, an empty `nodes` included."""
+
+    def hop(self, nodes: torch.Tensor, fanout: int, layer: int, draws=None):
+        """In-neighbours of `nodes` for model layer `layer` (the traffic's layer): every in-edge
+        (`fanout` -1; `draws` unused) or min(fanout, degree) drawn without replacement by `draws` (a
+        `sampling.NodeDraws`, keyed by each node's dataset id; a torch generator is read as a stream).
+        Returns (count per node, neighbour ids grouped by node in the order of `nodes`, their degrees,
+        degrees of `nodes`), ids as store ids, each node's neighbours in dataset-id order."""
+        raise NotImplementedError
+
+    def features(self, nodes: torch.Tensor, layer: int) -> torch.Tensor:
+        """The input rows of `nodes` (store ids), counted at `layer`."""
+        raise NotImplementedError
+
+    def dataset_ids(self, nodes: torch.Tensor) -> torch.Tensor:
+        """The dataset ids of `nodes` (store ids): what draws, dropout masks and keyed orders are keyed by."""
+        raise NotImplementedError
+
+
+def drawn(fanout: int, draws):
+    """`draws` for a hop of `fanout`: a hop that draws (fanout >= 0) needs them."""
+    if fanout >= 0 and draws is None:
+        raise ValueError(f"hop with fanout {fanout} draws a sample: give it `draws` (a NodeDraws)")
+    return node_draws(draws)
+
+
+class ReplicatedStore(GraphStore):
     """The whole graph, read locally: global in-edge CSR (each row in dataset-id order: `in_id_order`),
     degrees and features; `node_ids[i]` the dataset id of node i (None: i itself)."""
 
@@ -61,9 +92,8 @@ class ReplicatedStore:
     def dataset_ids(self, nodes):
         return nodes if self.node_ids is None else self.node_ids[nodes]
 
-    def hop(self, nodes, fanout: int, draws, layer: int):
-        """(sampled per node, neighbour ids, neighbour degrees, degrees of `nodes`)."""
-        counts, positions = sample_neighbors(self.indptr, self.indices, nodes, fanout, node_draws(draws),
+    def hop(self, nodes, fanout: int, layer: int, draws=None):
+        counts, positions = sample_neighbors(self.indptr, self.indices, nodes, fanout, drawn(fanout, draws),
                                              self.dataset_ids(nodes))
         neighbors = self.indices[positions]
         return counts, neighbors, self.deg[neighbors], self.deg[nodes]
@@ -117,7 +147,7 @@ def replicated_store(part, comm: Comm, device: torch.device, partition_folder: P
     return ReplicatedStore(*(t.to(device) if device.type != "cpu" else t for t in tensors))
 
 
-class PartitionedStore:
+class PartitionedStore(GraphStore):
     """This rank's part only; neighbours of other ranks' nodes are sampled by their owners and
     their features fetched from them, through counted all-to-alls. The part's rows are sampled in
     dataset-id order (a copy of its columns, `in_id_order`); every node's dataset id is kept (N x 8
@@ -156,15 +186,15 @@ class PartitionedStore:
     def dataset_ids(self, nodes):
         return self.node_ids[nodes]
 
-    def hop(self, nodes, fanout: int, draws, layer: int):
+    def hop(self, nodes, fanout: int, layer: int, draws=None):
+        draws = drawn(fanout, draws)
         part = self.part
         order, asked = self.by_owner(nodes)
         request_category, response_category = self.sample_categories
         requests = self.comm.all_to_all_v(asked, request_category, layer)
         # Serve every requester (myself included) with one sampler call over my own in-edges.
         local = torch.cat(requests) - self.lo
-        counts, positions = sample_neighbors(part.indptr, self.indices, local, fanout, node_draws(draws),
-                                             part.node_ids[local])
+        counts, positions = sample_neighbors(part.indptr, self.indices, local, fanout, draws, part.node_ids[local])
         cols = self.indices[positions]
         meta = torch.stack([counts, part.deg[local]], 1)
         edges = torch.stack([self.global_of_col[cols], part.deg[cols]], 1)

@@ -40,7 +40,7 @@ from benchmarks.families.replicas import AveragingOptions, LocalStepOptions, Rep
 from benchmarks.run.method import RankContext, loss_share
 from benchmarks.base.options import option
 from benchmarks.core.probes import Timer
-from benchmarks.core.sampling import SAMPLER
+from benchmarks.core.sampling import SAMPLER, keyed_order
 from benchmarks.base import traffic as cost
 from benchmarks.core.recompute import Recompute
 
@@ -94,15 +94,54 @@ class MiniBatchOptions(LocalStepOptions, AveragingOptions):
                                         ge=1)
 
 
+class SeedBatches:
+    """A sampler's seeds: this rank's training nodes (local rows), `batch_size` at a time, in each
+    epoch's keyed order (each node's place keyed by (key, its dataset id): every rank takes its own
+    nodes in one global order, whatever P). Every rank takes the same number of steps an epoch,
+    ceil(largest rank's training nodes / batch_size); batch s of rank r is the s-th of `steps`
+    near-equal slices of r's nodes (a rank with fewer spreads them over as many, smaller batches), so
+    every rank knows each step's global batch size without communicating, and `weight(step)`, 1 / that
+    size, makes the loss summed over ranks the step's mean over its global batch (the mean over every
+    training node when one batch holds them all)."""
+
+    def __init__(self, ctx: RankContext, train_counts: list[int], batch_size: int):
+        part = ctx.part
+        self.nodes = part.train_mask.nonzero().squeeze(1)  # local rows
+        self.ids = part.node_ids.index_select(0, self.nodes)  # what their order is keyed by
+        self.steps = max(1, -(-max(train_counts) // batch_size))
+        slices = torch.tensor([[len(s) for s in torch.arange(c).tensor_split(self.steps)] for c in train_counts])
+        self.global_batch = slices.sum(0).clamp(min=1).tolist()
+
+    def of_epoch(self, key: int) -> list[torch.Tensor]:
+        """The steps' batches (local rows) in the order `key` gives the nodes (`keyed_order`)."""
+        return list(self.nodes[keyed_order(self.ids, key)].tensor_split(self.steps))
+
+    def weight(self, step: int) -> float:
+        """Each seed's loss weight at `step`: 1 / the step's global batch size."""
+        return 1.0 / self.global_batch[step]
+
+
 class MiniBatchMethod(ReplicaAveraging):
-    """Subclasses define `steps_per_epoch()`, `begin_epoch(epoch)` and `sample(step)` (the batch's
-    structure, timed as sampling) and may override `fetch(batch)` (input rows, timed as feature
-    fetch); the loop, loss, gradient all-reduce and probes are here.
+    """Subclasses define `sample(step)` (the batch's structure, timed as sampling) and may override
+    `fetch(sampled)` (input rows, timed as feature fetch), which returns the step's `Batch`; the loop,
+    loss, gradient all-reduce and probes are here. Seeds: a sampler that takes its seeds as
+    mini-batches of training nodes calls `self.batch_seeds(batch_size)` in `__init__` and reads
+    `self.seeds(step)` (local rows, loss weight) in `sample`: steps per epoch and each epoch's batches
+    are then the family's (`SeedBatches`). A sampler that draws its steps otherwise (a subgraph
+    sampler) defines `steps_per_epoch()` and `begin_epoch(epoch)` itself.
 
     `avg_every` (method option, default null; `ReplicaAveraging`): null all-reduces gradients every
     step; k runs local steps (each rank on its own mean loss) and averages parameters every k steps
     (`param_avg`), as PSGD-PA and LLCG's GGS baseline do. With `local_steps` an epoch is one round
     of K_r steps (the subclass's passes carried on across rounds) and `avg_every` counts rounds."""
+
+    class About(ReplicaAveraging.About):
+        #: The rule for every sampled method (this family and `SubgraphMethod`; docs/adding-a-method.md,
+        #: "Exact control"): its exact control is `single`, exact full-graph training. A sampler's own
+        #: every-neighbour setting still trains on mini-batches (another regime, not the exact one), and a
+        #: subgraph sampler has none, so `single` is the one control every findings row of the family
+        #: compares against. The exactness tests hold each method's control to `single`.
+        exact_control = {"name": "single"}
 
     Options = MiniBatchOptions
     #: fp16: with a gradient all-reduce every step every rank sees the same summed gradients (the
@@ -123,11 +162,26 @@ class MiniBatchMethod(ReplicaAveraging):
         # Every rank's training-node count (known to all after one small gather at setup).
         self.train_counts = [int(c) for c in ctx.comm.all_gather_object(self.local_train)]
 
+    #: The seed batches (`batch_seeds`), or None for a sampler that draws its steps otherwise.
+    seed_batches: SeedBatches | None = None
+
+    def batch_seeds(self, batch_size: int) -> None:
+        """Take seeds as mini-batches of this rank's training nodes, `batch_size` at a time (`SeedBatches`)."""
+        self.seed_batches = SeedBatches(self.ctx, self.train_counts, batch_size)
+
+    def seeds(self, step: int) -> tuple[torch.Tensor, float]:
+        """Step `step`'s seeds (local rows; store ids are these + `ctx.part.offsets[rank]`) and each seed's
+        loss weight (`SeedBatches.weight`)."""
+        return self.batches[step], self.seed_batches.weight(step)
+
     def steps_per_epoch(self) -> int:
-        raise NotImplementedError
+        if self.seed_batches is None:
+            raise NotImplementedError("a sampler calls batch_seeds(batch_size) or defines steps_per_epoch()")
+        return self.seed_batches.steps
 
     def begin_epoch(self, epoch: int) -> None:
-        pass
+        if self.seed_batches is not None:
+            self.batches = self.seed_batches.of_epoch(self.ctx.draws.key("order", epoch))
 
     def sample(self, step: int):
         raise NotImplementedError
@@ -198,6 +252,10 @@ class MiniBatchMethod(ReplicaAveraging):
 
     # ------------------------------------------------------------------ the cost model's hooks
     class Cost(ReplicaAveraging.Cost):
+        #: The family's `traffic` is built from the plugin's step (`shape`) and `step_traffic`: a plugin
+        #: is modelled once it states its `shape` (or opts out with `not_modelled`).
+        states_with = ("shape",)
+
         @classmethod
         def steps(cls, options, rank, per_step: int) -> float:
             """Steps per epoch: a round's `local_steps`, or one pass over the rank's training nodes

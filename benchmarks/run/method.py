@@ -78,9 +78,10 @@ class RankContext:
         return self.cfg.method
 
     def graph_store(self, kind: str):
-        """A graph store (`benchmarks.core.stores`) for samplers: `replicated` (the whole graph, built once
-        per machine from the partition cache and memory-mapped) or `partitioned` (this part; other
-        parts sampled and fetched from their owners). Collective: every rank asks for the same kind."""
+        """A graph store for samplers (`benchmarks.core.stores.GraphStore`: `hop`, `features`,
+        `dataset_ids`, in store ids): `replicated` (the whole graph, built once per machine from the
+        partition cache and memory-mapped) or `partitioned` (this part; other parts sampled and fetched
+        from their owners). Collective: every rank asks for the same kind."""
         choose("graph store", kind, ("replicated", "partitioned"))
         if kind == "partitioned":
             return PartitionedStore(self.part, self.comm, self.device)
@@ -214,8 +215,13 @@ class Method:
         #: user weighs ({"feature_cache=0.1": {"feature_cache": 0.1}}).
         advise_variants: dict = {}
 
-        #: Why the cost model leaves this method out when its plugin states no traffic (`traffic` not overridden).
-        not_modelled = "not modelled (its plugin has no `traffic` hook)"
+        #: The cost model's opt-out, one line: why it leaves this method out, as a phrase the suite shows
+        #: after `<name> is not modelled: ` (`costmodel.why_not_modelled`). A plugin that sets it in its own
+        #: `Cost` is not modelled, whatever hooks its family states (`states_traffic`).
+        not_modelled = "its plugin states no traffic (no `traffic` hook)"
+        #: The hooks a plugin (or its family) overrides to state its traffic: `traffic` here; a family whose
+        #: `traffic` is built from the plugin's `shape` (the mini-batch and subgraph families) names `shape`.
+        states_with: tuple = ("traffic",)
 
         @classmethod
         def traffic(cls, options: Options, model, rank) -> list | None:
@@ -235,8 +241,13 @@ class Method:
 
         @classmethod
         def states_traffic(cls) -> bool:
-            """Whether the plugin states its traffic (overrides `traffic`)."""
-            return cls.traffic.__func__ is not Method.Cost.traffic.__func__
+            """Whether the cost model projects this plugin: every hook of `states_with` is overridden
+            below the nearest class that says `not_modelled` (so a plugin's own `not_modelled` opts it
+            out whatever its family's `traffic` does, and a family's `traffic` counts only once the
+            plugin states what that needs)."""
+            def where(attr: str) -> int:  # how far up the Cost classes `attr` is defined
+                return next(i for i, c in enumerate(cls.__mro__) if attr in vars(c))
+            return all(where(hook) < where("not_modelled") for hook in cls.states_with)
 
         @classmethod
         def layer0_mode(cls, options: Options) -> str:
@@ -310,6 +321,29 @@ def method_class(name: str) -> type[Method]:
 @functools.cache
 def _plugin_class(plugin: str, path: tuple[str, ...]) -> type[Method]:
     return importlib.import_module(f"methods.{plugin}").Method
+
+
+def plugin_failure(name: str, error: BaseException, asked: str) -> str:
+    """One line for a plugin that raised while the suite asked it something (`asked`: importing it, its
+    `Cost.traffic`, ...): the method, its plugin's file, the error, and the line of the plugin it was
+    raised at (or, where not in the plugin, the innermost line), so that one plugin's failure is
+    reported as its own and the other methods go on (`--methods`, `python -m analysis`)."""
+    import importlib.util
+    import traceback
+    plugin = plugin_of(name)
+    try:
+        origin = importlib.util.find_spec(f"methods.{plugin}").origin
+    except (ImportError, AttributeError, ValueError):
+        origin = None
+    frames = traceback.extract_tb(error.__traceback__)
+    if isinstance(error, SyntaxError) and error.filename:
+        frames.append(traceback.FrameSummary(error.filename, error.lineno or 0, "<module>"))
+    own = [f for f in frames if origin and f.filename == origin]
+    at = (own or frames or [None])[-1]
+    message = (str(error).strip().splitlines() or [""])[0]
+    return (f"method {name}: plugin {origin or plugin} raised {type(error).__name__}"
+            + (f": {message}" if message else "") + f" in {asked}"
+            + (f" (at {Path(at.filename).name}:{at.lineno})" if at else ""))
 
 
 def method_defaults(name: str) -> dict:

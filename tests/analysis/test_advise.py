@@ -106,13 +106,42 @@ def test_a_method_that_does_not_fit_is_listed_against_the_memory_a_rank_has(advi
 
 
 def test_a_method_off_the_model_says_why(advised):
+    """Every method off the model is listed as `<name> is not modelled: <its Cost.not_modelled>`
+    (docs/method-reference.md, "The cost model's hooks"), whatever its family's hooks."""
     text, result, _ = advised
     off = [n for n in method_names() if costmodel.why_not_modelled(n)]
     assert off, "every method is modelled: nothing to check"
     section = text.split("## Not projected", 1)[1]
     for name in off:
-        assert any(line.startswith(f"| {name} ") and "not modelled" in line for line in section.splitlines()), name
+        phrase = costmodel.plugin(name).Cost.not_modelled
+        assert any(line.startswith(f"| {name} ") and f"{name} is not modelled: {phrase}" in line
+                   for line in section.splitlines()), (
+            f"method {name}: advise lists it under 'Not projected' without `{name} is not modelled: {phrase}`; "
+            "its plugin's Cost.not_modelled must be a one-line reason (docs/method-reference.md)")
+        assert phrase and "\n" not in phrase and not phrase.lower().startswith("not modelled"), (
+            f"method {name}: Cost.not_modelled = {phrase!r}; give the reason alone, one line, without 'not "
+            "modelled' (the suite prefixes `<name> is not modelled: `)")
     assert {r["method"] for r in result["left_out"]} >= set(off)
+
+
+def test_a_plugin_that_states_not_modelled_is_not_modelled_whatever_its_family(write_plugins):
+    """The one-line opt-out under a family whose `traffic` is its own (MiniBatchMethod's): not
+    modelled, in `--methods` and the cost model alike; a sampler that states no `shape` is not
+    modelled either (its family's `traffic` needs one), and one that states it is."""
+    from benchmarks.run.methods_table import describe
+    base = "from benchmarks.families.minibatch import MiniBatchMethod\n\n\nclass Method(MiniBatchMethod):\n"
+    write_plugins({
+        "zz_opts_out": base + '    class Cost(MiniBatchMethod.Cost):\n        not_modelled = "its sample is its own"\n',
+        "zz_no_shape": base + "    pass\n",
+        "zz_shape": base + "    class Cost(MiniBatchMethod.Cost):\n        @classmethod\n"
+                           "        def shape(cls, options, model, rank):\n            return None\n"})
+    assert costmodel.why_not_modelled("zz_opts_out") == "zz_opts_out is not modelled: its sample is its own"
+    assert costmodel.why_not_modelled("zz_no_shape").startswith("zz_no_shape is not modelled: ")
+    assert costmodel.why_not_modelled("zz_shape") is None
+    page = describe()
+    for name, modelled in (("zz_opts_out", "not modelled"), ("zz_no_shape", "not modelled"), ("zz_shape", "modelled")):
+        (row,) = [line for line in page.splitlines() if line.startswith(f"| `{name}` |")]
+        assert row.split("|")[5].strip() == modelled, row
 
 
 def test_the_accuracy_effect_is_read_from_the_findings_and_not_measured_elsewhere(advised):

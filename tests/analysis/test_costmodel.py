@@ -73,7 +73,8 @@ def test_overlapped_traffic_costs_only_what_compute_does_not_hide():
 def test_off_the_model_records_are_named_not_projected():
     record = hand_record("pyg_plain")
     rows, skipped = projection.project_records([record, {**hand_record(), "status": "failed"}], PROFILE, [], None)
-    assert rows == [] and [why.split(" ")[0] for _, why in skipped] == ["no", "failed"]
+    assert rows == [] and [why for _, why in skipped] == [costmodel.why_not_modelled("pyg_plain"), "failed run"]
+    assert skipped[0][1].startswith("pyg_plain is not modelled: ")
 
 
 def test_projecting_to_more_workers_uses_the_target_graphs_statistics():
@@ -151,7 +152,7 @@ def test_an_alias_is_projected_through_its_plugin_and_a_plugin_without_traffic_i
     (plugin,), _ = projection.project_records([hand_record("pipegcn")], PROFILE, [], None)
     assert skipped == [] and alias["time_terms"] == plugin["time_terms"]
     (_, why), = projection.project_records([hand_record("pyg_plain")], PROFILE, [], None)[1]
-    assert why.startswith("no traffic pattern for pyg_plain")
+    assert why.startswith("pyg_plain is not modelled: ")
 
 
 def test_a_process_peak_adds_the_process_and_what_the_allocator_keeps_of_small_blocks():

@@ -149,4 +149,6 @@ def test_every_claim_names_its_paper_or_says_it_is_a_description():
         if not (claim.startswith("description: ") or re.match(r"\([^()]*\b(19|20)\d\d\b[^()]*\) \S", claim)
                 or re.match(r"\([^()]*(SC'\d\d|arXiv \d{4}\.\d{4,5})[^()]*\) \S", claim)):
             bad[name] = claim
-    assert not bad, bad
+    assert not bad, "; ".join(
+        f"method {name}: About.claim = {claim!r} must open with its paper, '(Authors, Venue Year) ...', or say "
+        "'description: ...'" for name, claim in bad.items())

@@ -24,7 +24,10 @@ def test_report_on_a_fresh_sweep_has_every_table_and_figure(quickstart, tmp_path
         assert (tmp_path / "rep" / "figures" / f"{name}.png").exists()
         assert (tmp_path / "rep" / "figures" / f"{name}.pdf").exists()
     runs = [line for line in text.split("## Speedup")[0].splitlines() if line.startswith("| synthetic |")]
-    assert sorted(line.split(" | ")[2] for line in runs) == method_names()  # every registered method
+    shown = sorted(line.split(" | ")[2] for line in runs)
+    assert shown == method_names(), (  # every registered method
+        f"methods {sorted(set(method_names()) - set(shown))} have no row in the quickstart's report: their runs "
+        "failed (see each record's `error`)")
 
 
 def test_table_prints_the_runs_and_an_empty_folder_gets_one_line(quickstart, tmp_path):

@@ -63,10 +63,17 @@ def test_analytic_traffic_equals_the_counted_traffic(make_cfg, method, model, ex
         for t in costmodel.traffic(method, record["config"]["method"], model_, rank):
             a = analytic.setdefault(t.category, [0.0, 0.0, 0.0])
             a[0], a[1], a[2] = a[0] + t.bytes, a[1] + t.calls, a[2] + t.messages
-    assert counted.keys() == analytic.keys()
+    hook = f"method {method}: its Cost.traffic"
+    assert counted.keys() == analytic.keys(), (
+        f"{hook} states categories {sorted(analytic)}, its run counts {sorted(counted)}: state every category "
+        "the run moves per epoch, and no other")
     for category, (nbytes, calls, messages) in counted.items():
         if method in EXPECTED and category != "grad_allreduce":
-            assert nbytes / 3 <= analytic[category][0] <= 3 * nbytes, category
+            assert nbytes / 3 <= analytic[category][0] <= 3 * nbytes, (
+                f"{hook} states {analytic[category][0]:g} bytes of {category} per epoch, the run counts {nbytes:g}")
             continue
-        assert analytic[category][1:] == [calls, messages], category
-        assert analytic[category][0] == pytest.approx(nbytes, rel=0.01 if method == "bns_gcn" else 1e-9), category
+        assert analytic[category][1:] == [calls, messages], (
+            f"{hook} states {analytic[category][1:]} (calls, messages) of {category} per epoch, the run counts "
+            f"{[calls, messages]}; if they depend on its draws, add it to EXPECTED")
+        assert analytic[category][0] == pytest.approx(nbytes, rel=0.01 if method == "bns_gcn" else 1e-9), (
+            f"{hook} states {analytic[category][0]:g} bytes of {category} per epoch, the run counts {nbytes:g}")

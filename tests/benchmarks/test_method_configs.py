@@ -30,8 +30,10 @@ def test_every_plugin_composes_with_its_declared_defaults_and_no_yaml():
     assert composed("method=full_halo")["method"] == {"name": "full_halo", "layer0": "exchanged"}
     for name in method_names():
         cfg = composed(f"method={name}")
-        assert cfg["method"]["name"] == name
-        assert {k: v for k, v in cfg["method"].items() if k not in ("name", "plugin")} == method_defaults(name)
+        assert cfg["method"]["name"] == name, f"method {name}: composes as {cfg['method']['name']}"
+        assert {k: v for k, v in cfg["method"].items() if k not in ("name", "plugin")} == method_defaults(name), (
+            f"method {name}: `method={name}` composes other values than its Options' defaults (and its alias "
+            "YAML's); declare each option once, with option(default, ...)")
 
 
 def test_an_alias_is_its_plugin_with_its_own_values_and_keeps_its_name():
@@ -52,7 +54,9 @@ def test_check_completes_the_method_config_and_changes_nothing_composed():
         cfg = composed(*overrides)
         before = json.dumps(cfg, sort_keys=True)
         run = check(cfg)
-        assert json.dumps(cfg, sort_keys=True) == before  # checking reads the composed config, never edits it
+        # checking reads the composed config, never edits it
+        assert json.dumps(cfg, sort_keys=True) == before, (
+            f"{' '.join(overrides)}: checking edited the composed config; its Options.check must only raise")
     assert run.method_cls is method_class("digest") and run.method.sync_every == 3 and run.method.avg_every is None
     # A hand-built config gets every option: the record's config.method holds them all.
     cfg["method"] = {"name": "cluster_gcn", "num_parts": 8}

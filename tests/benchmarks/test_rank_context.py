@@ -39,8 +39,10 @@ def test_both_graph_stores_serve_the_whole_graph_to_one_rank(ctx):
     for kind in ("replicated", "partitioned"):
         store = ctx.graph_store(kind)
         assert torch.equal(store.features(nodes, 0), ctx.part.x[nodes])
-        counts, neighbors, _, deg = store.hop(nodes, -1, torch.Generator().manual_seed(0), 0)
+        counts, neighbors, _, deg = store.hop(nodes, -1, 0)  # every neighbour: nothing drawn, no draws
         assert torch.equal(counts, deg) and neighbors.numel() == int(deg.sum())
+        with pytest.raises(ValueError, match="draws"):
+            store.hop(nodes, 2, 0)  # a sample needs its draws
     with pytest.raises(UserError, match="graph store"):
         ctx.graph_store("sharded")
 
