@@ -5,7 +5,9 @@ the same seeds differ, seed by seed, only by what tells them apart. An effect is
 per-seed differences with a 95 % Student-t interval (n - 1 degrees of freedom), read by one rule
 (`reading`; docs/analysis.md, "Reading an interval"): "resolved" when it excludes 0 after the page's
 multiplicity correction, "within noise" when it contains 0 and lies within +-1 point, "not resolved"
-otherwise. Each approximate method's record names
+otherwise. The next republication reads each row by `verdict` instead ("costs", "gains",
+"equivalent within +-m" by TOST, "not resolved", "untestable here"), with seeds planned by
+`seeds_for_half_width` (docs/analysis.md, "The verdict"). Each approximate method's record names
 its exact control (`control`, the variant of `benchmarks.run.method.control_config`), so:
   - the approximation's effect is method - control (same layer 0, model, partition, seeds);
   - the treatment's effect is control - the plain exact method (`full_halo`): what the control
@@ -136,3 +138,143 @@ def holm(p_values: list[float], alpha: float = 1 - LEVEL) -> list[bool]:
             break
         rejected[i] = True
     return rejected
+
+
+# --- The verdict of the next republication (docs/analysis.md, "Reading an interval": the verdict) ---
+# `reading` and `Effect.text` above keep the committed pages' words until they are republished.
+
+#: The equivalence margin a claim is tested against unless it declares its own, in points.
+MARGIN_POINTS = 1.0
+#: The 95 % half-width the headline rows (approximations against their controls) are run to, in points.
+HEADLINE_HALF_WIDTH_POINTS = 0.5
+#: The most seeds the two-stage plan asks for.
+SEED_CAP = 100
+TOST_ALPHA = 0.05  # each one-sided test's level: equivalence shown by the 90 % interval inside +-margin
+
+
+def _mean_sd(differences) -> tuple[list[float], float, float]:
+    d = [float(x) for x in differences if x == x]
+    if len(d) < 2:
+        return d, math.nan, math.nan
+    mean = sum(d) / len(d)
+    return d, mean, math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1))
+
+
+def tost(differences, margin_pt: float) -> float:
+    """The p-value of the two one-sided paired t-tests (TOST) that the mean of `differences`
+    (fractions, as `effect` takes them) lies within +-`margin_pt` points: the larger of the two
+    one-sided p-values (H0: mean <= -margin; H0: mean >= +margin). p < 5 % is the 90 % interval
+    inside +-margin. NaN with fewer than 2 pairs; with every pair equal, 0 inside the margin, else 1."""
+    d, mean, sd = _mean_sd(differences)
+    if len(d) < 2:
+        return math.nan
+    margin = margin_pt / 100
+    if sd == 0:
+        return 0.0 if -margin < mean < margin else 1.0
+    from scipy import stats  # lazily, as `effect` does
+
+    se = sd / math.sqrt(len(d))
+    above_low = stats.t.sf((mean + margin) / se, len(d) - 1)   # H0: mean <= -margin
+    below_high = stats.t.cdf((mean - margin) / se, len(d) - 1)  # H0: mean >= +margin
+    return float(max(above_low, below_high))
+
+
+@dataclass(frozen=True)
+class SeedPlan:
+    """Seeds a plan asks for; `capped` when the cap binds (the target is not reached within it)."""
+
+    n: int
+    capped: bool
+
+
+def seeds_for_half_width(sd: float, half_width: float, level: float = LEVEL, cap: int = SEED_CAP) -> SeedPlan:
+    """The two-stage plan's second stage: the fewest seeds n (at least 2) whose `level` Student-t
+    interval of a paired mean with SD `sd` has half-width t_{n-1} * sd / sqrt(n) <= `half_width`
+    (`sd` and `half_width` in one unit); `cap` and capped=True where even `cap` seeds fall short."""
+    if not (sd >= 0 and half_width > 0):
+        raise ValueError(f"seeds_for_half_width needs sd >= 0 and half_width > 0, not {sd!r}, {half_width!r}")
+    from scipy import stats
+
+    quantile = 0.5 + level / 2
+    for n in range(2, cap + 1):
+        if stats.t.ppf(quantile, n - 1) * sd / math.sqrt(n) <= half_width:
+            return SeedPlan(n, False)
+    return SeedPlan(cap, True)
+
+
+def tost_power(n: int, sd: float, margin: float, true_effect: float = 0.0, alpha: float = TOST_ALPHA) -> float:
+    """The power of TOST at level `alpha` with n paired seeds of SD `sd` (one unit with `margin` and
+    `true_effect`), from the noncentral t: P(T(ncp1) > t) + P(T(ncp2) > t) - 1, the Bonferroni lower
+    bound of the exact joint probability (Owen's Q), so the seeds it asks for are never too few."""
+    from scipy import stats
+
+    se = sd / math.sqrt(n)
+    t = stats.t.ppf(1 - alpha, n - 1)
+    return float(stats.nct.sf(t, n - 1, (margin - true_effect) / se)
+                 + stats.nct.sf(t, n - 1, (margin + true_effect) / se) - 1)
+
+
+def seeds_for_equivalence(sd: float, margin: float, power: float = 0.8, true_effect: float = 0.0,
+                          cap: int = SEED_CAP) -> SeedPlan:
+    """The fewest seeds (at least 2) that show equivalence within +-`margin` by TOST at 5 % with
+    `power`, when the true effect is `true_effect` and the paired SD `sd` (`tost_power`)."""
+    if not (sd > 0 and margin > abs(true_effect)):
+        raise ValueError(f"seeds_for_equivalence needs sd > 0 and margin > |true_effect|, not {sd!r}, {margin!r}")
+    for n in range(2, cap + 1):
+        if tost_power(n, sd, margin, true_effect) >= power:
+            return SeedPlan(n, False)
+    return SeedPlan(cap, True)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One row's verdict: `word` (costs, gains, equivalent, not resolved, untestable), the `text` a
+    page prints, the seeds it took (`n`) and, where it is not settled, the seeds it would need."""
+
+    word: str
+    text: str
+    n: int
+    seeds_needed: int | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def verdict(differences, *, rejected: bool, margin_pt: float = MARGIN_POINTS, claim_pt: float | None = None,
+            half_width_pt: float = HEADLINE_HALF_WIDTH_POINTS) -> Verdict:
+    """The verdict of a paired accuracy effect (`differences` in fractions, higher is better) by the
+    rule of docs/analysis.md ("Reading an interval": the verdict):
+      - "costs X [CI]" / "gains X [CI]": the 95 % interval excludes 0 and `rejected` (the row
+        survives the page's Holm correction, `holm` over its rows' `p_value`s);
+      - "equivalent within +-m": TOST at 5 % passes with margin m = `claim_pt` where the row tests a
+        paper's claim, else `margin_pt` (declared before the runs);
+      - "untestable here": neither, and the claim is finer than the row's 95 % half-width: the seeds
+        a half-width of the claim needs (`seeds_for_half_width` with the measured SD);
+      - "not resolved": neither, with the seeds a half-width of `half_width_pt` needs (where that is
+        more than it took).
+    Every text states the seeds it took."""
+    d, mean, sd = _mean_sd(differences)
+    n = len(d)
+    seeds = f"{n} seed" + ("" if n == 1 else "s")
+    if n < 2:
+        return Verdict("not resolved", f"not resolved ({seeds}: no interval)", n)
+    e = effect(d)
+    low, high, mean_pt, sd_pt = 100 * e.low, 100 * e.high, 100 * mean, 100 * sd
+    margin = margin_pt if claim_pt is None else claim_pt
+    equivalent = tost(d, margin) < TOST_ALPHA
+    if (low > 0 or high < 0) and rejected:
+        word, lo, hi = ("gains", low, high) if low > 0 else ("costs", -high, -low)
+        within = f", within the ±{margin:g} pt margin" if equivalent else ""
+        return Verdict(word, f"{word} {abs(mean_pt):.1f} [{lo:.1f}, {hi:.1f}] pt ({seeds}{within})", n)
+    interval = f"{mean_pt:+.1f} [{low:+.1f}, {high:+.1f}]"
+    if equivalent:
+        return Verdict("equivalent", f"equivalent within ±{margin:g} pt: {interval} ({seeds})", n)
+    if claim_pt is not None and (high - low) / 2 > claim_pt:
+        need = seeds_for_half_width(sd_pt, claim_pt)
+        return Verdict("untestable", f"untestable here: {interval} ({seeds}); ±{claim_pt:g} pt needs about "
+                       f"{'more than ' if need.capped else ''}{need.n} seeds", n, need.n)
+    need = seeds_for_half_width(sd_pt, half_width_pt)
+    if need.n <= n:  # the interval is already that narrow: more seeds would not settle it at this target
+        return Verdict("not resolved", f"not resolved: {interval} ({seeds})", n)
+    return Verdict("not resolved", f"not resolved: {interval} ({seeds}); ±{half_width_pt:g} pt needs about "
+                   f"{'more than ' if need.capped else ''}{need.n} seeds", n, need.n)

@@ -12,7 +12,9 @@ Per (dataset, model, partitioner, method, P):
   - halo bytes (every training byte but the gradient and parameter sums) and total bytes per epoch,
     each over `full_halo`'s at the same P;
   - the halo rows per node (every rank's halo summed, over the graph's nodes): how much boundary
-    the partition gives the approximation to approximate.
+    the partition gives the approximation to approximate;
+  - for a method that keeps a share of its boundary rows (BNS-GCN's `boundary_rows_kept`), the share
+    it effectively kept at epoch 0, all ranks together: floor(p |B_ij|) per pair keeps less than p.
 
 One figure per family (the records' `about.family`): each method's effect against P, its interval
 as a band. Epoch times at more ranks than cores are time-slicing, not speed, and this page shows none."""
@@ -33,13 +35,35 @@ ALPHA = 0.05
 
 
 def halo_rows_per_node(recs: list[dict]) -> dict[tuple, float]:
-    """(dataset, setting, workers) -> every rank's halo rows summed over the graph's nodes."""
+    """(dataset, setting, workers) -> every rank's halo rows summed over the graph's nodes: the
+    record's `partition.halo_rows_per_node`, or for a record made before it, the same from its
+    per-rank halo counts."""
     out = {}
     for r in recs:
         part, graph = r.get("partition") or {}, r.get("graph") or {}
-        if part.get("halo_nodes_per_rank") and graph.get("nodes"):
+        if isinstance(part.get("halo_rows_per_node"), (int, float)):
+            out[(r["dataset"], r["setting"], int(r["workers"]))] = float(part["halo_rows_per_node"])
+        elif part.get("halo_nodes_per_rank") and graph.get("nodes"):
             out[(r["dataset"], r["setting"], int(r["workers"]))] = sum(part["halo_nodes_per_rank"]) / graph["nodes"]
     return out
+
+
+def kept_fraction(recs: list[dict]) -> dict[tuple, float]:
+    """(dataset, setting, workers, variant) -> the boundary rows an ok run kept at epoch 0 over its
+    boundary rows, all ranks summed (`summary.per_rank[].boundary_rows_kept`: `by_owner_epoch0`
+    over `boundary_by_owner`), the mean over the seeds; only for records that carry the probe."""
+    by_key: dict[tuple, list[float]] = {}
+    for r in recs:
+        ranks = (r.get("summary") or {}).get("per_rank") or []
+        probes = [p.get("boundary_rows_kept") for p in ranks if isinstance(p, dict)]
+        if r.get("status") != "ok" or not probes or not all(isinstance(p, dict) for p in probes):
+            continue
+        boundary = sum(sum(p.get("boundary_by_owner") or []) for p in probes)
+        if boundary:
+            kept = sum(sum(p.get("by_owner_epoch0") or []) for p in probes)
+            key = (r["dataset"], r["setting"], int(r["workers"]), r["variant"])
+            by_key.setdefault(key, []).append(kept / boundary)
+    return {key: sum(v) / len(v) for key, v in by_key.items()}
 
 
 def _bytes(g: pd.DataFrame) -> tuple[float, float]:
@@ -54,7 +78,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
     about = records.abouts(recs)
     ok = runs[runs["status"] == "ok"].copy()
     ok["partitioner"] = ok["config"].map(lambda c: c.get("partitioner"))
-    halo_per_node = halo_rows_per_node(recs)
+    halo_per_node, kept = halo_rows_per_node(recs), kept_fraction(recs)
     rows = []
     keys = ["dataset", "model", "partitioner", "setting", "workers"]
     for (dataset, model, partitioner, setting, workers), here in ok.groupby(keys, sort=True):
@@ -72,7 +96,8 @@ def table(recs: list[dict]) -> pd.DataFrame:
                          "effect": paired.effect(d), "p": paired.p_value(d),
                          "halo_vs_reference": halo / ref_halo if ref_halo else math.nan,
                          "bytes_vs_reference": total / ref_total if ref_total else math.nan,
-                         "halo_rows_per_node": halo_per_node.get((dataset, setting, int(workers)), math.nan)})
+                         "halo_rows_per_node": halo_per_node.get((dataset, setting, int(workers)), math.nan),
+                         "kept_fraction": kept.get((dataset, setting, int(workers), variant), math.nan)})
     t = pd.DataFrame(rows)
     if not t.empty:
         t["holm"] = paired.holm(list(t["p"]))
@@ -92,11 +117,13 @@ def _judged(r) -> str:
 
 
 def markdown(t: pd.DataFrame) -> str:
+    kept = bool(t["kept_fraction"].notna().any())  # the column only where some method keeps a share of its rows
     return md_table(["method", "P", "accuracy effect vs control, pt [95 % CI] (pairs)", "p", "judged",
-                     "halo bytes × full_halo", "bytes × full_halo", "halo rows / node"],
+                     "halo bytes × full_halo", "bytes × full_halo", "halo rows / node"]
+                    + (["boundary rows kept (epoch 0)"] if kept else []),
                     [[f"`{r['method']}`", r["workers"], f"{r['effect'].text()} vs `{r['control']}`",
                       fmt(r["p"], 3), _judged(r), fmt(r["halo_vs_reference"], 3), fmt(r["bytes_vs_reference"], 3),
-                      fmt(r["halo_rows_per_node"], 2)]
+                      fmt(r["halo_rows_per_node"], 2)] + ([fmt(r["kept_fraction"], 3)] if kept else [])
                      for r in t.sort_values(["method", "workers"]).to_dict("records")])
 
 
@@ -169,7 +196,10 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "*halo bytes*: every training byte but the "
              "gradient and parameter sums, per epoch, over `full_halo`'s at the same P; *halo rows / node*: the "
              "halos of all ranks summed, over the graph's nodes. Epoch times at more ranks than this machine's "
-             "cores are time-slicing and are not shown.", ""]
+             "cores are time-slicing and are not shown."
+             + (" *boundary rows kept*: the rows a method that samples its boundary received at epoch 0 over "
+                "its boundary rows, all ranks summed, mean over seeds (BNS-GCN keeps floor(p |B_ij|) of each "
+                "pair's |B_ij|, less than p)." if t["kept_fraction"].notna().any() else ""), ""]
     for (dataset, model, partitioner), g in t.groupby(["dataset", "model", "partitioner"], sort=True):
         parts += [f"### {dataset} · {model} · {partitioner}", "", markdown(g), ""]
     parts += ["The curve in words (±1 point, judged on each interval):", "", *curve_in_words(t), ""]
@@ -189,4 +219,5 @@ def csv(recs: list[dict]) -> pd.DataFrame:
         "effect_low_pt": [paired.points(e, "low") for e in t["effect"]],
         "effect_high_pt": [paired.points(e, "high") for e in t["effect"]],
         "p": t["p"].round(4), "holm": t["holm"], "halo_vs_full_halo": t["halo_vs_reference"].round(4),
-        "bytes_vs_full_halo": t["bytes_vs_reference"].round(4), "halo_rows_per_node": t["halo_rows_per_node"].round(3)})
+        "bytes_vs_full_halo": t["bytes_vs_reference"].round(4), "halo_rows_per_node": t["halo_rows_per_node"].round(3),
+        "kept_fraction": t["kept_fraction"].round(4)})

@@ -30,7 +30,7 @@ from benchmarks.base.leftovers import die_with_launcher, on_this_host, owner_tag
 from benchmarks.base.outputs import writing
 
 PARTITIONERS = ("metis", "metis_edges", "random", "contiguous")
-CACHE_FORMAT = 2  # 2: parts carry `node_ids`
+CACHE_FORMAT = 3  # 2: parts carry `node_ids`; 3: the manifest's stats carry the REGIME_KEYS
 
 
 # --------------------------------------------------------------------------- assignment
@@ -211,6 +211,47 @@ def imbalance(counts) -> float:
     return max(counts) / mean if mean else 1.0
 
 
+#: The statistics of the partition's regime, the quantities the methods' effects depend on
+#: (docs/records.md, `partition`), in every record's `partition` section and in every P's entry of
+#: `benchmarks.tools.partition_stats`; optional for a reader (older records and files lack them).
+REGIME_KEYS = ("halo_rows_per_node", "cut_fraction", "train_nodes_min", "train_nodes_mean", "train_nodes_max",
+               "label_skew_per_rank", "label_skew_mean", "label_skew_max")
+
+
+def label_skew(parts: list[Part]) -> list[float | None]:
+    """Per part, the total-variation distance (half the L1 distance, 0 to 1) between its training
+    nodes' label distribution and that of every training node; None for a part without training
+    nodes (no label mix, and no loss of its own)."""
+    classes = parts[0].num_classes
+    counts = [torch.bincount(p.y[p.train_mask & (p.y >= 0)], minlength=classes).double() for p in parts]
+    total = torch.stack(counts).sum(0)
+    if total.sum() == 0:
+        return [None] * len(parts)
+    mix = total / total.sum()
+    return [float((c / c.sum() - mix).abs().sum() / 2) if c.sum() else None for c in counts]
+
+
+def regime_stats(parts: list[Part]) -> dict:
+    """The `REGIME_KEYS` of a cut: halo rows (summed over parts) per node of the graph; the share
+    of directed in-edges (self-loops included) whose source another part owns; training nodes per
+    part (min, mean, max); and each part's label skew (`label_skew`), its mean and max over the parts
+    that hold training nodes (None where none does)."""
+    nodes = sum(p.num_local for p in parts)
+    edges = sum(p.indices.numel() for p in parts)
+    cross = sum(int((p.indices >= p.num_local).sum()) for p in parts)
+    train = [int(p.train_mask.sum()) for p in parts]
+    skew = label_skew(parts)
+    known = [s for s in skew if s is not None]
+    return {
+        "halo_rows_per_node": sum(p.num_halo for p in parts) / nodes if nodes else 0.0,
+        "cut_fraction": cross / edges if edges else 0.0,
+        "train_nodes_min": min(train), "train_nodes_mean": sum(train) / len(train), "train_nodes_max": max(train),
+        "label_skew_per_rank": skew,
+        "label_skew_mean": sum(known) / len(known) if known else None,
+        "label_skew_max": max(known) if known else None,
+    }
+
+
 def partition_stats(graph: Graph, parts: list[Part], partitioner: str) -> dict:
     cross = sum(int((p.indices >= p.num_local).sum()) for p in parts)  # directed in-edges across parts
     return {
@@ -223,6 +264,7 @@ def partition_stats(graph: Graph, parts: list[Part], partitioner: str) -> dict:
         "train_nodes_per_rank": [int(p.train_mask.sum()) for p in parts],
         "halo_nodes_per_rank": [p.num_halo for p in parts],
         "edge_imbalance": imbalance(p.indices.numel() for p in parts),  # max / mean in-edges per rank
+        **regime_stats(parts),
     }
 
 

@@ -236,9 +236,12 @@ def on_epoch(builder: RecordBuilder, cfg: RunConfig):
 
 
 def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: int, local_world: int, source,
-               init_method: str | None) -> None:
+               init_method: str | None, spawned: float | None = None) -> None:
     """One rank, whichever launcher started it: allocator and threads first (before the part is
-    loaded), then device, process group, part, training; rank 0 writes the record."""
+    loaded), then device, process group, part, training; rank 0 writes the record. The rank's
+    moments (wall clock: `spawned` by its launcher, entered, group up, agreed, part loaded; then
+    `run_rank`'s) go into its probe `timeline`, where a run's wall time went (docs/records.md)."""
+    timeline = {"spawned": spawned, "entered": time.time()} if spawned is not None else {"entered": time.time()}
     cfg = p.cfg
     fix_mmap_threshold(cfg.malloc_mmap_threshold)
     torch.set_num_threads(p.threads(local_world))
@@ -248,12 +251,15 @@ def _rank_main(p: Plan, builder: RecordBuilder | None, rank: int, local_rank: in
     if p.world > 1:
         dist.init_process_group(cfg.backend_name, init_method=init_method, rank=rank, world_size=p.world,
                                 timeout=datetime.timedelta(seconds=cfg.dist_timeout_s))
+        timeline["group_up"] = time.time()
         _check_ranks_agree(cfg, p.world, Path(source))
+        timeline["agreed"] = time.time()
         part, folder = load_part(source, rank), Path(source)
+        timeline["part_loaded"] = time.time()
     else:
         part, folder = source, None
     result = run_rank(cfg, rank, p.world, part, device, on_epoch=on_epoch(builder, cfg) if rank == 0 else None,
-                      partition_folder=folder, local_rank=local_rank, local_world=local_world)
+                      partition_folder=folder, local_rank=local_rank, local_world=local_world, timeline=timeline)
     not_written = None
     if rank == 0:
         try:
@@ -358,7 +364,7 @@ def _take_outputs(outputs: tuple[int, int]) -> None:
 
 
 def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: str, scratch: str,
-                  init_method: str, environ: dict[str, str], outputs: tuple[int, int]) -> None:
+                  init_method: str, environ: dict[str, str], outputs: tuple[int, int], spawned: float) -> None:
     """Entry point of a spawned rank. The launcher owns the run: a Ctrl-C or hang-up reaches it (and
     it stops the ranks), not each rank with a traceback of its own; and a rank never outlives it."""
     _take_outputs(outputs)  # what a rank prints is its launcher's output
@@ -376,7 +382,7 @@ def _rank_process(plan_bytes: bytes, builder: RecordBuilder, rank: int, folder: 
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: loopback, whatever the hostname
         registry.plugin_path()  # `methods.<plugin>` now imports from the run's folders, as the plan needs
         p = pickle.loads(plan_bytes)
-        _rank_main(p, builder, rank, rank, p.world, folder, init_method)
+        _rank_main(p, builder, rank, rank, p.world, folder, init_method, spawned)
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException as e:
@@ -417,11 +423,11 @@ def _launcher_environ() -> dict[str, str]:
 def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -> None:
     ctx = rank_server.context()  # started already by `python -m benchmarks` (rank_server.start)
     init_method = f"file://{(scratch / 'store').resolve()}"
+    started = time.time()
     procs = [ctx.Process(target=_rank_process, name=f"gnnbench-rank{r}",
                          args=(pickle.dumps(p), builder, r, str(folder), str(scratch), init_method,
-                               _launcher_environ(), _outputs()))
+                               _launcher_environ(), _outputs(), started))
              for r in range(p.world)]
-    started = time.time()
     failed = []
     try:
         for proc in procs:

@@ -92,9 +92,11 @@ def decay_penalty(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> f
 
 def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.device, on_epoch=None,
              partition_folder: Path | None = None, *, local_rank: int | None = None,
-             local_world: int | None = None) -> dict:
+             local_world: int | None = None, timeline: dict | None = None) -> dict:
     """Train and evaluate; every rank returns the gathered history and per-rank probes (identical on
-    all ranks) and, with `probe_grads`, epoch 0's synchronised gradients."""
+    all ranks) and, with `probe_grads`, epoch 0's synchronised gradients. `timeline`: the launcher's
+    moments of this rank so far (`runner._rank_main`), completed here into the probe `timeline`."""
+    timeline = dict(timeline or {})
     epochs = cfg.epochs
     memory = MemoryProbe(device, probe_epochs=warmup_dropped(epochs, cfg.warmup_epochs) or epochs,
                          switch_allocator=cfg.malloc_mmap_threshold is not None and device.type == "cpu")
@@ -105,6 +107,7 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
                        local_world=local_world)
     method = cfg.method_cls(ctx)
     eval_agg = HaloAggregator(ctx.adj, ctx.plan, ctx.comm, categories=("eval", "eval"), recompute=ctx.recompute)
+    timeline["ready"], eval_s = time.time(), 0.0
     eval_every = cfg.eval_every
     history, window, grads = [], [], None
     stopper = Stopper(cfg.stopping, cfg.patience)
@@ -129,7 +132,9 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
             entries = reduce_window(ctx, window, epoch, per_epoch_max=method.synchronous)
             window = []
             if evaluate_now:
+                t0 = time.perf_counter()
                 entries[-1].update(evaluate(ctx, eval_agg, method.evaluation_model()))
+                eval_s += time.perf_counter() - t0
             # left as of now: an asynchronous method's entries of several epochs arrive together
             left = time_left(epoch + 1, epochs - epoch - 1, time.perf_counter() - started)
             for entry in entries:
@@ -143,6 +148,7 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
         if cfg.stopping != "none" and should_stop(ctx, method, stopper, history[-1]):
             break
     ctx.comm.drain()  # transfers a method posted and nothing waited for (its last pipelined posts)
+    timeline.update(trained=time.time(), eval_s=eval_s)
 
     per_rank = {"rank": rank, **memory.result(), "comm_bytes_by_category": ctx.comm.by_category(),
                 "comm_blocked_s_by_category": ctx.comm.blocked_by_category(),
@@ -152,7 +158,7 @@ def run_rank(cfg: RunConfig, rank: int, world: int, part: Part, device: torch.de
                 "peers": int((part.recv_counts > 0).sum()),  # ranks this one receives halo rows from
                 # the suite model's counted work (the cost model's input); none for a method with its own network
                 "work_per_layer": ctx.model.work(part.num_local, part.indices.numel()) if ctx.model else None,
-                "threads": torch.get_num_threads(), **method.probes()}
+                "threads": torch.get_num_threads(), "timeline": timeline, **method.probes()}
     return {"history": history, "per_rank": ctx.comm.all_gather_object(per_rank), "grads": grads}
 
 

@@ -14,11 +14,16 @@ Results: data/partition_stats/<dataset label>-<partitioner>[-s<seed>].json
      "source": "measured",
      "by_workers": {"8": {nodes_per_rank, edges_per_rank, train_nodes_per_rank, halo_nodes_per_rank,
                           peers_per_rank, edge_cut, partition_time_s, cut_time_s,
+                          halo_rows_per_node, cut_fraction, train_nodes_min, train_nodes_mean,
+                          train_nodes_max, label_skew_per_rank, label_skew_mean, label_skew_max,
                           summary: {nodes_mean, nodes_max, ..., edge_cut}, fractions: {...}}, ...}}
 
-A P already in the file is not partitioned again (the file is the cache; it is used only for the
-same dataset config, partitioner and seed). `extrapolate` returns the same `by_workers` shape with
-`summary` and `fractions` only (no per-rank lists) and `"source": "extrapolated"`. What the
+The regime's statistics (halo_rows_per_node ... label_skew_max: `partition.REGIME_KEYS`, described in
+docs/records.md) are optional for a reader: files measured before them lack them. A P already in the
+file is not partitioned again (the file is the cache; it is used only for the same dataset config,
+partitioner and seed), unless its entry predates the regime's statistics. `extrapolate` returns the
+same `by_workers` shape with `summary` and `fractions` only (no per-rank lists, no regime statistics)
+and `"source": "extrapolated"`. What the
 projection reads of either shape is held by one schema, `analysis.projection.check_stats`.
 """
 from __future__ import annotations
@@ -36,7 +41,7 @@ import numpy as np
 from benchmarks.core import datasets
 from benchmarks.base.errors import Stopped, UserError, choose, stop_on_signals
 from benchmarks.base.options import as_dict, defaults, validate
-from benchmarks.core.partition import PARTITIONERS, partition
+from benchmarks.core.partition import PARTITIONERS, REGIME_KEYS, partition
 from benchmarks.base.outputs import check_writable, write_atomic
 
 STATS_DIR = datasets.DATA / "partition_stats"  # shipped with the repository (data/README.md)
@@ -125,7 +130,8 @@ def measure(cfg_or_dataset: dict, workers: list[int], partitioner: str = "metis"
     graph_cfg, data_root = dataset_config(cfg_or_dataset)
     path = results_path(graph_cfg, partitioner, seed, results_dir)
     stats = _load_cache(path, graph_cfg, partitioner, seed, log)
-    missing = [P for P in workers if stats is None or str(P) not in stats["by_workers"]]
+    missing = [P for P in workers if stats is None or str(P) not in stats["by_workers"]
+               or not set(REGIME_KEYS) <= set(stats["by_workers"][str(P)])]  # measured before REGIME_KEYS
     if missing:
         t0 = time.perf_counter()
         graph = datasets.load_dataset(graph_cfg, data_root)
@@ -146,7 +152,7 @@ def measure(cfg_or_dataset: dict, workers: list[int], partitioner: str = "metis"
             peers = [int((part.recv_counts > 0).sum()) for part in parts]  # ranks this rank receives rows from
             del parts
             entry = {k: part_stats[k] for k in ("nodes_per_rank", "edges_per_rank", "train_nodes_per_rank",
-                                                 "halo_nodes_per_rank", "edge_cut")}
+                                                 "halo_nodes_per_rank", "edge_cut", *REGIME_KEYS)}
             entry.update(peers_per_rank=peers, partition_time_s=partition_s,
                          cut_time_s=time.perf_counter() - t1 - partition_s)
             entry["summary"] = summary(entry["nodes_per_rank"], entry["edges_per_rank"],
@@ -268,9 +274,21 @@ def extrapolate(stats: dict, workers: list[int], nodes: int | None = None, edges
 
 
 # --------------------------------------------------------------------------- command line
+def _regime(entry: dict) -> str:
+    """The regime's statistics of a measured entry (`partition.REGIME_KEYS`); blank for an
+    extrapolated one, which has none."""
+    if not set(REGIME_KEYS) <= set(entry):
+        return ""
+    skew = "-" if entry["label_skew_mean"] is None else f"{entry['label_skew_mean']:.2f}/{entry['label_skew_max']:.2f}"
+    train = f"{entry['train_nodes_min']}/{entry['train_nodes_mean']:.1f}/{entry['train_nodes_max']}"
+    return f" {entry['halo_rows_per_node']:>9.3f} {entry['cut_fraction']:>8.3f} {train:>16} {skew:>10}"
+
+
 def table(by_workers: dict) -> str:
     head = (f"{'P':>5} {'nodes mean':>11} {'max':>9} {'edges mean':>11} {'max':>10} {'halo mean':>10} "
             f"{'max':>9} {'peers mean':>10} {'max':>5} {'edge cut':>10} {'seconds':>8}")
+    if any(set(REGIME_KEYS) <= set(entry) for entry in by_workers.values()):
+        head += f" {'halo/node':>9} {'cut frac':>8} {'train min/mean/max':>16} {'skew mean/max':>10}"
     rows = [head]
     for P, entry in by_workers.items():
         s = entry["summary"]
@@ -278,7 +296,7 @@ def table(by_workers: dict) -> str:
         rows.append(f"{P:>5} {s['nodes_mean']:>11.0f} {s['nodes_max']:>9.0f} {s['edges_mean']:>11.0f} "
                     f"{s['edges_max']:>10.0f} {s['halo_mean']:>10.0f} {s['halo_max']:>9.0f} {s['peers_mean']:>10.1f} "
                     f"{s['peers_max']:>5.0f} {s['edge_cut']:>10.0f} "
-                    f"{secs:>8}")
+                    f"{secs:>8}{_regime(entry)}")
     return "\n".join(rows)
 
 

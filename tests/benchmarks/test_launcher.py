@@ -99,6 +99,10 @@ def test_record_has_every_required_field(make_cfg):
         assert set(REQUIRED["per_rank"]) <= rank.keys()
         assert rank["train_mem_delta_bytes"] >= 0 and rank["peak_rss_bytes"] > 0
         assert rank["comm_bytes_by_category"]["halo_fwd"] > 0
+        # Where the run's wall time went (benchmarks.tools.run_cost): the rank's moments, in order.
+        t = rank["timeline"]
+        moments = [t[k] for k in ("spawned", "entered", "group_up", "agreed", "part_loaded", "ready", "trained")]
+        assert moments == sorted(moments) and 0 <= t["eval_s"] <= t["trained"] - t["ready"]
     assert record["partition"]["edge_cut"] > 0 and sum(record["partition"]["nodes_per_rank"]) == 1500
     assert record["config"]["workers"] == 2 and record["env"]["backend"] == "gloo"
 

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.core.datasets import synthetic
-from benchmarks.core.graph import permute
-from benchmarks.core.partition import assign, build_parts, load_manifest, load_part, prepare_parts, order_by_part
+from benchmarks.core.datasets import load_dataset, synthetic
+from benchmarks.core.graph import from_edge_index, permute
+from benchmarks.core.partition import (REGIME_KEYS, assign, build_parts, load_manifest, load_part, order_by_part,
+                                       partition, partition_stats, prepare_parts)
 
 pytestmark = pytest.mark.fast
 
@@ -97,3 +98,51 @@ def test_metis_is_given_the_adjacency_it_was_always_given(monkeypatch):
     xadj = np.concatenate([[0], np.cumsum(torch.bincount(dst[keep], minlength=n).numpy())])
     assert seen["xadj"].dtype == xadj.dtype and np.array_equal(seen["xadj"], xadj)
     assert seen["adjncy"].dtype == np.int64 and np.array_equal(seen["adjncy"], graph.indices[keep].numpy())
+
+
+def _path_graph():
+    """0-1-2-3-4-5, labels 0 0 1 1 1 0, training nodes 0 1 2 3: 5 edges, 10 directed + 6 self-loops."""
+    edges = torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]])
+    n = 6
+    train = torch.tensor([True, True, True, True, False, False])
+    return from_edge_index("path", edges, n, torch.zeros(n, 1), torch.tensor([0, 0, 1, 1, 1, 0]), train,
+                           ~train, ~train, num_classes=2)
+
+
+def test_regime_statistics_of_a_known_partition():
+    graph = _path_graph()
+    assert graph.num_edges == 16
+    parts = build_parts(graph, torch.tensor([0, 3, 6]))  # {0, 1, 2} and {3, 4, 5}: cut at 2-3
+    stats = partition_stats(graph, parts, "contiguous")
+    assert set(REGIME_KEYS) <= set(stats)
+    assert stats["halo_rows_per_node"] == pytest.approx(2 / 6)  # part 0 receives node 3, part 1 node 2
+    assert stats["cut_fraction"] == pytest.approx(2 / 16)  # 2-3 and 3-2 of 16 in-edges
+    assert (stats["train_nodes_min"], stats["train_nodes_mean"], stats["train_nodes_max"]) == (1, 2.0, 3)
+    # Global training labels 2 x class 0, 2 x class 1: (1/2, 1/2). Part 0 has (2/3, 1/3): TV 1/6;
+    # part 1 has (0, 1): TV 1/2.
+    assert stats["label_skew_per_rank"] == pytest.approx([1 / 6, 1 / 2])
+    assert stats["label_skew_mean"] == pytest.approx(1 / 3) and stats["label_skew_max"] == pytest.approx(1 / 2)
+
+    # Three parts: the third has no training node, so no label mix, and it is left out of mean and max.
+    stats = partition_stats(graph, build_parts(graph, torch.tensor([0, 2, 4, 6])), "contiguous")
+    assert stats["label_skew_per_rank"][:2] == pytest.approx([1 / 2, 1 / 2])  # (1, 0) and (0, 1) against (1/2, 1/2)
+    assert stats["label_skew_per_rank"][2] is None and stats["label_skew_max"] == pytest.approx(1 / 2)
+    assert (stats["train_nodes_min"], stats["train_nodes_max"]) == (0, 2)
+    assert stats["cut_fraction"] == pytest.approx(4 / 16) and stats["halo_rows_per_node"] == pytest.approx(4 / 6)
+
+    # One part: no cut, no halo, no skew.
+    stats = partition_stats(graph, build_parts(graph, torch.tensor([0, 6])), "none")
+    assert (stats["halo_rows_per_node"], stats["cut_fraction"], stats["label_skew_max"]) == (0.0, 0.0, 0.0)
+
+
+def test_regime_statistics_of_cora_metis_8(data_root):
+    # The review's numbers (review-fidelity-r3 §1.3): 13/17/16/11/22/18/27/16 training nodes, 8.3 % of
+    # the directed in-edges cut, label skew mean 0.52 and max 0.79 (two parts with 2 and 3 of 7 classes).
+    graph = load_dataset({"name": "cora"}, data_root)
+    _, parts, stats, _ = partition(graph, "metis", 8, 0)
+    assert stats["train_nodes_per_rank"] == [13, 17, 16, 11, 22, 18, 27, 16]
+    assert (stats["train_nodes_min"], stats["train_nodes_mean"], stats["train_nodes_max"]) == (11, 17.5, 27)
+    assert stats["cut_fraction"] == pytest.approx(2 * 552 / graph.num_edges) == pytest.approx(0.083, abs=5e-4)
+    assert stats["halo_rows_per_node"] == pytest.approx(sum(stats["halo_nodes_per_rank"]) / graph.num_nodes)
+    assert stats["label_skew_mean"] == pytest.approx(0.518, abs=5e-4)
+    assert stats["label_skew_max"] == pytest.approx(0.795, abs=5e-4)

@@ -30,6 +30,10 @@ def _records() -> list[dict]:
                 r["control"], r["about"] = control, about(method)
                 r["partition"] = {"halo_nodes_per_rank": [100 * workers] * workers}
                 r["graph"] = {"nodes": 1000}
+                if control:  # BNS-GCN's probe: rank r keeps floor(0.1 * |B|) of each owner's |B| = 15 + r rows
+                    r["summary"]["per_rank"] = [{"boundary_rows_kept": {
+                        "boundary_by_owner": [0 if i == rank else 15 + rank for i in range(workers)],
+                        "by_owner_epoch0": [0 if i == rank else 1 for i in range(workers)]}} for rank in range(workers)]
                 out.append(r)
             run("full_halo")
             run("bns_gcn", {"boundary_fraction": 1.0})
@@ -47,6 +51,26 @@ def test_effects_bytes_and_boundary_per_p():
     assert t.loc[8, "bytes_vs_reference"] == pytest.approx(0.4, rel=1e-4)
     assert t.loc[2, "halo_rows_per_node"] == pytest.approx(0.4) and t.loc[8, "halo_rows_per_node"] == pytest.approx(6.4)
     assert list(t["holm"]) == [False, True]
+    # kept rows at epoch 0 over boundary rows, all ranks: P=2: 2 / (15 + 16); P=8: 56 / (7 * (15 + ... + 22))
+    assert t.loc[2, "kept_fraction"] == pytest.approx(2 / 31)
+    assert t.loc[8, "kept_fraction"] == pytest.approx(56 / (7 * sum(range(15, 23))))
+
+
+def test_kept_fraction_only_where_the_records_carry_it():
+    recs = _records()
+    for r in recs:
+        r["summary"].pop("per_rank", None)
+    t = scaling.table(recs)
+    assert t["kept_fraction"].isna().all()
+    assert "boundary rows kept" not in scaling.markdown(t)
+    assert scaling.kept_fraction([{**recs[0], "status": "failed"}]) == {}
+
+
+def test_halo_rows_per_node_is_the_records_own_where_it_has_it():
+    recs = _records()
+    for r in recs:
+        r["partition"]["halo_rows_per_node"] = 0.25 * r["workers"]  # the runtime's (partition.REGIME_KEYS)
+    assert set(scaling.table(recs).set_index("workers")["halo_rows_per_node"].items()) == {(2, 0.5), (8, 2.0)}
 
 
 def test_holm_is_step_down_over_the_page():
@@ -62,5 +86,7 @@ def test_the_curve_in_words_and_the_published_table():
                      "P=8: -3.0 [-4.2, -1.8] (3))"]
     csv = scaling.csv(_records()).set_index("workers")
     assert csv.loc[8, "effect_pt"] == -3.0 and csv.loc[8, "pairs"] == 3 and bool(csv.loc[8, "holm"])
+    assert csv.loc[2, "kept_fraction"] == round(2 / 31, 4)
+    assert "| boundary rows kept (epoch 0) |" in scaling.markdown(t) and "| 0.065 |" in scaling.markdown(t)
     text = "\n".join(scaling.section(_records(), __import__("pathlib").Path("/tmp/scaling-test")))
     assert "2 comparisons" in text and "1 stay resolved after Holm" in text

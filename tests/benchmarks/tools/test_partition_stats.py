@@ -9,7 +9,7 @@ import pytest
 from benchmarks.tools import partition_stats
 from benchmarks.run.config import check
 from benchmarks.base.errors import UserError
-from benchmarks.core.partition import load_part
+from benchmarks.core.partition import REGIME_KEYS, load_part
 from benchmarks.tools.partition_stats import extrapolate, measure
 from benchmarks.run.runner import prepare
 
@@ -26,7 +26,8 @@ def test_measured_statistics_are_the_records_and_the_file_is_a_cache(make_cfg, t
     for P in (2, 4):
         info, folder = prepare(check(cfg), P, log=lambda m: None)  # what the record's `partition` section holds
         entry, record = stats["by_workers"][str(P)], info["partition"]
-        for key in ("nodes_per_rank", "edges_per_rank", "train_nodes_per_rank", "halo_nodes_per_rank", "edge_cut"):
+        for key in ("nodes_per_rank", "edges_per_rank", "train_nodes_per_rank", "halo_nodes_per_rank", "edge_cut",
+                    *REGIME_KEYS):
             assert entry[key] == record[key], key
         assert entry["peers_per_rank"] == [int((load_part(folder, r).recv_counts > 0).sum()) for r in range(P)]
         assert entry["summary"]["halo_max"] == max(record["halo_nodes_per_rank"])
@@ -48,6 +49,16 @@ def test_measured_statistics_are_the_records_and_the_file_is_a_cache(make_cfg, t
     assert calls == [1] and list(more["by_workers"]) == ["1", "2"]
     assert more["by_workers"]["1"]["halo_nodes_per_rank"] == [0] and more["by_workers"]["1"]["peers_per_rank"] == [0]
     assert set(json.loads(path.read_text())["by_workers"]) == {"1", "2", "4"}
+
+    # An entry measured before the regime's statistics existed is measured again, once.
+    old = json.loads(path.read_text())
+    for key in REGIME_KEYS:
+        del old["by_workers"]["4"][key]
+    path.write_text(json.dumps(old))
+    calls.clear()
+    renewed = measure(cfg, [2, 4], "metis", 0, results_dir=tmp_path / "stats", log=lambda m: None)
+    assert calls == [4] and renewed["by_workers"]["4"] == {**stats["by_workers"]["4"], **{
+        k: renewed["by_workers"]["4"][k] for k in ("partition_time_s", "cut_time_s")}}
 
 
 def _power_law_stats(scale_last: float = 1.0) -> dict:
