@@ -94,11 +94,23 @@ STATISTIC, STATISTIC_NAME = "halo_rows_per_node", "halo rows/node"
 #: rounds it to 3 decimals; one step of P on the same graph moves it by far more (Cora, METIS: 0.099 at
 #: P=2, 0.171 at P=4), so 10 % admits the noise of a measurement and not a neighbouring regime.
 REGIME_TOLERANCE = 0.10
-#: The statistics the effects may depend on (issue 47) that the regime does not check, and why; the page
-#: names them once.
-NOT_CHECKED = ("cut fraction and training nodes per part (the measured pages do not state them beside each P)",
-               "label skew (neither the measured pages nor a statistics file states it: a statistics file has no "
-               "labels, an ogbn proxy not even the graph's)")
+#: The other statistics the effects may depend on (issue 47), which the regime does not check: the measured
+#: pages do not state them beside each P. Each with whether a statistics file's entry states it (a measured
+#: file's regime statistics, docs/records.md; an extrapolated proxy's summary and fractions).
+NOT_CHECKED = (
+    ("cut fraction", lambda e: "cut_fraction" in e or "edge_cut" in e or "edge_cut_frac" in (e.get("fractions") or {})),
+    ("training nodes per part", lambda e: "train_nodes_mean" in e or "train_nodes_per_rank" in e
+     or "train_mean" in (e.get("summary") or {})),
+    ("label skew", lambda e: e.get("label_skew_mean") is not None))
+
+
+def not_checked(stats: dict) -> str:
+    """What the page says once of the statistics the regime does not check (NOT_CHECKED), naming those the
+    user's statistics file does not state either."""
+    entries = [e for p, e in stats["by_workers"].items() if int(p) > 1]
+    absent = [name for name, states in NOT_CHECKED if not any(states(e) for e in entries)]
+    return (f"{', '.join(name for name, _ in NOT_CHECKED)}: the measured pages do not state them beside each P"
+            + (f"; this graph's statistics file has no {' or '.join(absent)} either" if absent else ""))
 
 
 def stated(x) -> float | None:
@@ -136,11 +148,14 @@ def effect_rows(findings: list[dict], scaling: list[dict]) -> list[dict]:
 def statistic_here(stats: dict, p: int) -> float | None:
     """The user's graph's STATISTIC at P=`p` from its statistics file (`projection.load_stats`): every
     rank's halo rows summed (`halo_nodes_per_rank`), or the mean rank's × P where an entry states only its
-    `summary` (an extrapolated proxy), over the graph's nodes; 0 at P=1 (one part has no halo); None where
+    `summary` (an extrapolated proxy), over the graph's nodes (a file's own `halo_rows_per_node` where it
+    states one, the same quantity); 0 at P=1 (one part has no halo); None where
     the file has no entry at `p` or none of these."""
     if p == 1:
         return 0.0
     entry, nodes = stats["by_workers"].get(str(p)) or {}, stats["graph"]["nodes"]
+    if isinstance(entry.get(STATISTIC), (int, float)):  # a file measured with the partition's regime statistics
+        return float(entry[STATISTIC])
     if entry.get("halo_nodes_per_rank"):
         return sum(entry["halo_nodes_per_rank"]) / nodes
     halo_mean = (entry.get("summary") or {}).get("halo_mean")
@@ -282,7 +297,8 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
             "validation": validation, "measured": measured or {}, "command": command, "rows": rows,
             "left_out": left_out, "tolerance": tolerance, "ranks_per_node": profile.ranks_per_node,
             "device_kind": profile.device, "dataset_overrides": recommend.dataset_overrides(stats),
-            "regime": {"statistic": STATISTIC, "by_workers": here, "tolerance": REGIME_TOLERANCE}}
+            "regime": {"statistic": STATISTIC, "by_workers": here, "tolerance": REGIME_TOLERANCE,
+                       "not_checked": not_checked(stats)}}
     recommend.annotate(result, stats, profile, model)
     return result
 
@@ -399,7 +415,7 @@ def regime_line(result: dict) -> str:
             f"graph's nodes, from its statistics file: {here}) within the measured range, "
             f"{100 * regime['tolerance']:g} % wider at each edge. Elsewhere a cell says \"{recommend.NOT_IN_REGIME}\" "
             "with both figures, and the method's accuracy is not known here (an exact method's effect is 0 by "
-            f"construction in any regime). Not checked: {'; '.join(NOT_CHECKED)}.")
+            f"construction in any regime). Not checked: {regime['not_checked']}.")
 
 
 def to_target(row: dict) -> tuple[float | None, str]:

@@ -171,6 +171,13 @@ def test_the_regime_statistic_of_a_handmade_statistics_file():
     assert advise.statistic_here(stats, 16) == pytest.approx(0.8)
     assert advise.statistic_here(stats, 1) == 0.0
     assert advise.statistic_here(stats, 8) is None
+    # a file measured with the partition's regime statistics states it itself
+    stats["by_workers"]["8"] = {"halo_rows_per_node": 0.29, "halo_nodes_per_rank": [1] * 8, "label_skew_mean": 0.5}
+    assert advise.statistic_here(stats, 8) == 0.29
+    # what is not checked is named, with what this file lacks too
+    assert advise.not_checked(stats) == ("cut fraction, training nodes per part, label skew: the measured pages do "
+                                         "not state them beside each P; this graph's statistics file has no "
+                                         "training nodes per part either")
     # the same statistic the scaling page states of its own runs (CiteSeer's measured file at P=2: 52 of 3,327)
     citeseer = json.loads(Path(CITESEER).read_text())
     assert advise.statistic_here(citeseer, 2) == pytest.approx(52 / 3327)
@@ -233,6 +240,7 @@ def test_the_papers100m_page_carries_no_effect_at_16_workers_or_more():
         section = text.split(f"## {p} workers", 1)[1].split("\n## ", 1)[0]
         assert " pt " not in section and " pt]" not in section, p
         assert "not measured in this regime (measured: cora" in section
+    assert text.count("Not checked: ") == 1 and "statistics file has no label skew either" in text
     first_screen = text.split("## How these figures were made", 1)[0]
     assert " pt " not in first_screen.split("Rule:", 1)[0]
 
