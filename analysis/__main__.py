@@ -196,9 +196,9 @@ def _check_advise(args) -> dict:
                         "`python -m benchmarks.tools.partition_stats`")
     g = stats["graph"]
     model = advise.model_of(args.model, g["features"], hidden, g["classes"], layers)
-    findings = advise.read_table(args.findings or advise.FINDINGS, advise.FINDINGS_COLUMNS, "--findings")
-    findings += advise.curve_rows(advise.read_table(args.scaling or advise.SCALING, advise.SCALING_COLUMNS,
-                                                    "--scaling"))
+    findings = advise.effect_rows(
+        advise.read_table(args.findings or advise.FINDINGS, advise.FINDINGS_COLUMNS, "--findings"),
+        advise.read_table(args.scaling or advise.SCALING, advise.SCALING_COLUMNS, "--scaling"))
     validation = advise.read_table(args.validation or advise.VALIDATION, advise.VALIDATION_COLUMNS, "--validation")
     out = args.out or f"results/advise/{Path(args.graph).stem}-{Path(args.hardware).stem}-{args.model}"
     check_writable("--out", out)

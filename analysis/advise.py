@@ -6,10 +6,13 @@ the cost model, on the graph's partition statistics (`projection.load_stats`) an
 profile: the path of `project --workers` without the records (`projection.project_setting`). Per
 worker count, the methods that fit a rank's memory ranked by projected epoch time, then those that do
 not, each beside what the suite measured of it at small scale: its accuracy effect against its exact
-control at the measured P nearest the P asked, named, and said to be extrapolated beyond the largest
-P measured (docs/results/findings.csv at P=2, docs/results/scaling.csv as P grows), and the
-projection's validated error (docs/results/projection.csv). The page opens with what it recommends
-(analysis/recommend.py: fits, no resolved accuracy cost, fastest to the target accuracy; the command
+control (docs/results/findings.csv at P=2, docs/results/scaling.csv as P grows), carried to the user's
+graph only inside the regime it was measured in (`nearest`): a P within the P measured, and the graph's
+halo rows per node at that P (from its statistics file, `statistic_here`) within the range the measured
+pages state (`effect_rows`); elsewhere the cell says "not measured in this regime" with both figures; and
+the projection's validated error (docs/results/projection.csv). The page opens with what it recommends
+(analysis/recommend.py: fits, no resolved accuracy cost, accuracy known here before not, fastest to the
+target accuracy; the command
 to run it, ranges from the validated error, device-hours).
 
 Writes `advise.md` (what it prints), `advise.json` and `figures/advise.png` / `.pdf`.
@@ -29,7 +32,7 @@ FINDINGS, VALIDATION = RESULTS / "findings.csv", RESULTS / "projection.csv"
 #: The `scaling` study: each approximation's effect against its control at several P.
 SCALING = RESULTS / "scaling.csv"
 SCALING_COLUMNS = ("method", "dataset", "model", "partitioner", "workers", "control", "pairs", "effect_pt",
-                   "effect_low_pt", "effect_high_pt")
+                   "effect_low_pt", "effect_high_pt", "halo_rows_per_node")
 #: Their columns; those named in NUMBERS are read as numbers (empty: not applicable).
 FINDINGS_COLUMNS = ("method", "family", "exactness", "reference", "dataset", "model", "workers", "seeds", "test_acc",
                     "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single", "bytes_vs_control",
@@ -37,7 +40,7 @@ FINDINGS_COLUMNS = ("method", "family", "exactness", "reference", "dataset", "mo
 VALIDATION_COLUMNS = ("quantity", "median_error", "largest_error", "runs", "hardware", "source")
 NUMBERS = {"workers", "seeds", "pairs", "test_acc", "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single",
            "bytes_vs_control", "bytes_per_epoch", "median_error", "largest_error", "runs", "target_val_acc",
-           "epochs_to_target", "missed_target"}
+           "epochs_to_target", "missed_target", "halo_rows_per_node"}
 QUANTITIES = {"epoch_time": "epoch time", "working_set": "training working set"}
 MODELS = ("sage", "gcn", "gat")
 GB = 1e9  # decimal, as the profiles state a device's memory
@@ -71,27 +74,152 @@ def read_table(path, columns: tuple, option: str) -> list[dict]:
 
 
 def curve_rows(scaling: list[dict]) -> list[dict]:
-    """The scaling study's rows as findings rows (the effect against the control at each P)."""
+    """The scaling study's rows as findings rows (the effect against the control at each P), each with the
+    partition statistic of its regime (STATISTIC) as the scaling page states it."""
     return [{"method": r["method"], "family": "", "exactness": "approximate", "reference": r["control"],
              "dataset": r["dataset"], "model": r["model"], "workers": r["workers"], "seeds": r["pairs"],
              "test_acc": None, "effect_pt": r["effect_pt"], "effect_low_pt": r["effect_low_pt"],
-             "effect_high_pt": r["effect_high_pt"],
+             "effect_high_pt": r["effect_high_pt"], STATISTIC: stated(r.get(STATISTIC)),
              # the scaling page judges with Holm's correction (`holm`); a findings row has none (no key)
              "holm": str(r.get("holm", "")).strip().lower() == "true"} for r in scaling]
 
 
-def nearest(accuracy: list[dict], p: int) -> tuple[dict | None, str]:
-    """The measured row of `accuracy` at the worker count nearest `p` (in ratio: 8 is as near 16 as
-    32), and how it stands to `p`: `at P=w`, or `at P=w, extrapolated to P=p` beyond the largest P
-    measured. The first dataset measured, as the findings list them."""
-    measured = [f for f in accuracy if f["dataset"] == accuracy[0]["dataset"] and f["workers"]] if accuracy else []
+# ------------------------------------------------------------------ the regime an effect was measured in
+#: The partition statistic an accuracy effect is carried to another graph through: every rank's halo rows
+#: summed over the graph's nodes (how much boundary the partition gives an approximation to approximate),
+#: the one statistic the measured pages state beside each P (analysis/studies/scaling.py).
+STATISTIC, STATISTIC_NAME = "halo_rows_per_node", "halo rows/node"
+#: How far beyond the measured [least, most] of the statistic a graph still counts as inside, as a share of
+#: each edge: one graph's statistic at one P moves by a few percent between partition seeds, and the page
+#: rounds it to 3 decimals; one step of P on the same graph moves it by far more (Cora, METIS: 0.099 at
+#: P=2, 0.171 at P=4), so 10 % admits the noise of a measurement and not a neighbouring regime.
+REGIME_TOLERANCE = 0.10
+#: The other statistics the effects may depend on (issue 47), which the regime does not check: the measured
+#: pages do not state them beside each P. Each with whether a statistics file's entry states it (a measured
+#: file's regime statistics, docs/records.md; an extrapolated proxy's summary and fractions).
+NOT_CHECKED = (
+    ("cut fraction", lambda e: "cut_fraction" in e or "edge_cut" in e or "edge_cut_frac" in (e.get("fractions") or {})),
+    ("training nodes per part", lambda e: "train_nodes_mean" in e or "train_nodes_per_rank" in e
+     or "train_mean" in (e.get("summary") or {})),
+    ("label skew", lambda e: e.get("label_skew_mean") is not None))
+
+
+def not_checked(stats: dict) -> str:
+    """What the page says once of the statistics the regime does not check (NOT_CHECKED), naming those the
+    user's statistics file does not state either."""
+    entries = [e for p, e in stats["by_workers"].items() if int(p) > 1]
+    absent = [name for name, states in NOT_CHECKED if not any(states(e) for e in entries)]
+    return (f"{', '.join(name for name, _ in NOT_CHECKED)}: the measured pages do not state them beside each P"
+            + (f"; this graph's statistics file has no {' or '.join(absent)} either" if absent else ""))
+
+
+def stated(x) -> float | None:
+    """A statistic as a page states it: None where empty or NaN (the scaling page's "not known")."""
+    return None if x is None or x != x else float(x)
+
+
+def findings_partitioner() -> str:
+    """The partitioner the findings study runs at: the suite's default (conf/experiment/findings.yaml
+    names none)."""
+    from omegaconf import OmegaConf
+
+    from benchmarks.base.registry import CONF
+    return OmegaConf.load(CONF / "config.yaml")["partitioner"]
+
+
+def effect_rows(findings: list[dict], scaling: list[dict]) -> list[dict]:
+    """Every measured effect row: the findings' (P=2), then the scaling study's (`curve_rows`), each with
+    the partition statistic of the regime it was measured in (STATISTIC): a scaling row's own; a findings
+    row's from the scaling rows of its dataset, P and partitioner (the findings study's: its own page states
+    none); 0 at P=1 for an exact row (one part has no halo); None where no page states it, as for a
+    one-process approximation, which approximates over its own mini-batch parts, not the workers'
+    (such a row is carried nowhere)."""
+    by_partition = {(r["dataset"], r["partitioner"], int(r["workers"])): stated(r.get(STATISTIC))
+                    for r in reversed(scaling) if r["workers"]}
+    default = findings_partitioner() if findings else None
+
+    def statistic(f):
+        if f["workers"] == 1:
+            return 0.0 if f.get("exactness") == "exact" else None
+        return by_partition.get((f["dataset"], f.get("partitioner") or default, int(f["workers"] or 0)))
+    return [{**f, STATISTIC: statistic(f)} for f in findings] + curve_rows(scaling)
+
+
+def statistic_here(stats: dict, p: int) -> float | None:
+    """The user's graph's STATISTIC at P=`p` from its statistics file (`projection.load_stats`): every
+    rank's halo rows summed (`halo_nodes_per_rank`), or the mean rank's × P where an entry states only its
+    `summary` (an extrapolated proxy), over the graph's nodes (a file's own `halo_rows_per_node` where it
+    states one, the same quantity); 0 at P=1 (one part has no halo); None where
+    the file has no entry at `p` or none of these."""
+    if p == 1:
+        return 0.0
+    entry, nodes = stats["by_workers"].get(str(p)) or {}, stats["graph"]["nodes"]
+    if isinstance(entry.get(STATISTIC), (int, float)):  # a file measured with the partition's regime statistics
+        return float(entry[STATISTIC])
+    if entry.get("halo_nodes_per_rank"):
+        return sum(entry["halo_nodes_per_rank"]) / nodes
+    halo_mean = (entry.get("summary") or {}).get("halo_mean")
+    return None if halo_mean is None else halo_mean * p / nodes
+
+
+def regimes(accuracy: list[dict]) -> list[dict]:
+    """The regime a method's effect rows were measured in, one a dataset: `dataset`, `workers` (least,
+    most P measured) and `statistic` (least, most STATISTIC over its rows that state one; None where none
+    does)."""
+    out = []
+    for dataset in dict.fromkeys(f["dataset"] for f in accuracy if f["workers"]):
+        rows = [f for f in accuracy if f["dataset"] == dataset and f["workers"]]
+        ps, xs = [int(f["workers"]) for f in rows], [f[STATISTIC] for f in rows if f.get(STATISTIC) is not None]
+        out.append({"dataset": dataset, "workers": (min(ps), max(ps)), "statistic": (min(xs), max(xs)) if xs else None})
+    return out
+
+
+def inside(regime: dict, p: int, here: float | None) -> bool:
+    """Whether a graph whose statistic at P=`p` is `here` lies in `regime`: `p` within the P measured and
+    `here` within the statistic's measured range, REGIME_TOLERANCE wider at each edge."""
+    least, most = regime["workers"]
+    if regime["statistic"] is None or here is None or not least <= p <= most:
+        return False
+    low, high = regime["statistic"]
+    return low * (1 - REGIME_TOLERANCE) <= here <= high * (1 + REGIME_TOLERANCE)
+
+
+def regime_text(regime: dict) -> str:
+    """`cora, P=2..8, halo rows/node 0.099-0.293`."""
+    (least, most), x = regime["workers"], regime["statistic"]
+    ps = f"P={least}" + (f"..{most}" if most != least else "")
+    xs = (f"{number(x[0])}" + (f"-{number(x[1])}" if x[1] != x[0] else "")) if x else "not stated"
+    return f"{regime['dataset']}, {ps}, {STATISTIC_NAME} {xs}"
+
+
+def nearest(accuracy: list[dict], p: int, here: float | None) -> tuple[dict | None, str]:
+    """The measured row of `accuracy` that applies at `p` workers on a graph whose statistic there is
+    `here` (`statistic_here`), and where it was measured: among the regimes that hold the graph
+    (`inside`), the row whose statistic is nearest `here` (then whose P is nearest `p`, in ratio),
+    `at P=w, halo rows/node x (here y)`. Where no regime holds it, a row that says so and why, which
+    `recommend.effect_status` reads as NOT_IN_REGIME: `{"not_in_regime": "measured: cora, P=2..8, halo
+    rows/node 0.099-0.293; here: 4.85 at P=16"}`. (None, "") where nothing was measured."""
+    measured = [f for f in accuracy if f["workers"]]
     if not measured:
         return None, ""
     import math
-    best = min(measured, key=lambda f: (abs(math.log2(f["workers"] / p)), -f["workers"]))
-    w = int(best["workers"])
-    largest = max(int(f["workers"]) for f in measured)
-    return best, (f"at P={w}" if p <= largest else f"at P={w}, extrapolated to P={p}")
+    held = {r["dataset"] for r in regimes(measured) if inside(r, p, here)}
+    if not held:
+        figure = "not known" if here is None else number(here)
+        return {"not_in_regime": f"measured: {'; '.join(map(regime_text, regimes(measured)))}; here: {figure} at "
+                                 f"P={p}", "effect_pt": None}, ""
+    best = min((f for f in measured if f["dataset"] in held and f.get(STATISTIC) is not None),
+               key=lambda f: (abs(f[STATISTIC] - here), abs(math.log2(f["workers"] / p))))
+    return best, f"at P={int(best['workers'])}, {STATISTIC_NAME} {number(best[STATISTIC])} (here {number(here)})"
+
+
+def effect_at(row: dict, p: int) -> str:
+    """What a ranked table says of a row's accuracy at `p` workers (`recommend.finding_at`): the effect and
+    where it was measured, `not measured in this regime (...)`, or why there is none."""
+    found, where = recommend.finding_at(row, p)
+    if found is None:
+        return where or "not measured"
+    return " ".join(x for x in (effect(found, short=True), where) if x)
 
 
 def model_of(name: str, features: int, hidden: int, classes: int, layers: int):
@@ -119,8 +247,10 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
            tolerance: float | None = None) -> dict:
     """Every registered method projected at each P of `workers` with the built `model` (`spec`: its
     name, hidden width and layers): rows as `projection.row`'s, with what the method is (`about`:
-    family, kind, ...; as its records state it) and its rows of `findings` (`accuracy`); and the
-    methods left out, with their reason. `measured`: the tables `findings` was read from, which the
+    family, kind, ...; as its records state it), its rows of `findings` (`accuracy`: `effect_rows`, each
+    with the statistic of the regime it was measured in) and the user's graph's statistic on the devices
+    it runs on (`statistic_here`), which decide where an effect applies (`nearest`); and the methods left
+    out, with their reason. `measured`: the tables `findings` was read from, which the
     page cites; `command`: the command line that writes the page; `tolerance`: the accuracy cost in
     points a user accepts (analysis/recommend.py, which also marks the rows at P=1 and those an option
     makes fast, and states how to run each row: `ranks_per_node`, `device_kind`, `dataset_overrides`)."""
@@ -128,6 +258,8 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
     from benchmarks.run.methods_table import about
     from benchmarks.base.registry import method_names
     rows, left_out = [], []
+    # the user's graph's regime at each device count a row runs on (a one-process method's: 1)
+    here = {p: statistic_here(stats, p) for p in sorted({1, *workers})}
     for name in method_names():
         accuracy = [f for f in findings if f["method"] == name]
         # a plugin that raises (importing it, in a hook) is left out with its one line; the others go on
@@ -147,7 +279,8 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
                 projected, skipped = projection.project_setting(
                     {"method": name, "variant": variant, "model": spec["name"]}, options, model, stats,
                     [1] if one_device else workers, profile)
-                mine += [{**r, "workers": p, "devices": r["workers"], "about": what, "accuracy": accuracy}
+                mine += [{**r, "workers": p, "devices": r["workers"], "about": what, "accuracy": accuracy,
+                          "statistic_here": here[r["workers"]]}
                          for r in projected for p in (workers if one_device else [r["workers"]])]
                 mine_left_out += [{"method": name, "about": what, "why": reason, "accuracy": []}
                                   for _, reason in skipped]
@@ -163,7 +296,9 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
             "memory_per_rank_bytes": {p: costmodel.rank_memory(profile, p) for p in workers},
             "validation": validation, "measured": measured or {}, "command": command, "rows": rows,
             "left_out": left_out, "tolerance": tolerance, "ranks_per_node": profile.ranks_per_node,
-            "device_kind": profile.device, "dataset_overrides": recommend.dataset_overrides(stats)}
+            "device_kind": profile.device, "dataset_overrides": recommend.dataset_overrides(stats),
+            "regime": {"statistic": STATISTIC, "by_workers": here, "tolerance": REGIME_TOLERANCE,
+                       "not_checked": not_checked(stats)}}
     recommend.annotate(result, stats, profile, model)
     return result
 
@@ -188,7 +323,10 @@ def number(x: float) -> str:
 def effect(finding: dict, short: bool = False) -> str:
     """A measured accuracy effect: `-0.4 pt [-1.6, +0.9] vs <reference>, <dataset> · <model>, 5 seeds`
     (`short`: the effect and its interval alone). The findings leave it empty for the reference
-    itself and where too few seeds paired."""
+    itself and where too few seeds paired. A row `nearest` found outside every measured regime:
+    `not measured in this regime (measured: ...; here: ...)`, no figure."""
+    if finding.get("not_in_regime"):
+        return f"{recommend.NOT_IN_REGIME} ({finding['not_in_regime']})"
     e, low, high = finding["effect_pt"], finding["effect_low_pt"], finding["effect_high_pt"]
     if e is None:
         acc = finding["test_acc"]
@@ -236,7 +374,8 @@ def markdown(result: dict) -> str:
             "epochs to the findings' target accuracy (95 % of the best validation accuracy any run reached, on the "
             "findings' dataset and P; an epoch is the method's own: a pass over the training nodes, or one round of "
             "local steps for the local-round family), which `s to target` multiplies by the projected epoch time. "
-            "Epochs at this graph's scale are not measured: read that column as a shape, not a forecast."]
+            "Epochs at this graph's scale are not measured: read that column as a shape, not a forecast.",
+            regime_line(result)]
     for p in result["workers"]:
         at = [r for r in result["rows"] if r["workers"] == p]
         fit = sorted((r for r in at if r["fits"]), key=lambda r: r["projected_epoch_s"])
@@ -252,17 +391,31 @@ def markdown(result: dict) -> str:
                               [[r.get("variant") or r["method"], number(r["projected_peak_mem_bytes"] / GB), has,
                                 number(r["projected_epoch_s"]), r["about"]["kind"]] for r in out], aligned=True)]
     methods = {r["method"]: r for r in result["rows"]}.values()
-    text += ["", "## Accuracy effect, measured at small scale (each at the P it names)", "",
-             md_table(["method", "kind", "accuracy effect"],
-                      [[r["method"], r["about"]["kind"], "; ".join(map(effect, r["accuracy"])) or "not measured"]
+    text += ["", "## Accuracy effect, as measured (each where it names; carried above only inside its regime)", "",
+             md_table(["method", "kind", "measured regime", "accuracy effect"],
+                      [[r["method"], r["about"]["kind"], "; ".join(map(regime_text, regimes(r["accuracy"]))),
+                        "; ".join(map(effect, r["accuracy"])) or "not measured"]
                        for r in methods], aligned=True)]
     if result["left_out"]:
         text += ["", "## Not projected", "",
                  md_table(["method", "kind", "why", "accuracy effect (measured)"],
                           [[r["method"], r["about"]["kind"], r["why"],
-                            "; ".join(effect(f, short=True) for f in r.get("accuracy", [])) or "not measured"]
+                            "; ".join(map(effect, r.get("accuracy", []))) or "not measured"]
                            for r in result["left_out"]], aligned=True)]
     return "\n".join(text) + "\n"
+
+
+def regime_line(result: dict) -> str:
+    """How the page carries a measured effect to this graph: the statistic, this graph's at each P, what
+    is not checked (once)."""
+    regime = result["regime"]
+    here = ", ".join(f"{'not known' if x is None else number(x)} at P={p}" for p, x in regime["by_workers"].items())
+    return (f"- Accuracy effects are carried to this graph only inside the regime they were measured in: at a P "
+            f"within the P measured, with this graph's {STATISTIC_NAME} (every rank's halo rows summed over the "
+            f"graph's nodes, from its statistics file: {here}) within the measured range, "
+            f"{100 * regime['tolerance']:g} % wider at each edge. Elsewhere a cell says \"{recommend.NOT_IN_REGIME}\" "
+            "with both figures, and the method's accuracy is not known here (an exact method's effect is 0 by "
+            f"construction in any regime). Not checked: {regime['not_checked']}.")
 
 
 def to_target(row: dict) -> tuple[float | None, str]:
@@ -293,15 +446,11 @@ def seconds_to_target(row: dict) -> float | None:
 
 def _ranked(rows: list[dict], p: int, result: dict) -> str:
     """The methods that fit at `p` workers, in the order given; the accuracy effect that applies at
-    `p` (`recommend.finding_at`: measured at the P nearest, named); epochs to the findings' target
-    accuracy and what they cost at the projected epoch time; each row's place in the recommendation's
-    order (`recommend.ranked`) or why it has none."""
+    `p` (`effect_at`: measured inside this graph's regime, named, or "not measured in this regime");
+    epochs to the findings' target accuracy and what they cost at the projected epoch time; each row's
+    place in the recommendation's order (`recommend.ranked`) or why it has none."""
     candidates, refused = recommend.ranked(result["rows"], p, result.get("tolerance"))
     place = {id(r): f"{i}" for i, r in enumerate(candidates, 1)} | {id(r): why for r, why in refused}
-
-    def measured(r):
-        row, where = recommend.finding_at(r, p)
-        return f"{effect(row, short=True)} {where}" if row else (where or "not measured")
 
     def to_target_s(r):
         seconds = seconds_to_target(r)
@@ -312,7 +461,7 @@ def _ranked(rows: list[dict], p: int, result: dict) -> str:
                     [[i, r.get("variant") or r["method"], r.get("devices", p), number(r["projected_epoch_s"]),
                       to_target(r)[1], to_target_s(r),
                       number(r["projected_peak_mem_bytes"] / GB), number(r.get("projected_host_mem_bytes", 0) / GB),
-                      number(r["projected_bytes_per_epoch"] / GB), r["about"]["kind"], measured(r),
+                      number(r["projected_bytes_per_epoch"] / GB), r["about"]["kind"], effect_at(r, p),
                       reason(r) + (f"; {r['option_saves']['option']} (an option) saves "
                                    f"{1 - r['projected_epoch_s'] / r['option_saves']['plain_epoch_s']:.0%}"
                                    if r.get("option_saves") else ""), place[id(r)]]

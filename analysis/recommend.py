@@ -3,13 +3,18 @@
 
 The rule, per worker count and then across them:
 - a method is a candidate where it fits a rank's memory (`costmodel.fits`, as projected) and its accuracy
-  effect, measured at the P nearest (`advise.nearest`), is not a cost (`effect_status`: resolved by its
-  page's rule, or an interval below 0 that the page's correction does not call resolved, left out to be
-  safe and said so), or costs at most the user's `--tolerance` in points (the point estimate);
-- candidates rank by projected time to the target accuracy (`advise.seconds_to_target`: the epochs a
-  method took to the findings' target at small scale times its projected epoch time); a candidate with no
-  time to the target (not measured, or missed in some seed) ranks after every one that has one, by epoch
-  time;
+  effect, measured inside the user's graph's regime (`advise.nearest`), is not a cost (`effect_status`:
+  resolved by its page's rule, or an interval below 0 that the page's correction does not call resolved,
+  left out to be safe and said so), or costs at most the user's `--tolerance` in points (the point
+  estimate);
+- candidates whose accuracy is known here (`known`: an exact method, whose effect is 0 by construction in
+  any regime, or an effect measured inside this regime) rank before those whose accuracy is not (not
+  measured, or "not measured in this regime": an approximation measured at other P or halo is not taken
+  to be safe);
+- within each, candidates rank by projected time to the target accuracy (`advise.seconds_to_target`: the
+  epochs a method took to the findings' target at small scale times its projected epoch time); a candidate
+  with no time to the target (not measured, or missed in some seed) ranks after every one that has one,
+  by epoch time;
 - the recommendation is the first candidate over every worker count asked, the runner-up the first of
   another method.
 
@@ -38,6 +43,10 @@ from analysis.markdown import md_table
 
 #: The readings of a measured accuracy effect (`effect_status`).
 COST, GAIN, UNRESOLVED, NOT_MEASURED = "resolved cost", "resolved gain", "not resolved", "not measured"
+#: An effect measured, but outside the regime of the user's graph (`advise.nearest`): not carried to it.
+NOT_IN_REGIME = "not measured in this regime"
+#: The readings that leave a method's accuracy unknown at the user's graph.
+UNKNOWN = (NOT_MEASURED, NOT_IN_REGIME)
 #: An interval below 0 that its page does not call resolved: uncorrected (the findings page makes no
 #: multiplicity correction) or not surviving Holm (the scaling page). Not a finding, but a recommendation
 #: a user acts on leaves it out, and says which it is.
@@ -49,8 +58,11 @@ def effect_status(finding: dict | None) -> str:
     """The one reading of a measured accuracy effect (method minus its control, points, 95 % interval)
     the recommendation rests on: COST where the interval excludes 0 below the control, GAIN above it,
     UNRESOLVED where it contains 0 (within noise or too wide to say), NOT_MEASURED where no effect was
-    measured (the reference itself, too few seeds). Read through the suite's one rule
+    measured (the reference itself, too few seeds), NOT_IN_REGIME where it was measured only outside the
+    user's graph's regime (`advise.nearest`'s stand-in row). Read through the suite's one rule
     (`paired.reading`); a change of how effects read lands there and here alone."""
+    if finding is not None and finding.get("not_in_regime"):
+        return NOT_IN_REGIME
     if finding is None or finding.get("effect_pt") is None:
         return NOT_MEASURED
     low, high = finding.get("effect_low_pt"), finding.get("effect_high_pt")
@@ -63,12 +75,30 @@ def effect_status(finding: dict | None) -> str:
 
 
 def finding_at(row: dict, p: int) -> tuple[dict | None, str]:
-    """The accuracy effect that applies to `row` at `p` workers and where it was measured (`advise.nearest`);
-    none for a row that is its control at P=1 (its approximation idle, its effect measured with it)."""
+    """The accuracy effect that applies to `row` at `p` workers and where it was measured (`advise.nearest`
+    on the devices the row runs on, with the user's graph's statistic there, `statistic_here`); none for a
+    row that is its control at P=1 (its approximation idle, its effect measured with it)."""
     from analysis.advise import nearest
     if row.get("as_control"):
         return None, "approximation idle at P=1; its control's effect not measured"
-    return nearest(row["accuracy"], p)
+    return nearest(row["accuracy"], row.get("devices", p), row.get("statistic_here"))
+
+
+def exact(row: dict) -> bool:
+    """An exact method's row: its accuracy effect is 0 by construction, in any regime."""
+    return row["about"]["kind"] == "exact" and not row.get("as_control")
+
+
+def known(row: dict, p: int) -> bool:
+    """Whether a candidate's accuracy at `p` is known: an exact method, or an effect measured inside the
+    user's graph's regime (which the rule admitted); not where it is not measured, or measured elsewhere."""
+    return exact(row) or effect_status(finding_at(row, p)[0]) not in UNKNOWN
+
+
+def order(row: dict, p: int) -> tuple:
+    """The rule's order of candidates: accuracy known before not, then time to the target, then epoch time."""
+    s = seconds(row)
+    return not known(row, p), s is None, s if s is not None else row["projected_epoch_s"]
 
 
 def admits(finding: dict | None, tolerance: float | None) -> tuple[bool, str]:
@@ -104,14 +134,14 @@ def ranked(rows: list[dict], p: int, tolerance: float | None) -> tuple[list[dict
             refused.append((r, why))
         else:
             candidates.append(r)
-    candidates.sort(key=lambda r: (seconds(r) is None, seconds(r) or r["projected_epoch_s"]))
+    candidates.sort(key=lambda r: order(r, p))
     return candidates, refused
 
 
 def choose(result: dict, tolerance: float | None) -> list[dict]:
     """The recommendation and the runner-up (another method) over every worker count: at most two rows."""
     firsts = [r for p in result["workers"] for r in ranked(result["rows"], p, tolerance)[0]]
-    firsts.sort(key=lambda r: (seconds(r) is None, seconds(r) or r["projected_epoch_s"], r["workers"]))
+    firsts.sort(key=lambda r: (*order(r, r["workers"]), r["workers"]))
     chosen = []
     for r in firsts:
         if not chosen or r["method"] != chosen[0]["method"]:
@@ -244,12 +274,13 @@ def dataset_overrides(stats: dict) -> list[str]:
 
 # ------------------------------------------------------------------ the page's first screen
 def accuracy(row: dict, p: int) -> str:
-    """The accuracy effect that applies at `p`, short: `+0.7 pt, not resolved`, `exact`, `not measured`."""
+    """The accuracy effect that applies at `p`, short: `+0.7 pt, not resolved`, `exact`, `not measured`,
+    `not measured in this regime`."""
     found, _ = finding_at(row, p)
     status = effect_status(found)
-    if row["about"]["kind"] == "exact" and not row.get("as_control"):
+    if exact(row):
         return "exact"
-    return status if status == NOT_MEASURED else f"{found['effect_pt']:+.1f} pt, {status}"
+    return status if status in UNKNOWN else f"{found['effect_pt']:+.1f} pt, {status}"
 
 
 def name_of(row: dict) -> str:
@@ -274,12 +305,16 @@ def why(row: dict, result: dict, tolerance: float | None, first: dict | None = N
                      f"{span(f['epoch_s'], ' s')}")
     found, where = finding_at(row, p)
     status = effect_status(found)
-    if found is not None and status != NOT_MEASURED:
+    if exact(row):
+        parts.append("accuracy: exact (its effect 0 by construction, in any regime)")
+    elif status in UNKNOWN:
+        what = (effect(found, short=True) if status == NOT_IN_REGIME else where if row.get("as_control")
+                else "effect not measured")
+        parts.append(f"accuracy: {what}; not known here, so not taken to be safe: ranked after every candidate "
+                     "whose accuracy is known")
+    else:
         parts.append(f"accuracy {effect(found, short=True)} {where}, {status}"
                      + (f" ({admits(found, tolerance)[1]})" if status in (COST, LIKELY_COST) else ""))
-    else:
-        parts.append("accuracy: " + (where if row.get("as_control") else
-                                     "exact" if row["about"]["kind"] == "exact" else "effect not measured"))
     if row.get("option_saves"):
         s = row["option_saves"]
         parts.append(f"its default {s['option']}, an option, not the method, gives "
@@ -338,7 +373,9 @@ def summary(result: dict) -> list[str]:
                               ("working set", largest_error(validation, "working_set")))]
     within = f" (or within {tolerance:g} pt)" if tolerance is not None else ""
     lines += [f"Rule: fits, accuracy effect not a cost (resolved, or excluding 0 before the page's correction)"
-              f"{within}, fastest projected time to the target accuracy (epochs measured at small scale × projected "
+              f"{within}; accuracy known here (exact: 0 by construction; or measured inside this graph's regime) "
+              f"before accuracy not known (not measured, or {NOT_IN_REGIME}: not taken to be safe); then fastest "
+              "projected time to the target accuracy (epochs measured at small scale × projected "
               "epoch time). Ranges: the largest validated "
               f"error ({', '.join(errors)}), which covers every validated run; at this scale and hardware it is "
               "not validated.", ""]

@@ -18,19 +18,27 @@ from tests.analysis.test_advise import CITESEER
 pytestmark = pytest.mark.fast
 
 
+#: The partition statistic (halo rows per node) of the handmade measurements and of the graph advised on:
+#: the same, so that each effect is carried (analysis/advise.py `nearest`), unless a test says otherwise.
+REGIME = 0.1
+
+
 def finding(effect: float, low: float, high: float, epochs: float | None = 10, workers: int = 2,
             holm: bool | None = None) -> dict:
     """A measured effect; `holm`: the page's verdict after Holm (a scaling row), None: no correction (findings)."""
     return {"method": "m", **({} if holm is None else {"holm": holm}), "dataset": "cora", "model": "sage",
-            "workers": workers, "seeds": 5, "reference": "ctl",
+            "workers": workers, "seeds": 5, "reference": "ctl", "halo_rows_per_node": REGIME,
             "test_acc": 0.8, "effect_pt": effect, "effect_low_pt": low, "effect_high_pt": high,
             "epochs_to_target": epochs, "missed_target": 0 if epochs is not None else None}
 
 
 def row(method: str, epoch_s: float, effect=None, fits: bool = True, workers: int = 2, kind: str = "approximate",
-        epochs: float | None = 10) -> dict:
-    accuracy = [] if effect is None else [finding(*effect, epochs=epochs)]
+        epochs: float | None = 10, here: float = REGIME) -> dict:
+    """A projected row; `effect`: its measured (effect, low, high) at each of the P it is asked at; `here`:
+    the advised graph's statistic."""
+    accuracy = [] if effect is None else [finding(*effect, epochs=epochs, workers=w) for w in (2, 4)]
     return {"method": method, "variant": method, "workers": workers, "devices": workers, "fits": fits,
+            "statistic_here": here,
             "projected_epoch_s": epoch_s, "projected_peak_mem_bytes": 2e9, "projected_train_mem_bytes": 1e9,
             "about": {"kind": kind}, "accuracy": accuracy, "time_terms": {"dense": 1.0}}
 
@@ -53,8 +61,8 @@ def test_a_resolved_cost_is_never_recommended_however_fast():
     assert chosen(result(rows)) == ["noisy", "exact"]
     text = "\n".join(recommend.summary(result(rows)))
     assert "**Recommended: `noisy`" in text and "**Runner-up: `exact`" in text
-    assert ("`costly` (-2.7 pt [-4.7, -0.7] at P=2: accuracy cost: its interval excludes 0 at 5 %, uncorrected, "
-            "so left out to be safe)") in text
+    assert ("`costly` (-2.7 pt [-4.7, -0.7] at P=2, halo rows/node 0.1 (here 0.1): accuracy cost: its interval "
+            "excludes 0 at 5 %, uncorrected, so left out to be safe)") in text
     assert "--tolerance" in text  # says how to admit it
 
 
@@ -98,6 +106,28 @@ def test_effect_status_is_the_one_reading():
     assert recommend.effect_status(finding(-2.1, -4.6, 0.4)) == recommend.UNRESOLVED
     assert recommend.effect_status(finding(0.0, 0.0, 0.0)) == recommend.UNRESOLVED  # an exact method
     assert recommend.effect_status(None) == recommend.NOT_MEASURED
+    assert recommend.effect_status({"not_in_regime": "measured: ...; here: ...", "effect_pt": None}) == \
+        recommend.NOT_IN_REGIME
+
+
+def test_accuracy_known_here_ranks_before_accuracy_not_measured_in_this_regime():
+    """An approximation measured only in another regime is not taken to be safe, however fast: an exact
+    method (0 by construction in any regime) and an approximation measured inside this regime without a
+    cost rank before it, and before one never measured; the reason and the rule line say so."""
+    rows = [row("elsewhere", 0.01, (0.5, -0.5, 1.5), here=4.85), row("unmeasured", 0.02),
+            row("exact", 2.0, kind="exact", here=4.85), row("inside", 1.0, (0.5, -0.5, 1.5))]
+    candidates, refused = recommend.ranked(rows, 2, None)
+    assert [r["method"] for r in candidates] == ["inside", "exact", "elsewhere", "unmeasured"] and not refused
+    assert [recommend.known(r, 2) for r in candidates] == [True, True, False, False]
+    assert chosen(result(rows)) == ["inside", "exact"]
+    text = "\n".join(recommend.summary(result(rows[:3])))  # without `inside`: the exact method first
+    assert "**Recommended: `exact`" in text and "**Runner-up: `elsewhere`" in text
+    assert "accuracy: exact (its effect 0 by construction, in any regime)" in text
+    assert ("accuracy: not measured in this regime (measured: cora, P=2..4, halo rows/node 0.1; here: 4.85 at "
+            "P=2); not known here, so not taken to be safe") in text
+    assert "before accuracy not known (not measured, or not measured in this regime: not taken to be safe)" in text
+    # the best-candidate table says which reading each row has
+    assert recommend.accuracy(rows[0], 2) == recommend.NOT_IN_REGIME and recommend.accuracy(rows[2], 2) == "exact"
 
 
 def test_ranges_come_from_the_largest_validated_error():
