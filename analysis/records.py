@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # annotations only: pandas is imported where a table is built
 KEYS = ["dataset", "model", "variant", "workers", "setting"]
 METRICS = ["epoch_time_s", "peak_rss_bytes", "peak_pss_bytes", "peak_pss_sum_bytes", "peak_mem_bytes",
            "train_mem_bytes", "comm_bytes_per_epoch", "comm_bytes_per_round", "best_val_acc", "test_acc",
-           "train_time_s", "cores"]
+           "train_time_s", "cores", "best_val_epoch", "epochs_run"]
 
 
 class NoRecords(ValueError):
@@ -173,12 +173,19 @@ def _run_row(r: dict) -> dict:
         # only where a method states its rounds (an averaging round is not an epoch); NaN otherwise
         "comm_bytes_per_round": _num(s and s.get("comm_bytes_per_round")),
         "best_val_acc": _num(s and s.get("best_val_acc")),
+        "best_val_epoch": _best_val_epoch(r.get("history") or []),
         # the model the run's stopping rule reports (records older than the rule: the best validation's)
         "test_acc": _num(s and s.get("test_acc_selected", s.get("test_acc_at_best_val"))),
         "train_time_s": value("train_time_s"),
         "comm_by_category": {c: float(b) for c, b in r["comm"]["bytes_per_epoch_by_category"].items()} if s else {},
         "config": dict(r["config"]), "setting_config": dict(r["setting_config"]),
     }
+
+
+def _best_val_epoch(history: list[dict]) -> float:
+    """The epoch (from 1) of the highest validation accuracy (the first of equals); NaN without one."""
+    evaluated = [(h["val_acc"], -int(h["epoch"])) for h in history if h.get("val_acc") is not None]
+    return -max(evaluated)[1] + 1 if evaluated else math.nan
 
 
 def _num(x) -> float:
@@ -236,6 +243,13 @@ def _lookup(agg: pd.DataFrame, where, column: str) -> float:
     return float(hit[column].iloc[0]) if len(hit) else math.nan
 
 
+def oversubscribed(table: pd.DataFrame) -> pd.Series:
+    """Per row: it ran more ranks than its machine's cores (known), so its epoch time is the cores'
+    time-slicing between ranks, not a speed."""
+    cores = table["cores"] if "cores" in table else math.nan
+    return (table["workers"] > cores) & (cores == cores)
+
+
 def speedup(agg: pd.DataFrame) -> pd.DataFrame:
     """Adds `speedup_vs_1` (epoch time of the same variant with 1 worker over this one's) and
     `speedup_vs_single` (epoch time of `single` on the same dataset, model and setting over this
@@ -244,8 +258,8 @@ def speedup(agg: pd.DataFrame) -> pd.DataFrame:
     seeds are divided."""
     out = agg.copy()
     vs1, vss = [], []
-    for _, row in agg.iterrows():
-        if row.get("cores", math.nan) == row.get("cores", math.nan) and row["workers"] > row["cores"]:
+    for over, (_, row) in zip(oversubscribed(agg), agg.iterrows()):
+        if over:
             vs1.append(math.nan)
             vss.append(math.nan)
             continue
