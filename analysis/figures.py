@@ -234,7 +234,8 @@ def _speedups(g: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         ref = single if len(single) else ok[ok["variant"] == row["variant"]].sort_values("workers").head(1)
         t, r = float(ref["epoch_time_s"].iloc[0]), rel[ref.index[0]]
         value = t / row["epoch_time_s"]
-        rows.append({**row, "speedup": value, "err": value * math.hypot(rel[i], r), "ref_workers": int(ref["workers"].iloc[0])})
+        rows.append({**row, "speedup": value, "err": value * math.hypot(rel[i], r),
+                     "ref_workers": int(ref["workers"].iloc[0])})
     out = pd.DataFrame(rows, columns=[*g.columns, "speedup", "err", "ref_workers"])
     if len(single):
         return out, "single"

@@ -156,8 +156,9 @@ def effect_vs_workers(t: pd.DataFrame, out_dir) -> list[Path]:
             ax.set_ylabel("effect (points)")
         figures._hide_unused(axes, len(panels))
         setup = " · ".join(setups.iloc[0]) if one_setup else ""
-        fig.suptitle(f"Each approximation's accuracy effect against its exact control as P grows{': ' + setup if setup else ''}"
-                     "\nband: 95 % interval over paired seeds; dashed: 0 and ±1 point")
+        fig.suptitle("Each approximation's accuracy effect against its exact control as P grows"
+                     + (f": {setup}" if setup else "")
+                     + "\nband: 95 % interval over paired seeds; dashed: 0 and ±1 point")
         return figures.save(fig, out_dir, "effect_vs_workers")
 
 

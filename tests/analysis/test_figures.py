@@ -53,7 +53,8 @@ def test_a_method_has_one_colour_in_every_figure_and_no_colour_repeats_within_on
             assert sty[m]["color"] == figures.style([m])[m]["color"] == figures.METHOD_COLOURS[m]
     assert sty["my_plugin"]["color"] not in figures.METHOD_COLOURS.values()
     # a lone variant of a method takes the method's colour, in whichever report it appears
-    assert figures.style(["full_halo kernel=spmm"])["full_halo kernel=spmm"]["color"] == figures.METHOD_COLOURS["full_halo"]
+    lone = figures.style(["full_halo kernel=spmm"])
+    assert lone["full_halo kernel=spmm"]["color"] == figures.METHOD_COLOURS["full_halo"]
 
 
 def _drawn(monkeypatch):
