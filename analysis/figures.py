@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from analysis import records as rec  # noqa: E402
@@ -187,23 +188,28 @@ def _seed_bars(values: pd.Series, std: pd.Series, scale: float = 1.0):
 
 def _place_labels(ax, items: list[tuple[float, float, str]], fontsize: float = 6) -> None:
     """Label points without overprinting: each label goes just above right of its point, and where
-    its box would cover a label already placed it moves up (then down) a line at a time, with a thin
-    line back to its point. Call it once the axes' scales and limits are set."""
-    ax.figure.canvas.draw()  # the limits and transforms the labels are placed in
-    per_point = ax.figure.dpi / 72
-    height, placed = 1.25 * fontsize * per_point, []
+    its box (as drawn) would cover a label already placed it moves up, then down, a line at a time,
+    with a thin line back to its point. Call it once the axes' scales and limits are set."""
+    fig = ax.figure
+    fig.canvas.draw()  # the layout, limits and transforms the labels are placed in
+    renderer = fig.canvas.get_renderer()
+    per_point = fig.dpi / 72
+    pad = 1.5 * per_point
+    placed = []
     for x, y, text in sorted(items, key=lambda i: (i[0], i[1])):
-        px, py = ax.transData.transform((x, y))
-        width = 0.62 * fontsize * per_point * len(text)
+        label = ax.annotate(text, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=fontsize)
+        line = label.get_window_extent(renderer).height / per_point + 0.5  # points: one line of it
         for step in (0, *[s for k in range(1, 40) for s in (k, -k)]):
-            box = (px + 4 * per_point, py + 3 * per_point + step * height)
-            if not any(abs(box[1] - b[1]) < height and box[0] < b[0] + b[2] and b[0] < box[0] + width
-                       for b in placed):
+            label.set_position((4, 3 + step * line))
+            x0, y0, x1, y1 = label.get_window_extent(renderer).extents
+            box = Bbox.from_extents(x0 - pad, y0, x1 + pad, y1)  # a little room either side of the text
+            if not any(box.overlaps(b) for b in placed):
                 break
-        placed.append((*box, width))
-        dy = (box[1] - py) / per_point
-        ax.annotate(text, (x, y), xytext=(4, dy), textcoords="offset points", fontsize=fontsize,
-                    arrowprops=dict(arrowstyle="-", color="grey", linewidth=0.4) if step else None)
+        placed.append(box)
+        if step:  # drawn again with a thin line back to its point
+            label.remove()
+            ax.annotate(text, (x, y), xytext=(4, 3 + step * line), textcoords="offset points", fontsize=fontsize,
+                        arrowprops=dict(arrowstyle="-", color="grey", linewidth=0.4, shrinkA=0, shrinkB=2))
 
 
 def _legend(fig, axes, extra_failed: bool) -> None:
