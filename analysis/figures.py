@@ -143,12 +143,17 @@ def _workers_axis(ax, workers) -> None:
 def _log_if_wide(ax, values, axis="y") -> None:
     v = [x for x in values if x == x and x > 0]
     if v and max(v) / min(v) >= 10:
-        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
-        # plain numbers at 1, 2, 5 x 10^k: readable in print, unlike bare decade labels
-        a = ax.yaxis if axis == "y" else ax.xaxis
-        a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        a.set_minor_formatter(NullFormatter())
+        _log_axis(ax, axis)
+
+
+def _log_axis(ax, axis="y") -> None:
+    """A log axis labelled in plain numbers at 1, 2, 5 x 10^k: readable in print, unlike decade
+    labels (`6×10⁻¹`)."""
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    a = ax.yaxis if axis == "y" else ax.xaxis
+    a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    a.set_minor_formatter(NullFormatter())
 
 
 def _mark_failed(ax, failed: pd.DataFrame, x: str = "workers") -> None:
@@ -704,7 +709,7 @@ def projection_vs_workers(rows: list[dict], out_dir) -> list[Path]:
         for ax, what in ((ax_t, "epoch time (s)"), (ax_m, "training memory per rank (GiB)")):
             _workers_axis(ax, g["workers"])
             ax.set_ylabel(f"projected {what}")
-            ax.set_yscale("log")
+            _log_axis(ax)
             ax.set_title(f"{dataset} · {model} on {hardware}\n(hollow: projected; filled: measured)")
         top = g[g["workers"] == g["workers"].max()].groupby("label").first()
         shares = pd.DataFrame([{t: max(0.0, r["time_terms"].get(t, 0.0) + (r["time_terms"].get("overlap", 0.0)
