@@ -184,7 +184,7 @@ def _min_span(ax, span: float) -> None:
         ax.set_ylim(mid - span / 2, mid + span / 2)
 
 
-def _seed_bars(values: pd.Series, std: pd.Series, scale: float = 1.0):
+def _seed_bars(std: pd.Series, scale: float = 1.0):
     """Error-bar half-widths: a configuration's standard deviation over seeds (NaN with one seed, no
     bar); None when no configuration of these has two seeds."""
     bars = (std / scale).where(std == std)
@@ -302,7 +302,7 @@ def memory_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
             scale, unit = _mem_unit(g[metric])
             ok = g[g["status"] == "ok"]
             for variant, v in ok.sort_values("workers").groupby("variant", sort=True):
-                ax.errorbar(v["workers"], v[metric] / scale, yerr=_seed_bars(v[metric], v[f"{metric}_std"], scale),
+                ax.errorbar(v["workers"], v[metric] / scale, yerr=_seed_bars(v[f"{metric}_std"], scale),
                             capsize=3, label=variant, **sty[variant])
             ideal = rec.memory_scaling(g, metric)
             ref = ideal[ideal["method"] == "single"] if (ideal["method"] == "single").any() else ideal
@@ -385,7 +385,7 @@ def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path
         sends = ok[ok["comm_bytes_per_epoch"] > 0]
         for variant, v in sends.sort_values("workers").groupby("variant", sort=True):
             ax.errorbar(v["workers"], v["comm_bytes_per_epoch"] / 1e6, capsize=3, label=variant, **sty[variant],
-                        yerr=_seed_bars(v["comm_bytes_per_epoch"], v["comm_bytes_per_epoch_std"], 1e6))
+                        yerr=_seed_bars(v["comm_bytes_per_epoch_std"], 1e6))
         _mark_failed(ax, g[g["status"] != "ok"])
         _workers_axis(ax, g["workers"])
         _log_if_wide(ax, list(sends["comm_bytes_per_epoch"] / 1e6))
@@ -425,8 +425,8 @@ def memory_time_scatter(agg: pd.DataFrame, out_dir) -> list[Path]:
         labels = []
         for variant, v in ok.groupby("variant", sort=True):
             ax.errorbar(v["epoch_time_s"], v["train_mem_bytes"] / scale, linestyle="none", capsize=3, label=variant,
-                        xerr=_seed_bars(v["epoch_time_s"], v["epoch_time_s_std"]),
-                        yerr=_seed_bars(v["train_mem_bytes"], v["train_mem_bytes_std"], scale), **sty[variant])
+                        xerr=_seed_bars(v["epoch_time_s_std"]),
+                        yerr=_seed_bars(v["train_mem_bytes_std"], scale), **sty[variant])
             labels += [(r["epoch_time_s"], r["train_mem_bytes"] / scale, f"P={r['workers']}") for _, r in v.iterrows()]
         failed = g[g["status"] != "ok"]
         if len(failed):
@@ -477,7 +477,7 @@ def accuracy_vs_comm(agg: pd.DataFrame, out_dir) -> list[Path]:
         labels = []
         for variant, v in ok.groupby("variant", sort=True):
             x = v["comm_bytes_per_epoch"].where(v["comm_bytes_per_epoch"] > 0, floor) / 1e6
-            ax.errorbar(x, 100 * v["test_acc"], yerr=_seed_bars(v["test_acc"], v["test_acc_std"], 0.01),
+            ax.errorbar(x, 100 * v["test_acc"], yerr=_seed_bars(v["test_acc_std"], 0.01),
                         linestyle="none", capsize=3, label=variant, **sty[variant])
             rising = (v["best_val_epoch"] > STILL_RISING * v["epochs_run"]).to_numpy()
             rising_any |= rising.any()

@@ -36,7 +36,9 @@ def test_the_notebooks_command_runs_them_into_their_own_folder(quickstart, tmp_p
     assert sorted(p.name for p in folder.glob("*.ipynb")) == [p.name for p in NOTEBOOKS]
     for path in folder.glob("*.ipynb"):
         nb = nbformat.read(path, as_version=4)
-        assert all(c.outputs for c in nb.cells if c.cell_type == "code"), f"{path.name} ran without outputs"
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(c.execution_count for c in code), f"{path.name}: a cell did not run"
+        assert any("image/png" in o.get("data", {}) for o in code[-1].outputs), f"{path.name} shows no figure"
         assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert {p.name for p in (folder / "figures").glob("*.png")} >= {"speedup_vs_workers.png", "memory_vs_workers.png",
                                                                    "accuracy_vs_time.png"}
