@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # annotations only: pandas is imported where a table is built
 KEYS = ["dataset", "model", "variant", "workers", "setting"]
 METRICS = ["epoch_time_s", "peak_rss_bytes", "peak_pss_bytes", "peak_pss_sum_bytes", "peak_mem_bytes",
            "train_mem_bytes", "comm_bytes_per_epoch", "comm_bytes_per_round", "best_val_acc", "test_acc",
-           "train_time_s", "cores", "best_val_epoch", "epochs_run"]
+           "train_time_s", "cores", "late_val_gain", "epochs_run"]
 
 
 class NoRecords(ValueError):
@@ -173,7 +173,7 @@ def _run_row(r: dict) -> dict:
         # only where a method states its rounds (an averaging round is not an epoch); NaN otherwise
         "comm_bytes_per_round": _num(s and s.get("comm_bytes_per_round")),
         "best_val_acc": _num(s and s.get("best_val_acc")),
-        "best_val_epoch": _best_val_epoch(r.get("history") or []),
+        "late_val_gain": _late_val_gain(r.get("history") or []),
         # the model the run's stopping rule reports (records older than the rule: the best validation's)
         "test_acc": _num(s and s.get("test_acc_selected", s.get("test_acc_at_best_val"))),
         "train_time_s": value("train_time_s"),
@@ -182,10 +182,15 @@ def _run_row(r: dict) -> dict:
     }
 
 
-def _best_val_epoch(history: list[dict]) -> float:
-    """The epoch (from 1) of the highest validation accuracy (the first of equals); NaN without one."""
-    evaluated = [(h["val_acc"], -int(h["epoch"])) for h in history if h.get("val_acc") is not None]
-    return -max(evaluated)[1] + 1 if evaluated else math.nan
+def _late_val_gain(history: list[dict]) -> float:
+    """How much the best validation accuracy rose in the last third of the run (the best there less
+    the best before it): a run still rising when it stopped has a clear gain. NaN without an
+    evaluation in both parts."""
+    evaluated = [(int(h["epoch"]), float(h["val_acc"])) for h in history if h.get("val_acc") is not None]
+    cut = 2 * len(history) / 3
+    early = [v for e, v in evaluated if e < cut]
+    late = [v for e, v in evaluated if e >= cut]
+    return max(late) - max(early) if early and late else math.nan
 
 
 def _num(x) -> float:
