@@ -108,6 +108,7 @@ def style(variants, groups: dict | None = None) -> dict:
 
 
 def save(fig, out_dir, name: str) -> list[Path]:
+    place_labels(fig)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
@@ -192,7 +193,21 @@ def _seed_bars(std: pd.Series, scale: float = 1.0):
     return None if bars.isna().all() else bars.fillna(0).to_numpy()
 
 
-def _place_labels(ax, items: list[tuple[float, float, str]], fontsize: float = 6) -> None:
+def _label_points(ax, items: list[tuple[float, float, str]], fontsize: float = 6) -> None:
+    """Points to label (x, y, text in data units), placed by `place_labels` once the figure is
+    whole: a legend or a caption added later changes the axes' size, and with it where the points are."""
+    ax.point_labels = getattr(ax, "point_labels", []) + [(x, y, text, fontsize) for x, y, text in items]
+
+
+def place_labels(fig) -> None:
+    """Every point label of the figure's axes (`_label_points`), without overprinting."""
+    for ax in fig.axes:
+        if getattr(ax, "point_labels", None):
+            _place_labels(ax, ax.point_labels)
+            ax.point_labels = []
+
+
+def _place_labels(ax, items: list[tuple[float, float, str, float]]) -> None:
     """Label points without overprinting: each label goes just above right of its point, and where
     its box (as drawn) would cover a label already placed it moves up, then down, a line at a time,
     with a thin line back to its point. Points that coincide (within a pixel) with the same text get
@@ -203,7 +218,7 @@ def _place_labels(ax, items: list[tuple[float, float, str]], fontsize: float = 6
     per_point = fig.dpi / 72
     pad = 1.5 * per_point
     placed, seen = [], set()
-    for x, y, text in sorted(items, key=lambda i: (i[0], i[1])):
+    for x, y, text, fontsize in sorted(items, key=lambda i: (i[0], i[1])):
         px, py = ax.transData.transform((x, y))
         if not text or (text, round(px), round(py)) in seen:
             continue
@@ -444,7 +459,7 @@ def memory_time_scatter(agg: pd.DataFrame, out_dir) -> list[Path]:
         ax.set_xlabel("median epoch time (s)")
         ax.set_ylabel(f"training working set per rank ({unit})")
         ax.set_title(title)
-        _place_labels(ax, labels, fontsize=7)
+        _label_points(ax, labels, fontsize=7)
     _hide_unused(axes, len(groups))
     fig.suptitle("Memory against time, per method")
     _legend(fig, axes, (agg["status"] != "ok").any())
@@ -507,7 +522,7 @@ def accuracy_vs_comm(agg: pd.DataFrame, out_dir) -> list[Path]:
         ax.set_ylabel("test accuracy at best validation (%)")
         ax.set_title(title)
         _min_span(ax, MIN_ACCURACY_SPAN)
-        _place_labels(ax, labels)
+        _label_points(ax, labels)
     _hide_unused(axes, len(groups))
     epochs = sorted({int(e) for e in agg["epochs_run"] if e == e})
     zero = ((agg["workers"] == 1) & (agg["comm_bytes_per_epoch"] == 0)).any()
@@ -577,7 +592,7 @@ def effect_vs_bytes(t: pd.DataFrame, out_dir) -> list[Path]:
         ax.set_ylabel("accuracy effect vs its reference (points)\nbar: 95 % interval over paired seeds")
         ax.set_title(f"{dataset} · {model}")
         _min_span(ax, MIN_ACCURACY_SPAN)
-        _place_labels(ax, labels)
+        _label_points(ax, labels)
     _hide_unused(axes, len(panels))
     fig.suptitle("Each method's accuracy effect against its bytes")
     _legend(fig, axes, False)
@@ -622,7 +637,7 @@ def working_set_vs_epoch_time(t: pd.DataFrame, out_dir) -> list[Path]:
         _name_missing(ax, g, shown)
         ax.set_xlim(0, max(1.7, 1.15 * shown["time_ratio"].max()) if len(shown) else 1.7)
         ax.set_ylim(0, max(1.2, 1.15 * shown["mem_ratio"].max()) if len(shown) else 1.2)
-        _place_labels(ax, [(r["time_ratio"], r["mem_ratio"], _short(r["variant"])) for _, r in shown.iterrows()], 7)
+        _label_points(ax, [(r["time_ratio"], r["mem_ratio"], _short(r["variant"])) for _, r in shown.iterrows()], 7)
         ax.set_xlabel("median epoch time / plain full_halo's")
         ax.set_ylabel("training working set (largest rank)\n/ plain full_halo's")
         ax.set_title(f"{dataset} · {model} · P={workers}")
@@ -658,7 +673,7 @@ def accuracy_cost_vs_bytes_ratio(t: pd.DataFrame, out_dir) -> list[Path]:
         _name_missing(ax, g, shown)
         ax.set_xlim(0, max(1.1, 1.1 * shown["bytes_ratio"].max()) if len(shown) else 1.1)
         ax.set_ylim(low, high)
-        _place_labels(ax, [(r["bytes_ratio"], r["acc_gap_pt"], _short(r["variant"])) for _, r in shown.iterrows()], 7)
+        _label_points(ax, [(r["bytes_ratio"], r["acc_gap_pt"], _short(r["variant"])) for _, r in shown.iterrows()], 7)
         ax.set_xlabel("halo bytes per epoch / plain full_halo's")
         ax.set_ylabel("test accuracy cost vs full_halo (points)\nbar: standard deviation over seeds")
         ax.set_title(f"{dataset} · {model} · P={workers}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 from matplotlib.collections import PolyCollection
+from matplotlib.text import Text
 
 from analysis import figures
 from tests.analysis.handmade import record
@@ -60,7 +61,7 @@ def test_a_method_has_one_colour_in_every_figure_and_no_colour_repeats_within_on
 def _drawn(monkeypatch):
     """The figures a plotting function draws, kept open instead of saved: tests read their artists."""
     figs = []
-    monkeypatch.setattr(figures, "save", lambda fig, out_dir, name: figs.append(fig) or [])
+    monkeypatch.setattr(figures, "save", lambda fig, out_dir, name: figures.place_labels(fig) or figs.append(fig) or [])
     return figs
 
 
@@ -148,10 +149,16 @@ def test_an_accuracy_axis_spans_at_least_two_points(monkeypatch, tmp_path):
     assert high - low >= figures.MIN_ACCURACY_SPAN
 
 
-def test_labels_of_coinciding_points_do_not_overprint(monkeypatch, tmp_path):
+def test_labels_of_nearby_points_do_not_overprint_and_coinciding_ones_are_drawn_once(monkeypatch, tmp_path):
     figs = _drawn(monkeypatch)
-    _, agg = _agg(_named([record(m, 1, val=(0.5, 0.9)) for m in ("full_halo", "sar", "cagnet", "digest")]))
+    near = [record(m, 2, comm=10 ** 6, val=(0.5, 0.9 + i / 1000)) for i, m in enumerate(("full_halo", "sar", "cagnet"))]
+    same = [record(m, 2, comm=10 ** 7, val=(0.5, 0.8)) for m in ("digest", "bns_gcn")]  # one point, one label
+    _, agg = _agg(_named(near + same))
     figures.accuracy_vs_comm(agg, tmp_path)
     ax = figs[0].axes[0]
-    offsets = [a.xyann for a in ax.texts if a.get_text().startswith("P=1")]
-    assert len(offsets) == 4 and len({y for _, y in offsets}) == 4  # one line each, stacked
+    figs[0].canvas.draw()
+    renderer = figs[0].canvas.get_renderer()
+    # the text's own box (an annotation's extent takes in its line back to the point)
+    boxes = [Text.get_window_extent(a, renderer) for a in ax.texts if a.get_text().startswith("P=2")]
+    assert len(boxes) == 4
+    assert not any(b.overlaps(c) for i, b in enumerate(boxes) for c in boxes[i + 1:])
