@@ -3,6 +3,8 @@ figures (PNG and PDF) from a folder of run records; `--publish docs/results/<stu
 results page instead (the study's sections, the command, commit, machine and dates of its records).
 `python -m analysis table <results_dir>`: print the runs table only (one line per configuration, mean
 over seeds, failed runs marked).
+`python -m analysis notebooks <results_dir> [--out DIR]`: run the notebooks of analysis/notebooks/ on a
+folder of records (executed copies and their figures in `<results_dir>/notebooks/`).
 `python -m analysis project ...`: the cost model's projection of a folder of records (docs/projection.md).
 `python -m analysis advise --graph G --hardware H --workers 16,32,64 [--tolerance POINTS]`: which method
 to run on a cluster, with no records: a recommendation and a runner-up with their commands, then every
@@ -29,6 +31,10 @@ def main(argv=None) -> None:
                    "instead of report.md")
     t = sub.add_parser("table", help="print the runs table of a folder of records")
     t.add_argument("results_dir")
+    n = sub.add_parser("notebooks", help="run the notebooks on a folder of records (into <results_dir>/notebooks)")
+    n.add_argument("results_dir")
+    n.add_argument("--out", default=None, help="where the executed notebooks and their figures/ go "
+                   "(default: results_dir/notebooks)")
     j = sub.add_parser("project", help="project epoch time and memory per rank with the cost model")
     j.add_argument("results_dir", nargs="?", help="a folder of records (or --published)")
     j.add_argument("--hardware", help="a profile in conf/hardware/ (or a path to one)")
@@ -77,6 +83,13 @@ def main(argv=None) -> None:
             print(runs_table(rec.speedup(rec.aggregate(rec.runs(rec.load(args.results_dir))))))
             return
         from benchmarks.base.outputs import writing
+        if args.command == "notebooks":
+            from analysis import notebook_runner
+            rec.load(args.results_dir)  # no records: the same one-line error as the report's, before a kernel starts
+            with writing("the notebooks", checked["out"]):
+                paths = notebook_runner.run(args.results_dir, checked["out"])
+            print(f"notebooks: {', '.join(map(str, paths))}; figures in {checked['out'] / 'figures'}")
+            return
         if args.publish:
             from analysis.report import publish
             with writing("the results page", args.publish):
@@ -137,6 +150,14 @@ def _check(args) -> dict:
     from benchmarks.base.outputs import check_writable
     if args.command == "advise":
         return _check_advise(args)
+    if args.command == "notebooks":
+        from analysis import notebook_runner
+        if (why := notebook_runner.missing_kernel()):
+            raise UserError(why)
+        out = Path(args.out) if args.out else notebook_runner.default_out(args.results_dir)
+        if args.out or Path(args.results_dir).is_dir():
+            check_writable("--out", str(out))
+        return {"out": out}
     if args.command != "project":
         if args.command == "report" and args.publish:
             if args.out or args.target_acc is not None:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # annotations only: pandas is imported where a table is built
 KEYS = ["dataset", "model", "variant", "workers", "setting"]
 METRICS = ["epoch_time_s", "peak_rss_bytes", "peak_pss_bytes", "peak_pss_sum_bytes", "peak_mem_bytes",
            "train_mem_bytes", "comm_bytes_per_epoch", "comm_bytes_per_round", "best_val_acc", "test_acc",
-           "train_time_s", "cores"]
+           "train_time_s", "cores", "late_val_gain", "epochs_run"]
 
 
 class NoRecords(ValueError):
@@ -173,12 +173,24 @@ def _run_row(r: dict) -> dict:
         # only where a method states its rounds (an averaging round is not an epoch); NaN otherwise
         "comm_bytes_per_round": _num(s and s.get("comm_bytes_per_round")),
         "best_val_acc": _num(s and s.get("best_val_acc")),
+        "late_val_gain": _late_val_gain(r.get("history") or []),
         # the model the run's stopping rule reports (records older than the rule: the best validation's)
         "test_acc": _num(s and s.get("test_acc_selected", s.get("test_acc_at_best_val"))),
         "train_time_s": value("train_time_s"),
         "comm_by_category": {c: float(b) for c, b in r["comm"]["bytes_per_epoch_by_category"].items()} if s else {},
         "config": dict(r["config"]), "setting_config": dict(r["setting_config"]),
     }
+
+
+def _late_val_gain(history: list[dict]) -> float:
+    """How much the best validation accuracy rose in the last third of the run (the best there less
+    the best before it): a run still rising when it stopped has a clear gain. NaN without an
+    evaluation in both parts."""
+    evaluated = [(int(h["epoch"]), float(h["val_acc"])) for h in history if h.get("val_acc") is not None]
+    cut = 2 * len(history) / 3
+    early = [v for e, v in evaluated if e < cut]
+    late = [v for e, v in evaluated if e >= cut]
+    return max(late) - max(early) if early and late else math.nan
 
 
 def _num(x) -> float:
@@ -242,6 +254,13 @@ def time_sliced(workers, cores) -> bool:
     return cores == cores and cores is not None and workers > cores
 
 
+def oversubscribed(table: pd.DataFrame) -> pd.Series:
+    """Per row of `table`: `time_sliced` (more ranks than its machine's known cores)."""
+    import pandas as pd
+    cores = table["cores"] if "cores" in table else pd.Series(math.nan, index=table.index)
+    return pd.Series([time_sliced(w, c) for w, c in zip(table["workers"], cores)], index=table.index, dtype=bool)
+
+
 def speedup(agg: pd.DataFrame) -> pd.DataFrame:
     """Adds `speedup_vs_1` (epoch time of the same variant with 1 worker over this one's) and
     `speedup_vs_single` (epoch time of `single` on the same dataset, model and setting over this
@@ -250,8 +269,8 @@ def speedup(agg: pd.DataFrame) -> pd.DataFrame:
     seeds are divided."""
     out = agg.copy()
     vs1, vss = [], []
-    for _, row in agg.iterrows():
-        if time_sliced(row["workers"], row.get("cores", math.nan)):
+    for over, (_, row) in zip(oversubscribed(agg), agg.iterrows()):
+        if over:
             vs1.append(math.nan)
             vss.append(math.nan)
             continue

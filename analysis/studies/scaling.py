@@ -151,31 +151,42 @@ def curve_in_words(t: pd.DataFrame, points: float = 1.0) -> list[str]:
 
 
 def effect_vs_workers(t: pd.DataFrame, out_dir) -> list[Path]:
-    """One panel per family: each method's accuracy effect against its control as P grows (log 2),
-    the 95 % interval as a band; dashed: 0 and ±1 point."""
+    """One small panel per method (by family), so no two bands overlap: its accuracy effect against
+    its control as P grows (log 2), the 95 % interval as a band; dashed: 0 and ±1 point. Four panels
+    a row with large text, to stay readable at the width of a README."""
     sty = figures.style(t["method"], t.attrs.get("groups"))
-    panels = list(t.groupby(["family", "dataset", "model", "partitioner"], sort=True))
-    fig, axes = figures._grid(len(panels), size=(6.0, 4.2))
-    for ax, ((family, dataset, model, partitioner), g) in zip(axes.flat, panels):
-        for line in (-1, 1):
-            ax.axhline(line, color="grey", linestyle=":", linewidth=1)
-        ax.axhline(0, color="grey", linestyle="--", linewidth=1)
-        for method, m in g.groupby("method", sort=True):
+    setups = t[["dataset", "model", "partitioner"]].drop_duplicates()
+    one_setup = len(setups) == 1
+    panels = list(t.groupby(["dataset", "model", "partitioner", "family", "method"], sort=True))
+    cols = min(4, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    with figures.plt.rc_context({"font.size": 12, "axes.titlesize": 12, "legend.fontsize": 11}):
+        fig, axes = figures.plt.subplots(rows, cols, figsize=(3.3 * cols, 2.9 * rows), squeeze=False,
+                                         layout="constrained")
+        for ax, ((dataset, model, partitioner, family, method), m) in zip(axes.flat, panels):
+            for line in (-1, 1):
+                ax.axhline(line, color="grey", linestyle=":", linewidth=1)
+            ax.axhline(0, color="grey", linestyle="--", linewidth=1)
             m = m.sort_values("workers")
             mean = [100 * e.mean for e in m["effect"]]
             low = [100 * e.low if e.n >= 2 else math.nan for e in m["effect"]]
             high = [100 * e.high if e.n >= 2 else math.nan for e in m["effect"]]
             s = sty[method]
-            ax.plot(m["workers"], mean, label=method, color=s["color"], marker=s["marker"], markerfacecolor="none")
-            ax.fill_between(m["workers"], low, high, color=s["color"], alpha=0.15)
-        figures._workers_axis(ax, sorted(g["workers"].unique()))
-        ax.set_xlabel("partitions P (ranks)")
-        ax.set_ylabel("accuracy effect vs exact control (points)\nband: 95 % interval over paired seeds")
-        ax.set_title(f"{family} · {dataset} · {model} · {partitioner}")
-    figures._hide_unused(axes, len(panels))
-    fig.suptitle("Each approximation's accuracy effect as P grows")
-    figures._legend(fig, axes, False)
-    return figures.save(fig, out_dir, "effect_vs_workers")
+            ax.plot(m["workers"], mean, color=s["color"], marker=s["marker"], markerfacecolor="none", linewidth=1.8)
+            ax.fill_between(m["workers"], low, high, color=s["color"], alpha=0.2, linewidth=0)
+            figures._workers_axis(ax, sorted(t["workers"].unique()))
+            ax.set_xlabel("P (ranks)")
+            figures._min_span(ax, 3.0)  # the ±1 point lines always inside
+            ax.set_title(f"{method}\n({family}" + ("" if one_setup else f", {dataset} · {model} · {partitioner}") + ")",
+                         fontsize=11)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("effect (points)")
+        figures._hide_unused(axes, len(panels))
+        setup = " · ".join(setups.iloc[0]) if one_setup else ""
+        fig.suptitle("Each approximation's accuracy effect against its exact control as P grows"
+                     + (f": {setup}" if setup else "")
+                     + "\nband: 95 % interval over paired seeds; dashed: 0 and ±1 point")
+        return figures.save(fig, out_dir, "effect_vs_workers")
 
 
 def section(recs: list[dict], out_dir: Path) -> list[str]:

@@ -145,3 +145,13 @@ def test_a_record_the_tables_cannot_use_is_skipped_with_one_line_and_the_report_
         assert any(f"{name}.json" in line and problem in line for line in warnings), (name, warnings)
     path = report.build(folder, tmp_path / "out")
     assert "| synthetic | sage | full_halo | 2 |" in path.read_text()
+
+
+def test_late_validation_gain_tells_a_run_still_rising_from_one_that_levelled_off():
+    """The best validation accuracy of the run's last third less the best before it (what
+    accuracy_vs_comm marks with an arrow at 2 points or more); NaN without an evaluation in both."""
+    rising = record("full_halo", 2, val=(0.3, 0.4, 0.5, 0.6, 0.7, 0.8))
+    flat = record("psgd_pa", 2, val=(0.8, 0.9, 0.9, 0.9, 0.9, 0.89))
+    short = record("sar", 2, val=(0.5,))
+    gains = rec.runs([rising, flat, short])["late_val_gain"]
+    assert gains[0] == pytest.approx(0.8 - 0.6) and gains[1] == pytest.approx(0.0) and gains[2] != gains[2]
