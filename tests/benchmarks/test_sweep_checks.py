@@ -73,7 +73,8 @@ def test_a_dry_run_states_the_time_its_preset_knows(no_runs, capsys, tmp_path):
     sweep.main(["experiment=quickstart", "--dry-run", f"results_dir={tmp_path}"])
     *commands, count, records = capsys.readouterr().out.splitlines()
     n = len(commands)  # every method at 1 and 2 workers (the one-process methods once)
-    assert count == f"# dry run: {n} of {n} runs to go, about {sweep.duration(sweep._sweep_section(['experiment=quickstart'])['minutes'] * 60)} on the machine its preset was timed on"
+    about = sweep.duration(sweep._sweep_section(["experiment=quickstart"])["minutes"] * 60)
+    assert count == f"# dry run: {n} of {n} runs to go, about {about} on the machine its preset was timed on"
     sweep.main(["experiment=quickstart", "method=single,full_halo", "--dry-run", f"results_dir={tmp_path}"])
     assert "# dry run: 3 of 3 runs to go, about " in capsys.readouterr().out  # in proportion to the runs
 
