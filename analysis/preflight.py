@@ -153,6 +153,66 @@ def answer(run, info: dict, launcher: str, local_ranks: int) -> tuple[bool | Non
                    held_by_launcher(in_process=launcher != "spawn"))
 
 
+def declared_totals(run) -> tuple[str, int, int, int, int, int] | None:
+    """(where the sizes come from, nodes, in-edges as the suite counts them, features, classes,
+    training nodes) of the run's graph before it is built: a synthetic graph's from its
+    configuration (`nodes * avg_degree / 2` draws, both directions and a self-loop a node; the few
+    repeated draws the graph policy drops are counted), a named graph's from its published totals
+    (`projection.TOTALS`) or its measured statistics (data/partition_stats/); None for any other."""
+    from analysis import projection
+    d = run.dataset_section
+    if d["name"] == "synthetic":
+        nodes = int(d["nodes"])
+        return ("its configuration", nodes, 2 * int(nodes * d["avg_degree"] / 2) + nodes, int(d["features"]),
+                int(d["classes"]), int(d["train_frac"] * nodes))
+    if d["name"] in projection.TOTALS:
+        return ("its published totals", *projection.TOTALS[d["name"]])
+    for stats in projection.measured_stats():
+        g = stats["graph"]
+        if g["name"] == d["name"] and all(k in g for k in ("nodes", "edges", "features", "classes")):
+            return ("its measured statistics", g["nodes"], g["edges"], g["features"], g["classes"],
+                    g.get("train_nodes", 0))
+    return None
+
+
+def estimate(run, launcher: str, local_ranks: int) -> str:
+    """The check's answer before the graph is built (`--check-memory`'s first line, in seconds
+    whatever the graph's size): the run's projected peak on the sizes the configuration declares
+    (`declared_totals`), with the per-rank shares of a partition taken from the measured graph of
+    nearest average degree (`projection.proxy_stats`; one rank: the whole graph). `estimate: fits:
+    ...`, `estimate: would not fit: ...` or `estimate: none: <why>`. The prepared partition's own
+    sizes give the exact answer after it."""
+    from analysis import costmodel, projection
+    from benchmarks.base.traffic import Rank
+    from benchmarks.run.record import processes_of
+    from benchmarks.run.train import model_for
+    if run.device == "cuda":
+        return "estimate: none: device=cuda (the check covers the host memory of CPU runs)"
+    why = projection.outside_run(run)
+    if why:
+        return f"estimate: none: the cost model leaves it out ({why})"
+    totals = declared_totals(run)
+    if totals is None:
+        return f"estimate: none: the sizes of {run.dataset_name} are known once it is loaded"
+    source, nodes, edges, features, classes, train = totals
+    world = processes_of(run)
+    stats = projection.proxy_stats(projection.measured_stats(), run.dataset_name, nodes, edges, features, classes,
+                                   [max(world, 2)], train)
+    degrees = projection.graph_degrees(stats["graph"], stats)
+    if world == 1:  # one rank holds the whole graph: no partition to borrow shares from
+        ranks = [Rank(nodes, edges, 0, 0, 1, train, degrees)]
+    else:
+        ranks = projection.ranks_of(stats["by_workers"][str(world)], world, graph=degrees)
+    in_process = launcher != "spawn"
+    peak = costmodel.process_peak(run.method_cls, run.method, model_for(run, features, classes), ranks, world,
+                                  in_process)
+    fits, text = figures(run.method_name, world, local_ranks, peak, machine_memory(),
+                         held_by_launcher(in_process))
+    return (f"estimate: {'fits' if fits else 'would not fit'}: {text}; from the sizes {source} gives "
+            f"({nodes:,} nodes, {edges:,} in-edges, {features} features)"
+            + (", a partition's shares taken from a measured graph of similar degree" if world > 1 else ""))
+
+
 def check_only(run, info: dict, launcher: str, local_ranks: int, log) -> None:
     """`check`'s answer instead of the run (`python -m benchmarks ... --check-memory`): raises
     MemoryChecked with one line, `fits: ...`, `would not fit: ...` or `not checked: ...`."""
@@ -161,6 +221,19 @@ def check_only(run, info: dict, launcher: str, local_ranks: int, log) -> None:
     if fits is None:
         raise MemoryChecked(f"not checked: {text}", True)
     raise MemoryChecked(f"{'fits' if fits else 'would not fit'}: {text}", fits)
+
+
+def _estimate_first(run, launcher: str, local_ranks: int, log) -> None:
+    """The estimate's line, for a graph whose sizes are known before it is built (the others, the
+    small named datasets, load in seconds)."""
+    if declared_totals(run) is not None:
+        print(f"{estimate(run, launcher, local_ranks)}; building the graph for the exact answer (Ctrl-C stops)",
+              flush=True)
+
+
+#: What `runner.run` calls before it loads the graph (`before_prepare`): `--check-memory` answers
+#: from the declared sizes first, in seconds, then from the prepared partition.
+check_only.before_prepare = _estimate_first
 
 
 def check(run, info: dict, launcher: str, local_ranks: int, log) -> None:

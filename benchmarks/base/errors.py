@@ -69,3 +69,55 @@ def stop_on_signals():
     finally:
         for s, h in previous.items():
             signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def busy(what: str, log, first_s: float = 10.0, every_s: float = 15.0, grace_s: float = 2.0):
+    """Around one long computation that Python cannot interrupt (generating or loading a large graph:
+    single torch and numpy calls of minutes, during which `stop_on_signals`' handler cannot run):
+    `log`s `<what>: 10 s so far · Ctrl-C stops` after `first_s` (a graph loaded sooner says nothing),
+    then every `every_s`; and a stop
+    signal that the main thread has not acted on within `grace_s` ends the process from a watching
+    thread with one line, exit status 128 + the signal. Nothing of the run exists yet (no rank, no
+    record, no scratch folder); the fork server exits with this process (its keep-alive pipe closes).
+    The signal reaches the thread through `signal.set_wakeup_fd`, which Python's own C-level handler
+    writes at once; torch and numpy release the GIL in their long calls, so the thread runs."""
+    import os
+    import select
+    import sys
+    import time
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    done = threading.Event()
+    started = time.monotonic()
+
+    def watch() -> None:
+        next_line = first_s
+        while not done.is_set():
+            ready, _, _ = select.select([r], [], [], 0.2)
+            if ready:
+                signum = os.read(r, 1)[0]
+                if signum in STOP_SIGNALS and not done.wait(grace_s):
+                    print(f"stopped by {signal.Signals(signum).name} while {what}: no record (stopped before "
+                          "training)", file=sys.stderr, flush=True)
+                    os._exit(128 + signum)
+            elapsed = time.monotonic() - started
+            if elapsed >= next_line and not done.is_set():
+                log(f"{what}: {round(elapsed)} s so far · Ctrl-C stops")
+                next_line += every_s
+
+    watcher = threading.Thread(target=watch, name="busy-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        signal.set_wakeup_fd(previous)
+        os.close(r)
+        os.close(w)

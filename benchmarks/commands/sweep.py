@@ -559,6 +559,53 @@ def _bisect_run(overrides: list[str], spec: Bisect, counts: dict) -> None:
     print(f"  largest {spec.key} that meets it: {lo} (smallest that does not: {hi})", flush=True)
 
 
+#: In an ad hoc sweep's records folder: its command (`ad_hoc_folder`).
+SWEEP_COMMAND = "sweep-command.txt"
+
+
+def ad_hoc_folder(argv: list[str], create: bool) -> tuple[list[str], str | None]:
+    """An ad hoc sweep (no `results_dir` from the command line or a preset: the default of
+    conf/config.yaml) gets a records folder of its own under the default, named by when it first ran
+    (`results/runs/20261206-151300`), so two ad hoc sweeps never mix in one report. Its command is
+    kept in it (`SWEEP_COMMAND`): the same command run again finds the newest folder it made and
+    resumes there, as a preset's sweep resumes in the preset's folder. Returns (`argv` with
+    `results_dir=<folder>` added, the folder), or (`argv`, None) where the sweep names its folder.
+    `create`: make the folder and keep the command (not for a dry run)."""
+    if any(_key(a) == "results_dir" for a in argv):
+        return argv, None
+    parsed = OverridesParser.create().parse_overrides(argv)
+    chosen = _preset([o.input_line for o in parsed if not o.is_sweep_override()])[0].results_dir
+    default = OmegaConf.load(CONF / "config.yaml").results_dir
+    if chosen != default:  # a preset's folder
+        return argv, None
+    command = " ".join(sorted(argv))
+    earlier = [f.parent for f in sorted(Path(default).glob(f"*/{SWEEP_COMMAND}"))
+               if f.read_text().strip() == command]
+    folder = earlier[-1] if earlier else Path(default) / time.strftime("%Y%m%d-%H%M%S")
+    if not earlier:  # another command's folder of the same second
+        folder = next(f for f in itertools.chain([folder], (Path(f"{folder}-{n}") for n in itertools.count(2)))
+                      if not f.exists())
+    if create and not earlier:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / SWEEP_COMMAND).write_text(command + "\n")
+    return [*argv, f"results_dir={folder}"], str(folder)
+
+
+def records_line(configs: list) -> str:
+    """The sweep's last line: where its records are and the command that reads them."""
+    folders = list(dict.fromkeys(str(c.results_dir) for c in configs))
+    return f"records: {', '.join(folders)} · next: " + " && ".join(
+        f"python -m analysis report {shlex.quote(f)}" for f in folders)
+
+
+def expected_time(minutes: float | None, to_go: int, total: int) -> str | None:
+    """`about 3 min on the machine its preset was timed on`: the preset's `sweep.minutes` (its whole
+    sweep) in proportion to the runs still to go; None where the preset does not say."""
+    if not minutes or not to_go:
+        return None
+    return f"about {duration(minutes * 60 * to_go / total)} on the machine its preset was timed on"
+
+
 def main(argv=None, preflight=None) -> None:
     """The sweep. `preflight`: the pre-flight memory check its forked runs pass, as the entry point
     hands it (`python -m benchmarks.commands.sweep` and `python -m benchmarks -m` do; None: none)."""
@@ -581,6 +628,7 @@ def sweep(argv: list[str], preflight=None) -> None:
             rank_server.start(argv)
         check_composes(argv)
         try:
+            argv, own_folder = ad_hoc_folder(argv, create=not dry_run)
             runs, missing = expand(argv)
             section = _sweep_section(argv)
             spec = bisect_spec(section)
@@ -592,6 +640,8 @@ def sweep(argv: list[str], preflight=None) -> None:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    if own_folder:
+        print(f"records: {own_folder} (this command's own folder: the same command resumes there)", flush=True)
     for name in missing:
         print(f"skip: method '{name}' is not available in this checkout (methods: "
               f"{', '.join(method_names())})", flush=True)
@@ -641,7 +691,16 @@ def sweep(argv: list[str], preflight=None) -> None:
     if not dry_run:
         print(f"sweep: {len(runs)} runs: {counts['ok']} ran, {counts['kept']} kept, {counts['failed']} failed"
               + (f", {counts['failed_probes']} probes too big or failed" if spec is not None else "")
-              + (f"; {len(missing)} method(s) not available: {', '.join(missing)}" if missing else ""), flush=True)
+              + (f"; {len(missing)} method(s) not available: {', '.join(missing)}" if missing else "")
+              + ("; the same command reruns the failed ones" if counts["failed"] else ""), flush=True)
+    else:
+        # comments after the commands: the output stays a script (`... --dry-run | sh`)
+        to_go = sum(waiting)
+        expected = expected_time(section.get("minutes"), to_go, len(runs))
+        print(f"# dry run: {to_go} of {len(runs)} runs to go" + (f", {counts['kept']} kept" if counts["kept"] else "")
+              + f", {expected or 'no expected time (the preset states no sweep.minutes)'}", flush=True)
+    if configs:
+        print(("# " if dry_run else "") + records_line(configs), flush=True)
     if counts["failed"]:
         sys.exit(1)
 

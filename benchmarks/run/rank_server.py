@@ -101,9 +101,20 @@ def serve() -> None:
 
 def _ensure_running() -> None:
     """Start the fork server unless it runs (or this process adopted one: `adopt`)."""
+    import signal
+    import threading
     from multiprocessing import forkserver
     context()
-    forkserver._forkserver.ensure_running()  # the instance's: `adopt` replaces it (the module's alias is bound)
+    # The server ignores SIGINT once it has imported its preload, seconds later; a Ctrl-C to the
+    # terminal's process group before that would end it with a KeyboardInterrupt traceback. It is
+    # started through exec, which keeps an ignored signal ignored: ignore it while it starts.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        forkserver._forkserver.ensure_running()  # the instance's: `adopt` replaces it (the module's alias is bound)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 def adopt() -> None:

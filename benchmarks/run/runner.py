@@ -42,7 +42,7 @@ from benchmarks.base import registry
 from benchmarks.core import native
 from benchmarks.run import rank_server
 from benchmarks.core.datasets import load_dataset
-from benchmarks.base.errors import Stopped, UserError, stop_on_signals
+from benchmarks.base.errors import Stopped, UserError, busy, stop_on_signals
 from benchmarks.base.leftovers import die_with_launcher, on_this_host, owner_tag, remove_leftovers
 from benchmarks.run.method import method_defaults
 from benchmarks.core.partition import build_parts, load_manifest, load_part, partition_stats, prepare_parts
@@ -118,7 +118,8 @@ def prepare(cfg: RunConfig, world: int, log=print):
     """Load and partition. Returns (what the record says about it, what a rank loads from: the
     whole graph's one part for one rank, else the partition cache folder)."""
     t0 = time.perf_counter()
-    graph = load_dataset(cfg.dataset_section, cfg.data_root)
+    with busy(f"{'generating' if cfg.dataset_name == 'synthetic' else 'loading'} the graph ({cfg.dataset_name})", log):
+        graph = load_dataset(cfg.dataset_section, cfg.data_root)
     load_s = time.perf_counter() - t0
     if world > graph.num_nodes:
         raise UserError(f"workers={world} exceeds the {graph.num_nodes} nodes of {graph.name}; "
@@ -147,7 +148,9 @@ def run(cfg: dict, log=print, preflight=None) -> tuple[Path, dict]:
     With `resume` (the default) a configuration whose record exists with status ok is not run
     again; under torchrun it always runs (ranks on other machines may not see the same results
     folder, and all must agree). `preflight`: a check to run once the partition is prepared, before
-    any rank starts (`_preflight`; `python -m benchmarks` hands it the pre-flight memory check)."""
+    any rank starts (`_preflight`; `python -m benchmarks` hands it the pre-flight memory check); its
+    `before_prepare(run, launcher, local_ranks, log)`, where it has one, runs before the graph is
+    loaded (`--check-memory`'s estimate from the declared sizes)."""
     p = plan(cfg)
     cfg = p.cfg
     for key in ("results_dir", "cache_dir"):  # found now, not after training
@@ -159,6 +162,9 @@ def run(cfg: dict, log=print, preflight=None) -> tuple[Path, dict]:
         if done is not None:  # a resumed sweep runs only what is missing (failed records are rerun)
             log(f"skipped: {p.path} already holds an ok record (resume=false runs it again)")
             return p.path, done
+        before = getattr(preflight, "before_prepare", None)  # --check-memory: an estimate before the graph is built
+        if before is not None:
+            before(cfg, "in-process" if p.world == 1 else "spawn", p.world, log)
         info, source = prepare(cfg, p.world, log)
         p.check_partition(info)
         scratch = Path(tempfile.mkdtemp(prefix=_scratch_prefix(), dir=_runs_root(cfg.cache_dir)))

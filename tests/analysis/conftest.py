@@ -36,6 +36,8 @@ def quickstart(tmp_path_factory) -> Path:
             out = sweep(results)
             # every registered method must train here: a failed run (exit status 1) fails every test that
             # reads these records (how the report shows a failed run is tested on hand-made records)
-            assert out.returncode == 0 and out.stdout.splitlines()[-1].startswith("sweep: "), out.stdout + out.stderr
+            *_, counts, records = out.stdout.splitlines()
+            assert out.returncode == 0 and counts.startswith("sweep: ") and records.startswith("records: "), \
+                out.stdout + out.stderr
             done.touch()
     return results

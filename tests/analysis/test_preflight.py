@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from analysis import preflight
-from analysis.preflight import MARGIN, MEMORY_ENV, GiB, MiB, cgroup_limit, check, machine_memory, verdict
+from analysis.preflight import MARGIN, MEMORY_ENV, GiB, MiB, cgroup_limit, check, estimate, machine_memory, verdict
 from benchmarks.run import runner
 from benchmarks.run.config import check as check_config
 from benchmarks.core.datasets import PROJECT_ROOT
@@ -136,10 +136,11 @@ def test_the_command_line_refuses_in_one_line_and_a_sweep_records_it_and_goes_on
     sweep = commands.run("benchmarks.commands.sweep", *args, "resume=false", env=env)
     assert sweep.returncode == 1, sweep.stderr
     said = sweep.stdout.strip().splitlines()
-    assert said[-1] == "sweep: 1 runs: 0 ran, 0 kept, 1 failed"
-    assert said[-2].startswith("  error: full_halo with 2 workers needs about ")  # the run's one line
+    assert said[-1] == f"records: {tmp_path / 'r'} · next: python -m analysis report {tmp_path / 'r'}"
+    assert said[-2] == "sweep: 1 runs: 0 ran, 0 kept, 1 failed; the same command reruns the failed ones"
+    assert said[-3].startswith("  error: full_halo with 2 workers needs about ")  # the run's one line
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "r").glob("*.json")]
-    assert record["status"] == "failed" and record["error"] == said[-2].removeprefix("  error: ")
+    assert record["status"] == "failed" and record["error"] == said[-3].removeprefix("  error: ")
 
 
 def test_check_memory_prints_the_answer_and_runs_nothing(tmp_path):
@@ -150,3 +151,19 @@ def test_check_memory_prints_the_answer_and_runs_nothing(tmp_path):
         out = commands.run("benchmarks", *args, env={**os.environ, MEMORY_ENV: str(memory)})
         assert out.returncode == code and out.stdout.startswith(start), (out.stdout, out.stderr)
     assert not list((tmp_path / "r").glob("*.json"))  # nothing ran, nothing is recorded
+
+
+def test_check_memory_estimates_from_the_declared_sizes_before_it_builds(make_cfg, tmp_path):
+    # 30M nodes of average degree 50: minutes and gigabytes to generate; the estimate needs none of it
+    cfg = runner.plan(make_cfg("method=full_halo", "workers=2", "dataset.nodes=30000000",
+                               "dataset.avg_degree=50")).cfg
+    line = estimate(cfg, "spawn", 2)
+    assert line.startswith("estimate: would not fit: full_halo with 2 workers needs about "), line
+    assert "(30,000,000 nodes, 1,530,000,000 in-edges, 64 features)" in line
+    # the command line: the estimate first, then the exact answer from the built graph
+    args = ["method=full_halo", "workers=2", "dataset.nodes=2000", f"results_dir={tmp_path / 'r'}",
+            f"cache_dir={tmp_path / 'c'}", "--check-memory"]
+    out = commands.run("benchmarks", *args, env={**os.environ, MEMORY_ENV: str(1 << 40)})
+    first, answer = out.stdout.splitlines()
+    assert out.returncode == 0 and first.startswith("estimate: fits: full_halo with 2 workers needs about ")
+    assert "(2,000 nodes, 34,000 in-edges, 64 features)" in first and answer.startswith("fits: "), out.stdout

@@ -31,7 +31,8 @@ def test_a_resumed_sweep_runs_only_what_is_missing_or_failed(quickstart, tmp_pat
     kept = [line for line in lines if line.endswith(": kept (ok record exists)")]
     assert len(kept) == len(ok), out.stdout + out.stderr
     n = len(method_names())
-    assert lines[-1].startswith(f"sweep: {n} runs: ") and f", {len(ok)} kept, " in lines[-1]
+    assert lines[-2].startswith(f"sweep: {n} runs: ") and f", {len(ok)} kept, " in lines[-2]
+    assert lines[-1] == f"records: {results} · next: python -m analysis report {results}"
     assert json.loads(records["single"].read_text())["status"] == "ok" and records["full_halo"].exists()
     for method, mtime in ok.items():
         assert records[method].stat().st_mtime_ns == mtime  # not rewritten

@@ -166,3 +166,25 @@ def test_a_killed_sweep_takes_its_run_and_the_runs_ranks_along(tmp_path):
     sweep.proc.kill()
     sweep.finish()
     assert_all_gone(tree)
+
+
+def test_ctrl_c_while_the_graph_is_generated_ends_the_process_with_a_line(tmp_path):
+    """`--check-memory` on a graph that takes a while to generate: the estimate from the declared
+    sizes comes first, then the graph is built, and Ctrl-C ends it there (the
+    generator's single torch and numpy calls run for minutes on a large graph, so the stop cannot
+    wait for Python's own handler: errors.busy), with one line and no process left."""
+    big = ["dataset.nodes=4000000", "dataset.avg_degree=10", "dataset.features=4", "dataset.classes=4"]
+    run = Launched("benchmarks", ["method=full_halo", "workers=2", *big, f"results_dir={tmp_path / 'results'}",
+                                  f"cache_dir={tmp_path / 'cache'}", "--check-memory"])
+    # the estimate from the declared sizes: printed before the graph is generated
+    run.wait_until(lambda: run.out and run.out[0].startswith("estimate: "), "estimate")
+    assert "full_halo with 2 workers needs about" in run.out[0]
+    time.sleep(1)  # into the generation (minutes of it under load; ~10 s on an idle core)
+    tree = run.tree()
+    run.stop(signal.SIGINT, whole_group=True)
+    assert run.finish(timeout=30) == 128 + signal.SIGINT
+    assert_all_gone(tree)
+    stderr = "".join(run.err)
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1].startswith("stopped by SIGINT")
+    assert not (tmp_path / "results").exists() or not list((tmp_path / "results").iterdir())
