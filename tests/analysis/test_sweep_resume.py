@@ -77,7 +77,8 @@ def test_a_run_is_judged_by_the_record_it_wrote_not_one_found_at_its_path(tmp_pa
     out = commands.run("benchmarks.commands.sweep", *args)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "error: workers=40 exceeds the 30 nodes" in out.stdout
-    assert out.stdout.splitlines()[-1] == "sweep: 1 runs: 0 ran, 0 kept, 1 failed"
+    assert out.stdout.splitlines()[-2] == ("sweep: 1 runs: 0 ran, 0 kept, 1 failed; "
+                                           "the same command reruns the failed ones")
     assert json.loads(found.read_text()) == {"status": "ok"}  # not the run's, and left as it was
 
 

@@ -23,6 +23,9 @@ from tests.benchmarks.test_launcher import free_port
 from tests.benchmarks.test_stopping import Launched, _cmdline, as_from_a_terminal, assert_all_gone
 from tests.conftest import SMALL_SYNTHETIC
 
+#: What a sweep with a failed run adds to its count line (benchmarks/commands/sweep.py).
+RERUN = "the same command reruns the failed ones"
+
 
 def dead_owner_tag() -> str:
     """An owner tag (`<pid>-<start time>-`) of a process that does not run: a finished child's."""
@@ -310,7 +313,7 @@ def test_a_sweeps_run_killed_by_sigkill_is_a_failed_run_the_sweep_records_and_go
         f" workers=2: FAILED: the run's process was killed by SIGKILL (out of memory?) (recorded by the sweep: {path})")
         for line in out.splitlines()), out
     assert quick["status"] == "ok" and quick["run_id"] != "an earlier run's"
-    assert out.splitlines()[-1] == "sweep: 2 runs: 1 ran, 0 kept, 1 failed"
+    assert out.splitlines()[-2] == f"sweep: 2 runs: 1 ran, 0 kept, 1 failed; {RERUN}"
     assert not list((tmp_path / "cache" / "runs").iterdir())  # the killed run's scratch folder, read and removed
 
 
@@ -328,7 +331,7 @@ def test_a_sweep_survives_its_fork_servers_death(tmp_path, short_tmp, monkeypatc
     assert first["status"] == "failed"
     assert first["error"] == "the ranks' fork server died (killed: out of memory?), so the run lost its ranks"
     assert second["status"] == "ok", second["error"]
-    assert "".join(sweep.out).splitlines()[-1] == "sweep: 2 runs: 1 ran, 0 kept, 1 failed"
+    assert "".join(sweep.out).splitlines()[-2] == f"sweep: 2 runs: 1 ran, 0 kept, 1 failed; {RERUN}"
 
 
 def test_a_killed_sweeps_temporary_files_carry_its_tag_and_the_next_sweep_removes_them(tmp_path, short_tmp,
