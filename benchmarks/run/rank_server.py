@@ -69,20 +69,31 @@ def mp_folder() -> str:
     return config["tempdir"]
 
 
-def died() -> bool:
+def died(wait: float = 0.0) -> bool:
     """Whether the fork server this process forks ranks from (its own, or the one it adopted) has died:
     killed, by the out-of-memory killer say. multiprocessing then reads every rank it forked as dead
-    (exit code 255) while the ranks run on, and refuses every new one (ConnectionRefusedError)."""
+    (exit code 255) while the ranks run on, and refuses every new one (ConnectionRefusedError).
+    `wait`: seconds to keep looking. A killed process closes its sockets (the ranks read 255) before
+    the kernel marks it a zombie, so a caller that has just read 255 gives the kernel that moment."""
+    import time
+
     import psutil
     from multiprocessing import forkserver
 
     pid = forkserver._forkserver._forkserver_pid
     if pid is None:
         return False
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # dead, not yet reaped by its parent
-    except psutil.NoSuchProcess:
-        return True
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            # dead, not yet reaped by its parent (or reaped: gone)
+            if psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def serve() -> None:

@@ -462,7 +462,10 @@ def _run_spawned(p: Plan, builder: RecordBuilder, folder: Path, scratch: Path) -
         line = errs[0].read_text().splitlines()[0] if errs else ""
         raise NotWritten(line.removeprefix(f"{NotWritten.__name__}: ") or
                          "rank 0 could not write the record (full disk?); its message above says where it is")
-    if failed and rank_server.died():  # every rank reads as dead (exit code 255); they die with this launcher
+    # A dead fork server: every rank reads as dead (exit code 255) and they die with this launcher. Ranks
+    # read 255 a moment before the server shows as dead: give `died` that moment where a rank read 255.
+    server_dead = failed and rank_server.died(wait=2.0 if any(procs[r].exitcode == 255 for r in failed) else 0.0)
+    if server_dead:
         builder.fail("the ranks' fork server died (killed: out of memory?), so the run lost its ranks")
     elif failed:
         # The root cause is the rank that failed first; its peers fail because it left. A rank killed
