@@ -141,7 +141,18 @@ def _self_test(lib: ctypes.CDLL) -> str | None:
     """A small product through gnn_spmm against torch's (gather, scale, index_add), at a width that takes
     each of its paths (the widest register tile, the 64-column tile, the scalar tail) on two threads: a
     library that loads but computes wrongly (a miscompile, an altered file with a matching checksum) is
-    refused."""
+    refused. Torch runs it on one thread: a parallel op would start OpenMP's thread pool in the process
+    that loads the library, a sweep's parent, whose forked runs would then hang in their first parallel op
+    (libgomp's pool does not survive a fork)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _compare_with_torch(lib)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _compare_with_torch(lib: ctypes.CDLL) -> str | None:
     g = torch.Generator().manual_seed(0)
     rows, cols, width = 16, 24, 16 * 16 + 64 + 3
     counts = torch.randint(0, 6, (rows,), generator=g)

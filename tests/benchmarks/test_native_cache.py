@@ -190,3 +190,31 @@ def test_a_runs_ranks_take_the_launchers_answer_instead_of_asking_the_compiler_a
         in said, said
     asked = calls.read_text().splitlines()
     assert len(asked) == 2 and asked[0] == "--version", asked  # the launcher's version probe and build, only
+
+
+FORK_AFTER_LOAD = """
+import os, torch
+torch.set_num_threads(2)
+from benchmarks.core import native
+before = len(os.listdir('/proc/self/task'))
+assert native.resolve('native', 'cpu') == 'native'
+after = len(os.listdir('/proc/self/task'))
+pid = os.fork()
+if pid == 0:  # a sweep's forked run: its first parallel op
+    torch.repeat_interleave(torch.arange(200000), 2).sum()
+    os._exit(0)
+print(before, after, os.waitpid(pid, 0)[1])
+"""
+
+
+@needs_compiler
+@pytest.mark.parametrize("cache", ["fresh", "built"])
+def test_loading_the_library_starts_no_thread_pool_that_a_forked_run_would_hang_on(tmp_path, sound_cache, cache):
+    """A sweep's parent loads the library (and self-tests it) before it forks each run: had the test started
+    OpenMP's thread pool there, the forked run would hang in its first parallel op (make run did, at run 1)."""
+    if cache == "built":
+        built_library(tmp_path, sound_cache)
+    out = python(FORK_AFTER_LOAD, environment(tmp_path), timeout=120)
+    assert out.returncode == 0, out.stderr
+    before, after, status = out.stdout.split()
+    assert before == after and status == "0"
