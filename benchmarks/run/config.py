@@ -158,6 +158,8 @@ class RunOptions(Options):
                                           "<what differs>' (tests/test_paper_presets.py; not hashed)")
     study: Optional[str] = option(None, "set by study presets: the section of `python -m analysis report` that "
                                         "reads the run")
+    study_margin_pt: Optional[float] = option(None, "set by study presets: the equivalence margin, in accuracy points, "
+                                                    "its verdicts test (TOST), declared before the runs", gt=0)
     sweep: Optional[dict] = option(None, "set by presets: how `python -m benchmarks.commands.sweep` expands them "
                                          "(variants, extra overrides, skips, controls, bisection: docs/analysis.md)")
 
