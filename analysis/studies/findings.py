@@ -94,7 +94,7 @@ def regime(recs: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     out = df.groupby(["dataset", "setting", "workers", "partitioner"], sort=True)[list(REGIME)].mean(numeric_only=True)
     out["partitions"] = df.groupby(["dataset", "setting", "workers", "partitioner"], sort=True).size()
-    return out.reset_index()
+    return out.reset_index().sort_values(["dataset", "workers", "partitioner"], ignore_index=True)
 
 
 def _steps_per_epoch(run: pd.Series) -> float:
@@ -187,7 +187,9 @@ def table(recs: list[dict]) -> pd.DataFrame:
                                                 else math.nan),
                          **{k: (regime_row[k].iloc[0] if len(regime_row) else math.nan) for k in REGIME}})
     t = pd.DataFrame(rows)
-    if not t.empty:
+    if not t.empty:  # each method at its defaults, then its attribution rows
+        t = t.sort_values(["dataset", "model", "base", "default", "row"], ascending=[True, True, True, False, True],
+                          ignore_index=True)
         t = verdicts(t)
     t.attrs["groups"] = runs.attrs["groups"]  # the figure's colours
     t.attrs["regime"] = stats
@@ -271,6 +273,13 @@ def _number(x, digits: int = 0) -> str:
     return "–" if x != x else f"{x:.{digits}f}"
 
 
+def _interval(e: paired.Effect | None) -> str:
+    """`-1.3 [-2.8, +0.1] (3)` in points: a side effect, shown without a verdict of its own."""
+    if e is None or e.n < 2:
+        return "–"
+    return f"{100 * e.mean:+.1f} [{100 * e.low:+.1f}, {100 * e.high:+.1f}] ({e.n})"
+
+
 def accuracy_markdown(t: pd.DataFrame) -> str:
     """The plateau's verdicts, one row per method and attribution row."""
     def reference(r):
@@ -281,7 +290,7 @@ def accuracy_markdown(t: pd.DataFrame) -> str:
                      "test acc %"],
                     [[f"`{r['row']}`", r["isolates"] or ("–" if r["default"] else "a variant"), reference(r),
                       str(r["verdict"]) if r["verdict"] is not None else "–",
-                      r["val_effect"].text() if r["val_effect"] is not None else "–",
+                      _interval(r["val_effect"]),
                       f"vs `{r['comparator']}`: {r['comparator_verdict']}" if r["comparator"] else "–",
                       r["seeds_half_width"] or "–",
                       f"{_number(r['epochs_run'])} ({r['at_cap']}/{r['seeds']})",
