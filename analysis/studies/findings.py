@@ -148,7 +148,8 @@ def table(recs: list[dict]) -> pd.DataFrame:
             d_cmp = (paired.differences(here, variant, comparator, "test_acc") if comparator else [])
             # bytes against the control's, or the exact exchange at the same P (single moves none across ranks)
             bytes_ref = against if kind == "approximate" and (against != "single" or workers == 1) else "full_halo"
-            ref_bytes = here[(here["variant"] == bytes_ref) & (here["workers"] == workers)]["comm_bytes_per_epoch"].mean()
+            at_workers = here[here["workers"] == workers]
+            ref_bytes = at_workers[at_workers["variant"] == bytes_ref]["comm_bytes_per_epoch"].mean()
             single_ws = here[here["variant"] == "single"]["train_mem_bytes"].mean()
             reached = timing[timing["run"].isin(g["run"].dropna())]  # a run is its record's file (records.load)
             epochs = reached["epoch_to_target"].dropna()
@@ -294,7 +295,8 @@ def accuracy_markdown(t: pd.DataFrame) -> str:
                       f"vs `{r['comparator']}`: {r['comparator_verdict']}" if r["comparator"] else "–",
                       r["seeds_half_width"] or "–",
                       f"{_number(r['epochs_run'])} ({r['at_cap']}/{r['seeds']})",
-                      _number(r["epochs_to_target"]) + (f" ({r['missed_target']} missed)" if r["missed_target"] else ""),
+                      _number(r["epochs_to_target"])
+                      + (f" ({r['missed_target']} missed)" if r["missed_target"] else ""),
                       _number(r["steps_to_target"]),
                       fmt(100 * r["test_acc"], 1, std=100 * r["test_acc_std"])]
                      for r in t.to_dict("records")])

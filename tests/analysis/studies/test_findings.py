@@ -18,7 +18,7 @@ from tests.analysis.handmade import record, write
 
 pytestmark = pytest.mark.fast
 PAGE = Path(__file__).parent / "data" / "findings_page.md"
-STUDY = {"study": "findings", "results_dir": "results/findings", "stopping": "patience", "patience": 50,
+STUDY = {"study": "findings", "results_dir": "results/findings", "stopping": "plateau", "patience": 100,
          "eval_every": 1, "study_margin_pt": 1.0}
 # the reported model's test accuracy per seed (summary.test_acc_selected); its validation accuracy is 2 points
 # above, 3 for psgd_pa (a validation effect 1 point smaller than its test effect)
@@ -146,7 +146,7 @@ def test_a_page_regenerated_from_its_records_equals_the_committed_one(tmp_path):
                   "vs `ggs`: gains", "`psgd_pa on random parts`", "`bns_gcn boundary_fraction=0`",
                   "`llcg correction_steps=8`", "| metis | 2 | 0.100 | 0.050 | 68, 70.0, 72 |",
                   "| random | 2 | 0.500 |", "is not computed by this preset any more",
-                  "stopping=patience patience=50, cap 10 epochs, evaluated every epoch"):
+                  "stopping=plateau patience=100, cap 10 epochs, evaluated every epoch"):
         assert words in text, words
     assert (page.parent / "findings.csv").is_file()
     assert (page.parent / "findings" / "figures" / "findings" / "effect_vs_bytes.png").is_file()
@@ -166,7 +166,7 @@ def test_the_preset_trains_to_a_plateau_and_its_dry_run_lists_the_attribution_ro
     assert any("partitioner=random" in line and "method=full_halo" in line for line in lines)
     assert any("method=ggs" in line for line in lines)
     cfg = sweep.checked([runs[0]], None, machine=False)[0]
-    assert (cfg.stopping, cfg.eval_every, cfg.study_margin_pt) == ("patience", 1, 1.0)
+    assert (cfg.stopping, cfg.eval_every, cfg.study_margin_pt) == ("plateau", 1, 1.0)
 
 
 def test_the_findings_table_of_docs_findings_is_the_published_pages():
