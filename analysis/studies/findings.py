@@ -82,13 +82,18 @@ def regime(recs: list[dict]) -> pd.DataFrame:
     partitions (a seed's partition is shared by every run of that seed), and how many partitions."""
     seen, rows = set(), []
     for r in recs:
-        part = r.get("partition") or {}
+        part = r.get("partition")
         key = (r["dataset"], r["setting"], int(r["workers"]), r["seed"])
-        if r["status"] != "ok" or int(r["workers"]) < 2 or key in seen or part.get("halo_rows_per_node") is None:
+        if not isinstance(part, dict) or r["status"] != "ok" or key[2] < 2 or key in seen:
+            continue  # records from before the statistics, or one-process runs, state none
+        stated = {k: float(part[k]) for k in REGIME
+                  if isinstance(part.get(k), (int, float)) and not isinstance(part.get(k), bool)}
+        if "halo_rows_per_node" not in stated:
             continue
         seen.add(key)
         rows.append({"dataset": key[0], "setting": key[1], "workers": key[2],
-                     "partitioner": r["config"].get("partitioner", "?"), **{k: part.get(k) for k in REGIME}})
+                     "partitioner": str(r["config"].get("partitioner", "?")),
+                     **{k: stated.get(k, math.nan) for k in REGIME}})
     if not rows:
         return pd.DataFrame(columns=["dataset", "setting", "workers", "partitioner", *REGIME, "partitions"])
     df = pd.DataFrame(rows)
@@ -305,10 +310,11 @@ def accuracy_markdown(t: pd.DataFrame) -> str:
 def regime_markdown(stats: pd.DataFrame) -> str:
     return md_table(["partitioner", "P", "halo rows / node", "cut fraction", "training nodes / part (min, mean, max)",
                      "label skew (mean, max)", "partitions"],
-                    [[r["partitioner"], int(r["workers"]), f"{r['halo_rows_per_node']:.3f}",
-                      f"{r['cut_fraction']:.3f}",
-                      f"{r['train_nodes_min']:.0f}, {r['train_nodes_mean']:.1f}, {r['train_nodes_max']:.0f}",
-                      f"{r['label_skew_mean']:.2f}, {r['label_skew_max']:.2f}", int(r["partitions"])]
+                    [[r["partitioner"], int(r["workers"]), _number(r["halo_rows_per_node"], 3),
+                      _number(r["cut_fraction"], 3),
+                      f"{_number(r['train_nodes_min'])}, {_number(r['train_nodes_mean'], 1)}, "
+                      f"{_number(r['train_nodes_max'])}",
+                      f"{_number(r['label_skew_mean'], 2)}, {_number(r['label_skew_max'], 2)}", int(r["partitions"])]
                      for r in stats.to_dict("records")])
 
 

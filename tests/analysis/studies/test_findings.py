@@ -133,6 +133,20 @@ def test_epochs_and_optimiser_steps_to_the_target_and_the_plateau(recs):
     assert csv.loc["bns_gcn", "at_largest_p"] == "-1.5 [-2.0, -1.0] (10) at P=8"
 
 
+def test_the_regime_reads_only_the_numbers_a_partition_section_states():
+    """A record from before the statistics (no section), a hand-edited one (not a mapping) and a partition
+    with no training node in any part (label skew null) leave the table its other rows, and print "–"."""
+    recs = _records()
+    recs[1]["partition"] = "junk"
+    recs[2].pop("partition")
+    recs[3]["partition"] = {**METIS, "label_skew_mean": None, "label_skew_max": None}
+    for r in recs[4:]:
+        r.pop("partition", None)
+    stats = findings.regime(recs)
+    assert len(stats) == 1 and stats["partitions"].iloc[0] == 1 and pd.isna(stats["label_skew_mean"].iloc[0])
+    assert "| metis | 2 | 0.100 | 0.050 | 68, 70.0, 72 | –, – | 1 |" in findings.regime_markdown(stats)
+
+
 def test_a_page_regenerated_from_its_records_equals_the_committed_one(tmp_path):
     """The committed page (data/findings_page.md) is this function's output: a change to the page's
     format shows here, and `GNNBENCH_UPDATE_PAGES=1 pytest <this file>` rewrites it after review."""
