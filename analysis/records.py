@@ -176,6 +176,11 @@ def _run_row(r: dict) -> dict:
         "late_val_gain": _late_val_gain(r.get("history") or []),
         # the model the run's stopping rule reports (records older than the rule: the best validation's)
         "test_acc": _num(s and s.get("test_acc_selected", s.get("test_acc_at_best_val"))),
+        "val_acc": _num(s and s.get("val_acc_selected", s.get("best_val_acc"))),  # the same model's validation
+        # optimiser steps the run took (the most of any rank, as `summary.per_rank[].steps` states them: the
+        # local-round, mini-batch and DIGEST families); NaN for a method that states none (one step an epoch)
+        "steps": max((_num(p.get("steps")) for p in s.get("per_rank") or [] if p.get("steps") is not None),
+                     default=math.nan) if s else math.nan,
         "train_time_s": value("train_time_s"),
         "comm_by_category": {c: float(b) for c, b in r["comm"]["bytes_per_epoch_by_category"].items()} if s else {},
         "config": dict(r["config"]), "setting_config": dict(r["setting_config"]),

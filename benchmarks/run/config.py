@@ -95,8 +95,9 @@ class RunOptions(Options):
                 "accuracy is reported); window (Kipf & Welling: stop once the validation loss exceeds the mean of "
                 "the `patience` epochs before; the last model is reported); patience (Velickovic et al.: stop after "
                 "`patience` epochs in which neither validation accuracy nor loss improved; the last model that "
-                "improved both is reported). Needs eval_every=1")
-    patience: int = option(10, "stopping's window (window) or patience (patience), in epochs", ge=1)
+                "improved both is reported); plateau (stop after `patience` epochs without a better validation "
+                "accuracy; the model of the best validation accuracy is reported). Needs eval_every=1")
+    patience: int = option(10, "stopping's window (window) or patience (patience, plateau), in epochs", ge=1)
     hidden: int = option(128, "channels of every hidden layer", ge=1,
                          message="hidden must be a positive integer (got {value!r})")
     layers: int = option(3, "GNN layers", ge=1, message="layers must be a positive integer (got {value!r})")
@@ -158,6 +159,8 @@ class RunOptions(Options):
                                           "<what differs>' (tests/test_paper_presets.py; not hashed)")
     study: Optional[str] = option(None, "set by study presets: the section of `python -m analysis report` that "
                                         "reads the run")
+    study_margin_pt: Optional[float] = option(None, "set by study presets: the equivalence margin, in accuracy points, "
+                                                    "its verdicts test (TOST), declared before the runs", gt=0)
     sweep: Optional[dict] = option(None, "set by presets: how `python -m benchmarks.commands.sweep` expands them "
                                          "(variants, extra overrides, skips, controls, bisection: docs/analysis.md)")
 

@@ -34,7 +34,7 @@ from benchmarks.run.stopping import selected
 
 # Keys that say where things are or how chatty a run is, not what is measured.
 NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s", "resume", "force",
-                "reproduces", "regime", "study", "sweep", "allow_nonfinite")
+                "reproduces", "regime", "study", "study_margin_pt", "sweep", "allow_nonfinite")
 # The axes a comparison runs along: what a run's setting leaves out. The aggregation kernel is an
 # implementation of the same math, compared like a method option (SAR against `full_halo` and
 # `full_halo kernel=messages`, experiment=sar_vanilla): it is named in the variant (`run_variant`).

@@ -86,6 +86,19 @@ def test_the_gat_patience_counts_epochs_without_a_better_loss_or_accuracy():
     assert selected(history, "none")["epoch"] == 1  # the first best validation accuracy
 
 
+def test_the_plateau_counts_epochs_without_a_strictly_better_accuracy_and_reports_the_best():
+    """The findings' rule: a loss that rises while the accuracy climbs does not end the run or pick an early
+    model (the `patience` rule's checkpoint would be epoch 0 here), and a tie does not reset the count."""
+    stopper = Stopper("plateau", 2)
+    #            acc   loss
+    seq = [(0.5, 1.0), (0.6, 1.1), (0.6, 1.2), (0.7, 1.3), (0.7, 1.35), (0.65, 1.4)]
+    stops = [stopper.stop(loss, acc) for acc, loss in seq]
+    assert stops == [False, False, False, False, False, True]  # 0.6 = 0.6 and 0.7 = 0.7 do not reset
+    history = [{"epoch": i, "val_acc": a, "val_loss": v, "test_acc": 10 + i} for i, (a, v) in enumerate(seq)]
+    assert selected(history, "plateau")["epoch"] == 3  # the first best validation accuracy
+    assert selected(history, "patience")["epoch"] == 0
+
+
 def test_attention_dropout_is_keyed_by_edge_not_by_layout():
     draws = Draws(0)
     alpha = torch.rand(6, 4)
