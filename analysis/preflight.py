@@ -126,17 +126,24 @@ def verdict(method: str, world: int, local_ranks: int, peak: float, memory: int,
     return None if fits else _line(text, force)
 
 
+def not_checked(run) -> str | None:
+    """Why the check does not cover `run` (a GPU run, or one the cost model leaves out); None where it does."""
+    from analysis import projection
+    if run.device == "cuda":
+        return "device=cuda (the check covers the host memory of CPU runs)"
+    why = projection.outside_run(run)
+    return f"the cost model leaves it out ({why})" if why else None
+
+
 def projected_peak(run, info: dict, launcher: str) -> float | str:
     """The projected peak of the run's largest rank process (`costmodel.process_peak`), from the
     prepared partition's per-rank sizes (`info`: the record's `graph` and `partition`); or why the
     model leaves the run out."""
     from analysis import costmodel, projection
     from benchmarks.run.record import processes_of
-    if run.device == "cuda":
-        return "device=cuda (the check covers the host memory of CPU runs)"
-    why = projection.outside_run(run)
+    why = not_checked(run)
     if why:
-        return f"the cost model leaves it out ({why})"
+        return why
     world = processes_of(run)
     model, ranks = projection.run_inputs(run, info["graph"], info["partition"], world)
     return costmodel.process_peak(run.method_cls, run.method, model, ranks, world, in_process=launcher != "spawn")
@@ -186,11 +193,9 @@ def estimate(run, launcher: str, local_ranks: int) -> str:
     from benchmarks.base.traffic import Rank
     from benchmarks.run.record import processes_of
     from benchmarks.run.train import model_for
-    if run.device == "cuda":
-        return "estimate: none: device=cuda (the check covers the host memory of CPU runs)"
-    why = projection.outside_run(run)
+    why = not_checked(run)
     if why:
-        return f"estimate: none: the cost model leaves it out ({why})"
+        return f"estimate: none: {why}"
     totals = declared_totals(run)
     if totals is None:
         return f"estimate: none: the sizes of {run.dataset_name} are known once it is loaded"
