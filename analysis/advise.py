@@ -203,10 +203,11 @@ def nearest(accuracy: list[dict], p: int, here: float | None) -> tuple[dict | No
     if not measured:
         return None, ""
     import math
-    held = {r["dataset"] for r in regimes(measured) if inside(r, p, here)}
+    measured_regimes = regimes(measured)
+    held = {r["dataset"] for r in measured_regimes if inside(r, p, here)}
     if not held:
         figure = "not known" if here is None else number(here)
-        return {"not_in_regime": f"measured: {'; '.join(map(regime_text, regimes(measured)))}; here: {figure} at "
+        return {"not_in_regime": f"measured: {'; '.join(map(regime_text, measured_regimes))}; here: {figure} at "
                                  f"P={p}", "effect_pt": None}, ""
     best = min((f for f in measured if f["dataset"] in held and f.get(STATISTIC) is not None),
                key=lambda f: (abs(f[STATISTIC] - here), abs(math.log2(f["workers"] / p))))

@@ -158,11 +158,6 @@ def _log_axis(ax, axis="y") -> None:
     a.set_minor_formatter(NullFormatter())
 
 
-def _mark_failed(ax, failed: pd.DataFrame, x: str = "workers") -> None:
-    """A red x on the bottom edge at each failed configuration's x, labelled `failed`."""
-    _mark_at_edge(ax, failed, "failed", x)
-
-
 def _mark_at_edge(ax, rows: pd.DataFrame, why: str, x: str = "workers", colour: str = "red") -> None:
     """An x on the bottom edge at each row's x, labelled `<variant>: <why>`: a configuration the
     figure has no value for is shown, never left out."""
@@ -293,7 +288,7 @@ def speedup_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
         base = min(table["ref_workers"], default=1) if over != "single" else 1
         ax.plot(ws, [w / base for w in ws], linestyle="--", color="grey", linewidth=1,
                 label="ideal (speedup = workers)" if base == 1 else f"ideal (speedup = workers / {base})")
-        _mark_failed(ax, g[g["status"] != "ok"])
+        _mark_at_edge(ax, g[g["status"] != "ok"], "failed")
         _mark_at_edge(ax, sliced, "ranks > cores (time-slicing, not a speed)", colour="dimgrey")
         _workers_axis(ax, ws)
         ax.set_ylabel(f"speedup over {over} (×)")
@@ -333,7 +328,7 @@ def memory_vs_workers(agg: pd.DataFrame, out_dir) -> list[Path]:
                 base = float(ref["memory"].iloc[0]) * int(ref["workers"].iloc[0]) / scale
                 ax.plot(ws, [base / w for w in ws], linestyle="--", color="grey", linewidth=1,
                         label=f"ideal 1/P (from {ref['variant'].iloc[0]} at P={int(ref['workers'].iloc[0])})")
-            _mark_failed(ax, g[g["status"] != "ok"])
+            _mark_at_edge(ax, g[g["status"] != "ok"], "failed")
             _workers_axis(ax, ws)
             _log_if_wide(ax, list(ok[metric] / scale) + [base / w for w in ws] if len(ref) else list(ok[metric]))
             ax.set_ylabel(f"{name} ({unit})")
@@ -407,7 +402,7 @@ def comm_vs_workers(agg: pd.DataFrame, comm: pd.DataFrame, out_dir) -> list[Path
         for variant, v in sends.sort_values("workers").groupby("variant", sort=True):
             ax.errorbar(v["workers"], v["comm_bytes_per_epoch"] / 1e6, capsize=3, label=variant, **sty[variant],
                         yerr=_seed_bars(v["comm_bytes_per_epoch_std"], 1e6))
-        _mark_failed(ax, g[g["status"] != "ok"])
+        _mark_at_edge(ax, g[g["status"] != "ok"], "failed")
         _workers_axis(ax, g["workers"])
         _log_if_wide(ax, list(sends["comm_bytes_per_epoch"] / 1e6))
         ax.set_ylabel("training traffic per epoch (MB, all ranks)")

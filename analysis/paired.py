@@ -87,14 +87,12 @@ def within(e: Effect | None, points: float) -> str:
 
 
 def effect(differences) -> Effect:
-    d = [float(x) for x in differences if x == x]
+    d, mean, sd = _mean_sd(differences)
     n = len(d)
     if n == 0:
         return Effect(0, math.nan, math.nan, math.nan)
-    mean = sum(d) / n
     if n < 2:
-        return Effect(1, mean, math.nan, math.nan)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+        return Effect(1, d[0], math.nan, math.nan)
     from scipy import stats  # here: importing scipy.stats takes ~1.4 s, which a command that pairs nothing never pays
 
     half = stats.t.ppf(0.5 + LEVEL / 2, n - 1) * sd / math.sqrt(n)
@@ -153,6 +151,7 @@ TOST_ALPHA = 0.05  # each one-sided test's level: equivalence shown by the 90 % 
 
 
 def _mean_sd(differences) -> tuple[list[float], float, float]:
+    """The differences that are numbers, their mean and sample standard deviation (NaN with fewer than 2)."""
     d = [float(x) for x in differences if x == x]
     if len(d) < 2:
         return d, math.nan, math.nan

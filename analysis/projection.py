@@ -121,7 +121,7 @@ def graph_degrees(graph: dict, stats: dict | None = None, partition: dict | None
     if stats:
         cuts = {int(p): cut_share(entry, nodes, edges) for p, entry in stats["by_workers"].items() if int(p) > 1}
     if partition and workers > 1 and "edge_cut" in partition:
-        cuts[workers] = partition["edge_cut"] / max((edges - nodes) / 2, 1)
+        cuts[workers] = cut_share({"edge_cut": partition["edge_cut"]}, nodes, edges)
     measured = sorted(p for p in cuts if cuts[p] > 0)
     if len(measured) >= 2:
         from benchmarks.tools.partition_stats import TAIL_POINTS, _fit, _value

@@ -207,7 +207,7 @@ def annotate(result: dict, stats: dict, profile, model) -> None:
             options_of[name] = dict(variants(name, method_defaults(name)))
         options = options_of[name][r.get("variant") or name]
         cls = costmodel.plugin(name)
-        mode = cls.Cost.layer0_mode(costmodel.typed_options(cls, options))
+        mode = costmodel.hooks(cls).layer0_mode(costmodel.typed_options(cls, options))
         devices = r.get("devices", r["workers"])
 
         def again(method, opts) -> dict:

@@ -275,10 +275,6 @@ def markdown(t: pd.DataFrame) -> str:
                      for r in t[t["default"]].to_dict("records")])
 
 
-def _number(x, digits: int = 0) -> str:
-    return "–" if x != x else f"{x:.{digits}f}"
-
-
 def _interval(e: paired.Effect | None) -> str:
     """`-1.3 [-2.8, +0.1] (3)` in points: a side effect, shown without a verdict of its own."""
     if e is None or e.n < 2:
@@ -299,10 +295,10 @@ def accuracy_markdown(t: pd.DataFrame) -> str:
                       _interval(r["val_effect"]),
                       f"vs `{r['comparator']}`: {r['comparator_verdict']}" if r["comparator"] else "–",
                       r["seeds_half_width"] or "–",
-                      f"{_number(r['epochs_run'])} ({r['at_cap']}/{r['seeds']})",
-                      _number(r["epochs_to_target"])
+                      f"{fmt(r['epochs_run'], 0)} ({r['at_cap']}/{r['seeds']})",
+                      fmt(r["epochs_to_target"], 0)
                       + (f" ({r['missed_target']} missed)" if r["missed_target"] else ""),
-                      _number(r["steps_to_target"]),
+                      fmt(r["steps_to_target"], 0),
                       fmt(100 * r["test_acc"], 1, std=100 * r["test_acc_std"])]
                      for r in t.to_dict("records")])
 
@@ -310,11 +306,11 @@ def accuracy_markdown(t: pd.DataFrame) -> str:
 def regime_markdown(stats: pd.DataFrame) -> str:
     return md_table(["partitioner", "P", "halo rows / node", "cut fraction", "training nodes / part (min, mean, max)",
                      "label skew (mean, max)", "partitions"],
-                    [[r["partitioner"], int(r["workers"]), _number(r["halo_rows_per_node"], 3),
-                      _number(r["cut_fraction"], 3),
-                      f"{_number(r['train_nodes_min'])}, {_number(r['train_nodes_mean'], 1)}, "
-                      f"{_number(r['train_nodes_max'])}",
-                      f"{_number(r['label_skew_mean'], 2)}, {_number(r['label_skew_max'], 2)}", int(r["partitions"])]
+                    [[r["partitioner"], int(r["workers"]), fmt(r["halo_rows_per_node"], 3),
+                      fmt(r["cut_fraction"], 3),
+                      f"{fmt(r['train_nodes_min'], 0)}, {fmt(r['train_nodes_mean'], 1)}, "
+                      f"{fmt(r['train_nodes_max'], 0)}",
+                      f"{fmt(r['label_skew_mean'], 2)}, {fmt(r['label_skew_max'], 2)}", int(r["partitions"])]
                      for r in stats.to_dict("records")])
 
 

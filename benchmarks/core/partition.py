@@ -231,15 +231,13 @@ def label_skew(parts: list[Part]) -> list[float | None]:
     return [float((c / c.sum() - mix).abs().sum() / 2) if c.sum() else None for c in counts]
 
 
-def regime_stats(parts: list[Part]) -> dict:
+def regime_stats(parts: list[Part], cross: int, train: list[int]) -> dict:
     """The `REGIME_KEYS` of a cut: halo rows (summed over parts) per node of the graph; the share
-    of directed in-edges (self-loops included) whose source another part owns; training nodes per
-    part (min, mean, max); and each part's label skew (`label_skew`), its mean and max over the parts
-    that hold training nodes (None where none does)."""
+    of directed in-edges (self-loops included) whose source another part owns (`cross` of them);
+    training nodes per part (`train`: min, mean, max); and each part's label skew (`label_skew`), its
+    mean and max over the parts that hold training nodes (None where none does)."""
     nodes = sum(p.num_local for p in parts)
     edges = sum(p.indices.numel() for p in parts)
-    cross = sum(int((p.indices >= p.num_local).sum()) for p in parts)
-    train = [int(p.train_mask.sum()) for p in parts]
     skew = label_skew(parts)
     known = [s for s in skew if s is not None]
     return {
@@ -254,6 +252,7 @@ def regime_stats(parts: list[Part]) -> dict:
 
 def partition_stats(graph: Graph, parts: list[Part], partitioner: str) -> dict:
     cross = sum(int((p.indices >= p.num_local).sum()) for p in parts)  # directed in-edges across parts
+    train = [int(p.train_mask.sum()) for p in parts]
     return {
         "partitioner": partitioner,
         "parts": len(parts),
@@ -261,10 +260,10 @@ def partition_stats(graph: Graph, parts: list[Part], partitioner: str) -> dict:
         "cross_edges_directed": cross,
         "nodes_per_rank": [p.num_local for p in parts],
         "edges_per_rank": [p.indices.numel() for p in parts],
-        "train_nodes_per_rank": [int(p.train_mask.sum()) for p in parts],
+        "train_nodes_per_rank": train,
         "halo_nodes_per_rank": [p.num_halo for p in parts],
         "edge_imbalance": imbalance(p.indices.numel() for p in parts),  # max / mean in-edges per rank
-        **regime_stats(parts),
+        **regime_stats(parts, cross, train),
     }
 
 
