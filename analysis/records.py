@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # annotations only: pandas is imported where a table is built
 # check, and that process's memory may be a rank's).
 
 # One configuration = these columns; seeds are averaged within one.
-KEYS = ["dataset", "model", "variant", "workers", "setting"]
+# `lr` is not in the setting (a method and its control may train at their families' rates: record.AXES).
+KEYS = ["dataset", "model", "variant", "workers", "setting", "lr"]
 METRICS = ["epoch_time_s", "peak_rss_bytes", "peak_pss_bytes", "peak_pss_sum_bytes", "peak_mem_bytes",
            "train_mem_bytes", "comm_bytes_per_epoch", "comm_bytes_per_round", "best_val_acc", "test_acc",
            "train_time_s", "cores", "late_val_gain", "epochs_run"]
@@ -158,7 +159,7 @@ def _run_row(r: dict) -> dict:
         "run": Path(r["_path"]).stem if "_path" in r else None,
         "status": r["status"], "error": r.get("error"),
         "method": r["method"], "variant": r["variant"], "dataset": r["dataset"], "model": r["model"],
-        "workers": int(r["workers"]), "seed": r["seed"], "setting": r["setting"],
+        "workers": int(r["workers"]), "seed": r["seed"], "setting": r["setting"], "lr": float(r["config"]["lr"]),
         "control": r.get("control"),  # the variant of its exact control (None: exact, or a record from before controls)
         "cores": _num((r.get("env") or {}).get("cores")),  # the machine's: time with more ranks than cores is slicing
         "reproduces": r["config"].get("reproduces"), "epochs_run": len(r.get("history") or []),

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.studies import (boundary, digest, families, feature_cache, findings, gas, kernels, planetoid, runtime,
-                              sampling, sar, savers, scaling)
+from analysis.studies import (boundary, digest, families, feature_cache, findings, gas, kernels, lr_choice, planetoid,
+                              runtime, sampling, sar, savers, scaling)
 
 SECTIONS = {
+    "lr_choice": lr_choice.section,
     "findings": findings.section,
     "runtime": runtime.section,
     "sar_memory": sar.memory_section,

@@ -20,6 +20,12 @@ What a preset sweeps (all optional; docs/analysis.md has an example of each):
 - `sweep.controls: true`: every run's exact control (`config.control_config`: the approximation
   switched off, the same seed, partition, model and layer 0) is run too, unless the sweep has it
   already, so the report can pair each approximation with its control seed by seed.
+- `sweep.lr_by_family`: `{<family>: <lr>}` (a family as `python -m benchmarks --methods` names it:
+  `FullGraphMethod`, `MiniBatchMethod`, ...): each run, its exact control included, trains at its own
+  method's family's learning rate (chosen on validation: experiment=lr_choice), so no method is
+  compared at another family's; a family not named keeps the preset's `lr`, and a sweep whose axes or
+  command line name `lr` runs the rates they name. `lr` is an axis of a
+  record (`record.AXES`), so a method and its control at their families' rates still pair by seed.
 - `sweep.bisect`: a strategy instead of one run per point: for each run, the largest value of the
   numeric `key` whose record is `ok` and whose `field` (`summary.<name>`, a number of the record's
   summary) is `at_most` (or `at_least`) a bound. It probes `start`, steps by `factor` (> 1) until it
@@ -175,6 +181,8 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
             single_process[method] = method_class(method).single_process
         if single_process[method]:  # it ignores `workers`: one run, not one per count
             job = [o for o in job if _key(o) != "workers"]
+        if "lr" not in axes:  # a sweep over rates (experiment=lr_choice) runs every rate it names
+            job = _merge(job, family_lr(method, sweep.get("lr_by_family")))
         overrides = _merge(job, fixed)  # the command line last: it wins
         if tuple(overrides) not in seen:
             seen.add(tuple(overrides))
@@ -182,9 +190,29 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
     return runs, sorted(set(missing))
 
 
+def family_lr(method: str, table: dict | None) -> list[str]:
+    """`[lr=<value>]`: the learning rate `sweep.lr_by_family` gives `method`'s family ([] where it names
+    none). A family the table names that no method has is refused: a misspelt one would pass silently."""
+    if not table:
+        return []
+    from benchmarks.run.method import method_class
+    from benchmarks.run.methods_table import families, family
+
+    unknown = sorted(set(table) - set(families()))
+    if unknown:
+        raise UserError(f"sweep.lr_by_family names {', '.join(unknown)}, not a family; the families: "
+                        f"{', '.join(families())}")
+    name = family(method_class(method))
+    return [f"lr={_text(table[name])}"] if name in table else []
+
+
+def _fixed(argv: list[str]) -> list[str]:
+    """The command line's plain `key=value` overrides (its comma lists are axes)."""
+    return [o.input_line for o in OverridesParser.create().parse_overrides(argv) if not o.is_sweep_override()]
+
+
 def _sweep_section(argv: list[str]) -> dict:
-    parsed = OverridesParser.create().parse_overrides(argv)
-    return _preset([o.input_line for o in parsed if not o.is_sweep_override()])[2]
+    return _preset(_fixed(argv))[2]
 
 
 def bisect_spec(section: dict) -> Bisect | None:
@@ -220,11 +248,14 @@ def control_overrides(overrides: list[str], run) -> list[str] | None:
         f"method.{k}={_text(v)}" for k, v in method.items() if k not in ("name", "plugin") and defaults.get(k) != v]
 
 
-def with_controls(runs: list[list[str]], configs: list, machine: bool) -> tuple[list, list]:
+def with_controls(runs: list[list[str]], configs: list, machine: bool, lr_by_family: dict | None = None,
+                  fixed: list[str] = ()) -> tuple[list, list]:
     """`runs` and `configs` with every run's exact control added after them (`sweep.controls`), each
-    once and only if no run of the sweep is it already (the same record path)."""
+    once and only if no run of the sweep is it already (the same record path). A control trains at its
+    own family's learning rate (`lr_by_family`), unless the command line (`fixed`) sets `lr`."""
     have = {path_of(cfg) for cfg in configs}
     extra = [c for c in (control_overrides(o, cfg) for o, cfg in zip(runs, configs)) if c is not None]
+    extra = [_merge(c, family_lr(dict(o.split("=", 1) for o in c)["method"], lr_by_family), fixed) for c in extra]
     runs, configs = list(runs), list(configs)
     for overrides, cfg in zip(extra, checked(extra, None, machine) if extra else []):
         path = path_of(cfg)
@@ -636,7 +667,8 @@ def sweep(argv: list[str], preflight=None) -> None:
             raise composition_error(e, argv) from None
         configs = checked(runs, spec, machine=not dry_run)
         if section.get("controls"):
-            runs, configs = with_controls(runs, configs, machine=not dry_run)
+            runs, configs = with_controls(runs, configs, machine=not dry_run,
+                                          lr_by_family=section.get("lr_by_family"), fixed=_fixed(argv))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -39,8 +39,10 @@ NON_SEMANTIC = ("results_dir", "data_root", "cache_dir", "log_every", "dist_time
 # implementation of the same math, compared like a method option (SAR against `full_halo` and
 # `full_halo kernel=messages`, experiment=sar_vanilla): it is named in the variant (`run_variant`).
 # The savers (`memory`: activation checkpointing; `precision`; `comm`: quantised messages) are options
-# that compose with any method, and are named in the variant the same way.
-AXES = ("method", "workers", "seed", *SAVER_AXES)
+# that compose with any method, and are named in the variant the same way. The learning rate is chosen per
+# family (a sweep's `lr_by_family`): a method and its exact control may train at their own families' rates
+# and still share a setting.
+AXES = ("method", "workers", "seed", "lr", *SAVER_AXES)
 
 #: The environment variable a run's starter (a sweep) sets to the id it gives the run: the record says it
 #: (`run_id`), so the starter tells the record this run wrote from one an earlier run left at its path.
