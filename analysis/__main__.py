@@ -6,6 +6,8 @@ over seeds, failed runs marked).
 `python -m analysis notebooks <results_dir> [--out DIR]`: run the notebooks of analysis/notebooks/ on a
 folder of records (executed copies and their figures in `<results_dir>/notebooks/`).
 `python -m analysis project ...`: the cost model's projection of a folder of records (docs/projection.md).
+`python -m analysis seeds <results_dir> [--cap N]`: the two-stage seed plan's second stage, the sweep
+commands that run each unresolved row to the seeds its half-width needs (analysis/seed_plan.py).
 `python -m analysis advise --graph G --hardware H --workers 16,32,64 [--tolerance POINTS]`: which method
 to run on a cluster, with no records: a recommendation and a runner-up with their commands, then every
 method projected (docs/projection.md, "advise")."""
@@ -35,6 +37,10 @@ def main(argv=None) -> None:
     n.add_argument("results_dir")
     n.add_argument("--out", default=None, help="where the executed notebooks and their figures/ go "
                    "(default: results_dir/notebooks)")
+    s = sub.add_parser("seeds", help="print the sweep commands that run each unresolved row of a study to the "
+                       "seeds its target half-width needs (the two-stage seed plan's second stage)")
+    s.add_argument("results_dir")
+    s.add_argument("--cap", default="30", help="the most seeds a row is run to (default 30)")
     j = sub.add_parser("project", help="project epoch time and memory per rank with the cost model")
     j.add_argument("results_dir", nargs="?", help="a folder of records (or --published)")
     j.add_argument("--hardware", help="a profile in conf/hardware/ (or a path to one)")
@@ -79,6 +85,10 @@ def main(argv=None) -> None:
             return _failed_plugins()
         from analysis import records as rec  # pandas and matplotlib load only once the arguments are good
         from analysis.report import build, runs_table
+        if args.command == "seeds":
+            from analysis.seed_plan import plan
+            print("\n".join(plan(rec.load(args.results_dir), cap=checked["cap"])))
+            return
         if args.command == "table":
             print(runs_table(rec.speedup(rec.aggregate(rec.runs(rec.load(args.results_dir))))))
             return
@@ -150,6 +160,8 @@ def _check(args) -> dict:
     from benchmarks.base.outputs import check_writable
     if args.command == "advise":
         return _check_advise(args)
+    if args.command == "seeds":
+        return {"cap": _whole("--cap", args.cap, least=2)}
     if args.command == "notebooks":
         from analysis import notebook_runner
         if (why := notebook_runner.missing_kernel()):

@@ -69,6 +69,14 @@ class Effect:
                 f" ({self.n}{noise})")
 
 
+def interval(e: Effect | None) -> str:
+    """`-1.3 [-2.8, +0.1] (3)` in points: an effect shown without a verdict of its own (a validation effect
+    beside the test effect's verdict); "–" with fewer than 2 pairs."""
+    if e is None or e.n < 2:
+        return "–"
+    return f"{100 * e.mean:+.1f} [{100 * e.low:+.1f}, {100 * e.high:+.1f}] ({e.n})"
+
+
 def points(e: Effect | None, what: str) -> float | None:
     """`e`'s mean, low or high (`what`) in points, to 0.01; None without an interval (fewer than 2 pairs)."""
     return round(100 * getattr(e, what), 2) if e is not None and e.n >= 2 else None

@@ -159,7 +159,7 @@ def _run_row(r: dict) -> dict:
         "run": Path(r["_path"]).stem if "_path" in r else None,
         "status": r["status"], "error": r.get("error"),
         "method": r["method"], "variant": r["variant"], "dataset": r["dataset"], "model": r["model"],
-        "workers": int(r["workers"]), "seed": r["seed"], "setting": r["setting"], "lr": float(r["config"]["lr"]),
+        "workers": int(r["workers"]), "seed": r["seed"], "setting": r["setting"], "lr": _num(r["config"].get("lr")),
         "control": r.get("control"),  # the variant of its exact control (None: exact, or a record from before controls)
         "cores": _num((r.get("env") or {}).get("cores")),  # the machine's: time with more ranks than cores is slicing
         "reproduces": r["config"].get("reproduces"), "epochs_run": len(r.get("history") or []),
@@ -235,7 +235,7 @@ def aggregate(runs_df: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     rows = []
-    for key, g in runs_df.groupby(KEYS, sort=True):
+    for key, g in runs_df.groupby(KEYS, sort=True, dropna=False):  # a record without `lr`: NaN
         ok = g[g["status"] == "ok"]
         failed = g[g["status"] != "ok"]
         row = {**dict(zip(KEYS, key)), "method": g["method"].iloc[0], "n_ok": len(ok), "n_failed": len(failed),

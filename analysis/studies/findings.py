@@ -168,6 +168,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
                          "isolates": ISOLATES.get(_name(name), ""), "default": name == method,
                          "reference": "" if variant == against else against, "partitioner": partitioner,
                          "dataset": dataset, "model": model, "workers": workers, "seeds": len(g),
+                         "lr": g["lr"].iloc[0], "reference_lr": here[here["variant"] == against]["lr"].max(),
                          "test_acc": g["test_acc"].mean(), "test_acc_std": g["test_acc"].std(ddof=1),
                          "effect": paired.effect(d_test) if variant != against else None,
                          "differences": d_test if variant != against else [],
@@ -275,24 +276,20 @@ def markdown(t: pd.DataFrame) -> str:
                      for r in t[t["default"]].to_dict("records")])
 
 
-def _interval(e: paired.Effect | None) -> str:
-    """`-1.3 [-2.8, +0.1] (3)` in points: a side effect, shown without a verdict of its own."""
-    if e is None or e.n < 2:
-        return "–"
-    return f"{100 * e.mean:+.1f} [{100 * e.low:+.1f}, {100 * e.high:+.1f}] ({e.n})"
-
-
 def accuracy_markdown(t: pd.DataFrame) -> str:
     """The plateau's verdicts, one row per method and attribution row."""
     def reference(r):
         return "(the reference)" if r["verdict"] is None else f"`{r['reference']}`"
-    return md_table(["row", "what it isolates", "against", "plateau effect, test (verdict)",
+    def lr(r):  # each family's rate (`sweep.lr_by_family`), the reference's where it differs
+        same = r["reference_lr"] != r["reference_lr"] or r["reference_lr"] == r["lr"]
+        return fmt(r["lr"], 4) + ("" if same else f" ({fmt(r['reference_lr'], 4)})")
+    return md_table(["row", "what it isolates", "against", "lr (reference's)", "plateau effect, test (verdict)",
                      "validation effect, pt [95 % CI]", "against the paper's comparator (test)",
                      "seeds for ±0.5 pt", "epochs run (at cap)", "epochs to target", "optimiser steps to target",
                      "test acc %"],
-                    [[f"`{r['row']}`", r["isolates"] or ("–" if r["default"] else "a variant"), reference(r),
+                    [[f"`{r['row']}`", r["isolates"] or ("–" if r["default"] else "a variant"), reference(r), lr(r),
                       str(r["verdict"]) if r["verdict"] is not None else "–",
-                      _interval(r["val_effect"]),
+                      paired.interval(r["val_effect"]),
                       f"vs `{r['comparator']}`: {r['comparator_verdict']}" if r["comparator"] else "–",
                       r["seeds_half_width"] or "–",
                       f"{fmt(r['epochs_run'], 0)} ({r['at_cap']}/{r['seeds']})",

@@ -5,14 +5,16 @@ node, never by rank (benchmarks/core/draws.py), a method and its control at one 
 masks and initial weights, so the paired difference is the approximation's alone.
 
 Per (dataset, model, partitioner, method, P):
-  - the accuracy effect against the control, paired over seeds, with its 95 % interval
-    (analysis/paired.py), and its two-sided paired t-test p-value;
-  - the judgement after Holm's step-down correction over every comparison on the page (family-wise
-    5 %), beside the count an uncorrected 5 % test would flag by chance alone;
+  - the accuracy effect against the control, paired over seeds, read by `paired.verdict` ("costs X [CI]"
+    after Holm's correction over every comparison of the page, "equivalent within ±m" by TOST at the margin
+    the preset declares, `study_margin_pt`, or "not resolved" with the seeds a ±0.5 pt half-width needs),
+    beside the validation effect of the same models;
+  - how the runs ended: epochs trained (median) under the preset's stopping rule, how many reached the cap,
+    and the epochs to the validation target (95 % of the best any run of the setting reached);
+  - the partition's statistics that the effects may depend on (halo rows per node, cut fraction, training
+    nodes per part, label skew: each record's `partition` section, `findings.regime`);
   - halo bytes (every training byte but the gradient and parameter sums) and total bytes per epoch,
     each over `full_halo`'s at the same P;
-  - the halo rows per node (every rank's halo summed, over the graph's nodes): how much boundary
-    the partition gives the approximation to approximate;
   - for a method that keeps a share of its boundary rows (BNS-GCN's `boundary_rows_kept`), the share
     it effectively kept at epoch 0, all ranks together: floor(p |B_ij|) per pair keeps less than p.
 
@@ -27,6 +29,7 @@ import pandas as pd
 
 from analysis import figures, paired, records
 from analysis.markdown import fmt, image, md_table
+from analysis.studies.findings import regime
 
 #: Traffic that is not the halo's: gradient and parameter sums, batch-norm statistics.
 SYNC = ("grad_allreduce", "param_avg", "norm")
@@ -79,74 +82,95 @@ def table(recs: list[dict]) -> pd.DataFrame:
     ok = runs[runs["status"] == "ok"].copy()
     ok["partitioner"] = ok["config"].map(lambda c: c.get("partitioner"))
     halo_per_node, kept = halo_rows_per_node(recs), kept_fraction(recs)
+    stats = regime(recs)
+    timing = records.time_to_accuracy(records.history(recs), ok)
     rows = []
     keys = ["dataset", "model", "partitioner", "setting", "workers"]
     for (dataset, model, partitioner, setting, workers), here in ok.groupby(keys, sort=True):
         reference = here[here["variant"] == REFERENCE]
         ref_halo, ref_total = _bytes(reference) if len(reference) else (math.nan, math.nan)
+        statistics = stats[(stats["dataset"] == dataset) & (stats["setting"] == setting)
+                           & (stats["workers"] == workers)]
         for variant, g in here.groupby("variant", sort=True):
             control = g["control"].dropna()
             if variant != g["method"].iloc[0] or not len(control):  # a control, or an exact method
                 continue
             d = paired.differences(here, variant, control.iloc[0], "test_acc")
+            d_val = paired.differences(here, variant, control.iloc[0], "val_acc")
             halo, total = _bytes(g)
             a = about.get(g["method"].iloc[0], {})
+            cap = g["config"].map(lambda c: c.get("epochs")).max()
+            reached = timing[timing["run"].isin(g["run"].dropna())]["epoch_to_target"].dropna()
             rows.append({"dataset": dataset, "model": model, "partitioner": partitioner, "workers": int(workers),
                          "method": variant, "family": a.get("family", "?"), "control": control.iloc[0],
-                         "effect": paired.effect(d), "p": paired.p_value(d),
+                         "lr": g["lr"].iloc[0], "control_lr": here[here["variant"] == control.iloc[0]]["lr"].max(),
+                         "effect": paired.effect(d), "differences": d, "p": paired.p_value(d),
+                         "val_effect": paired.effect(d_val),
+                         "margin_pt": g["config"].map(lambda c: c.get("study_margin_pt")).dropna().max(),
+                         "epochs_run": g["epochs_run"].median(), "cap": cap,
+                         "at_cap": int((g["epochs_run"] >= cap).sum()) if cap == cap else 0,
+                         "epochs_to_target": reached.median() if len(reached) else math.nan,
+                         "missed_target": len(g) - len(reached),
                          "halo_vs_reference": halo / ref_halo if ref_halo else math.nan,
                          "bytes_vs_reference": total / ref_total if ref_total else math.nan,
                          "halo_rows_per_node": halo_per_node.get((dataset, setting, int(workers)), math.nan),
+                         **{k: (statistics[k].iloc[0] if len(statistics) else math.nan)
+                            for k in ("cut_fraction", "train_nodes_min", "train_nodes_mean", "label_skew_mean",
+                                      "label_skew_max")},
                          "kept_fraction": kept.get((dataset, setting, int(workers), variant), math.nan)})
     t = pd.DataFrame(rows)
     if not t.empty:
         t["holm"] = paired.holm(list(t["p"]))
+        t["margin_pt"] = t["margin_pt"].fillna(paired.MARGIN_POINTS)
+        t["verdict"] = [paired.verdict(r["differences"], rejected=r["holm"], margin_pt=r["margin_pt"])
+                        for r in t.to_dict("records")]
     t.attrs["groups"] = runs.attrs["groups"]
     return t
 
 
-def _judged(r) -> str:
-    e = r["effect"]
-    if e.n < 2:
-        return "unresolved (fewer than 2 pairs)"
-    if r["holm"]:
-        return "resolved (Holm)"
-    if e.resolved:
-        return "not resolved: excludes 0 at 5 %, not after Holm"
-    return paired.reading(100 * e.low, 100 * e.high)
+def _ended(r) -> str:
+    """How a row's runs ended: `97 (2 at the cap)`; a fixed budget (no stopping rule) is its epochs."""
+    at_cap = f" ({r['at_cap']} at the cap)" if r["at_cap"] else ""
+    return f"{fmt(r['epochs_run'], 0)}{at_cap}"
 
 
 def markdown(t: pd.DataFrame) -> str:
     kept = bool(t["kept_fraction"].notna().any())  # the column only where some method keeps a share of its rows
-    return md_table(["method", "P", "accuracy effect vs control, pt [95 % CI] (pairs)", "p", "judged",
-                     "halo bytes × full_halo", "bytes × full_halo", "halo rows / node"]
+    return md_table(["method", "P", "lr", "verdict: test effect vs control", "validation effect, pt", "p",
+                     "epochs run", "epochs to target", "halo rows / node", "cut fraction", "training nodes / part "
+                     "(min, mean)", "label skew (mean, max)", "halo bytes × full_halo", "bytes × full_halo"]
                     + (["boundary rows kept (epoch 0)"] if kept else []),
-                    [[f"`{r['method']}`", r["workers"], f"{r['effect'].text()} vs `{r['control']}`",
-                      fmt(r["p"], 3), _judged(r), fmt(r["halo_vs_reference"], 3), fmt(r["bytes_vs_reference"], 3),
-                      fmt(r["halo_rows_per_node"], 2)] + ([fmt(r["kept_fraction"], 3)] if kept else [])
+                    [[f"`{r['method']}`", r["workers"], _lr(r), f"{r['verdict'].text} vs `{r['control']}`",
+                      paired.interval(r["val_effect"]), fmt(r["p"], 3), _ended(r),
+                      fmt(r["epochs_to_target"], 0) + (f" ({r['missed_target']} missed)" if r["missed_target"] else ""),
+                      fmt(r["halo_rows_per_node"], 2), fmt(r["cut_fraction"], 3),
+                      f"{fmt(r['train_nodes_min'], 0)}, {fmt(r['train_nodes_mean'], 1)}",
+                      f"{fmt(r['label_skew_mean'], 2)}, {fmt(r['label_skew_max'], 2)}",
+                      fmt(r["halo_vs_reference"], 3), fmt(r["bytes_vs_reference"], 3)]
+                     + ([fmt(r["kept_fraction"], 3)] if kept else [])
                      for r in t.sort_values(["method", "workers"]).to_dict("records")])
 
 
-def curve_in_words(t: pd.DataFrame, points: float = 1.0) -> list[str]:
-    """Per method: its effect at each P, then the smallest P at which the interval lies entirely
-    outside ±`points`, or that every interval lies inside, or the P at which an interval reaches
-    beyond ±`points` without leaving it (too wide to say)."""
+def _lr(r) -> str:
+    """The row's learning rate, and its control's where the families chose another (`sweep.lr_by_family`)."""
+    same = r["control_lr"] != r["control_lr"] or r["control_lr"] == r["lr"]
+    return fmt(r["lr"], 4) if same else f"{fmt(r['lr'], 4)} (control {fmt(r['control_lr'], 4)})"
+
+
+def curve_in_words(t: pd.DataFrame) -> list[str]:
+    """Per method: its verdict at each P, grouped by word (`costs at P=8, 16; equivalent within ±1 pt at P=2;
+    not resolved at P=4`), then the verdicts themselves. No cause is named: these rows carry none."""
     lines = []
     for (dataset, model, partitioner, method), g in t.groupby(["dataset", "model", "partitioner", "method"]):
         rows = g.sort_values("workers").to_dict("records")
-        paired_rows = [r for r in rows if r["effect"].n >= 2]
-        curve = "; ".join(f"P={r['workers']}: {r['effect'].text()}" for r in rows)
-        out = [r for r in paired_rows if 100 * r["effect"].low > points or 100 * r["effect"].high < -points]
-        wide = [r for r in paired_rows if r not in out
-                and (100 * r["effect"].low < -points or 100 * r["effect"].high > points)]
-        if out:
-            verdict = f"leaves ±{points:g} pt at P={out[0]['workers']}"
-        elif not wide and len(paired_rows) == len(rows):
-            verdict = f"stays within ±{points:g} pt at every P measured"
-        else:
-            verdict = (f"leaves ±{points:g} pt at no P measured; at P={', '.join(str(r['workers']) for r in wide)} "
-                       f"its interval reaches beyond ±{points:g} pt (too wide to say it stays inside)")
-        lines.append(f"- {dataset} · {model} · {partitioner}: `{method}` {verdict} ({curve})")
+        words: dict[str, list[int]] = {}
+        for r in rows:
+            word = r["verdict"].word
+            word = f"equivalent within ±{r['margin_pt']:g} pt" if word == "equivalent" else word
+            words.setdefault(word, []).append(r["workers"])
+        summary = "; ".join(f"{word} at P={', '.join(map(str, ps))}" for word, ps in words.items())
+        curve = "; ".join(f"P={r['workers']}: {r['verdict'].text}" for r in rows)
+        lines.append(f"- {dataset} · {model} · {partitioner}: `{method}` {summary} ({curve})")
     return lines
 
 
@@ -195,25 +219,34 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
         return ["## Study: scaling", "", "(no approximate method ran beside its control)", ""]
     m = int(t["p"].notna().sum())
     raw = int(sum(e.resolved for e in t["effect"]))
+    words = pd.Series([v.word for v in t["verdict"]]).value_counts()
+    margins = ", ".join(f"±{m:g}" for m in sorted(set(t["margin_pt"])))
+    stopping = sorted({str(r["config"].get("stopping", "none")) for r in recs})
     parts = ["## Study: scaling (each approximation against its control as P grows)", "",
-             "`experiment=scaling`. The accuracy effect is test accuracy at the best validation epoch, the method "
-             "minus its exact control seed by seed (same seeds, partition, initial weights and dropout masks: "
-             "every draw is keyed by node, never by rank), with a 95 % Student-t interval; *p* is the paired "
-             "t-test's. *judged*: Holm's step-down over all comparisons of this page at family-wise 5 %. "
+             "`experiment=scaling`. The accuracy effect is the test accuracy of the model each run's stopping rule "
+             f"reports (stopping: {', '.join(stopping)}, the same for a method and its control), the method minus its "
+             "exact control seed by seed (same seeds, partition, initial weights and dropout masks: every draw is "
+             "keyed by node, never by rank). *verdict* (`paired.verdict`, docs/analysis.md \"The verdict\"): "
+             "\"costs\"/\"gains\" where the 95 % interval excludes 0 after Holm's step-down over all "
+             f"comparisons of this page (family-wise 5 %); \"equivalent within {margins} pt\" where TOST passes "
+             "at the margin the preset declared before the runs; otherwise \"not resolved\", with the seeds a "
+             "±0.5 pt half-width would need (`python -m analysis seeds <records>` prints the sweep that runs them). "
              f"{m} comparisons: {raw} intervals exclude 0 uncorrected, where about {ALPHA * m:.1f} would by chance "
-             f"alone; {int(t['holm'].sum())} stay resolved after Holm. The rest are \"within noise\" "
-             "(the interval contains 0 "
-             "and lies within ±1 point) or \"not resolved\" (docs/analysis.md, \"Reading an interval\"). "
-             "*halo bytes*: every training byte but the "
-             "gradient and parameter sums, per epoch, over `full_halo`'s at the same P; *halo rows / node*: the "
-             "halos of all ranks summed, over the graph's nodes. Epoch times at more ranks than this machine's "
-             "cores are time-slicing and are not shown."
+             f"alone; " + ", ".join(f"{n} {w}" for w, n in words.items()) + ". "
+             "*lr*: each family's rate (`sweep.lr_by_family`, chosen on validation: experiment=lr_choice). "
+             "*epochs run*: median, with the runs the cap stopped; *epochs to target*: median epochs to 95 % of the "
+             "best validation accuracy any run of the setting reached. *halo rows / node*: the halos of all ranks "
+             "summed, over the graph's nodes; *cut fraction*: cut edges over edges; *training nodes / part*; "
+             "*label skew*: total-variation distance of a part's training labels from the global mix. *halo "
+             "bytes*: every training byte but the gradient and parameter sums, per epoch, over `full_halo`'s at "
+             "the same P. Epoch times at more ranks than this machine's cores are time-slicing and are not shown."
              + (" *boundary rows kept*: the rows a method that samples its boundary received at epoch 0 over "
                 "its boundary rows, all ranks summed, mean over seeds (BNS-GCN keeps floor(p |B_ij|) of each "
                 "pair's |B_ij|, less than p)." if t["kept_fraction"].notna().any() else ""), ""]
     for (dataset, model, partitioner), g in t.groupby(["dataset", "model", "partitioner"], sort=True):
         parts += [f"### {dataset} · {model} · {partitioner}", "", markdown(g), ""]
-    parts += ["The curve in words (±1 point, judged on each interval):", "", *curve_in_words(t), ""]
+    parts += ["The verdicts along P, in words (no cause is named: the attribution rows are on the findings page):",
+              "", *curve_in_words(t), ""]
     parts += [image(effect_vs_workers(t, out_dir / "figures" / "scaling"), out_dir), ""]
     return parts
 
@@ -231,4 +264,7 @@ def csv(recs: list[dict]) -> pd.DataFrame:
         "effect_high_pt": [paired.points(e, "high") for e in t["effect"]],
         "p": t["p"].round(4), "holm": t["holm"], "halo_vs_full_halo": t["halo_vs_reference"].round(4),
         "bytes_vs_full_halo": t["bytes_vs_reference"].round(4), "halo_rows_per_node": t["halo_rows_per_node"].round(3),
-        "kept_fraction": t["kept_fraction"].round(4)})
+        "kept_fraction": t["kept_fraction"].round(4), "verdict": [v.word for v in t["verdict"]],
+        "margin_pt": t["margin_pt"], "lr": t["lr"],
+        **{k: t[k].round(3) for k in ("cut_fraction", "train_nodes_min", "train_nodes_mean", "label_skew_mean",
+                                      "label_skew_max")}})

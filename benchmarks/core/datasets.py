@@ -334,9 +334,18 @@ def pyg_single(name: str, data_root: Path) -> Graph:
                            data.val_mask, data.test_mask, int(data.y.max()) + 1)
 
 
+def planetoid_full(name: str, data_root: Path) -> Graph:
+    """`cora-full`, `citeseer-full`, `pubmed-full`: the Planetoid graph with the full split, every node outside the
+    public validation and test sets training (PyG's `Planetoid(split="full")`, the split LLCG's code trains
+    Cora on), the same validation and test nodes. Its own dataset name, so every table names the regime."""
+    graph = planetoid(name.removesuffix("-full"), data_root)
+    return replace(graph, name=name, train_mask=~(graph.val_mask | graph.test_mask))
+
+
 LOADERS = {
     "synthetic": None,
     "cora": planetoid, "citeseer": planetoid, "pubmed": planetoid,
+    "cora-full": planetoid_full, "citeseer-full": planetoid_full, "pubmed-full": planetoid_full,
     "ogbn-arxiv": ogb, "ogbn-products": ogb, "ogbn-papers100M": ogb,
     "reddit": pyg_single, "flickr": pyg_single,
 }

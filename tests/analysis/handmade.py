@@ -10,7 +10,7 @@ from pathlib import Path
 # fixture was written): a record's `variant` names the options that differ from these.
 DEFAULTS = {"sar": {"mode": "sar", "prefetch": 1}, "digest": {"sync_every": 10, "asynchronous": False}}
 # Keys that are not part of a run's setting (the runtime's non-semantic keys, plus the comparison axes).
-NOT_SETTING = ("method", "workers", "seed", "results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s",
+NOT_SETTING = ("method", "workers", "seed", "lr", "results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s",
                "resume", "reproduces", "study", "study_margin_pt", "sweep", "kernel", "memory", "precision", "comm")
 NOT_TRAINING = ("eval", "setup", "probe")
 
@@ -31,7 +31,7 @@ def record(method="full_halo", workers=2, seed=0, epoch_time=1.0, peak=1000, tra
     history = [{"epoch": e, "train_loss": 1.0 / (e + 1), "train_acc": v, "val_acc": v, "test_acc": v - 0.01,
                 "epoch_time_s": epoch_time, "comm_bytes": comm} for e, v in enumerate(val)]
     config = {"method": {"name": method, **(options or {})}, "dataset": {"name": dataset}, "model": {"name": model},
-              "workers": workers, "seed": seed, "epochs": epochs, "hidden": hidden, "layers": layers,
+              "workers": workers, "seed": seed, "lr": 0.01, "epochs": epochs, "hidden": hidden, "layers": layers,
               "batch_norm": batch_norm, "reproduces": reproduces, "results_dir": "r", **(extra or {})}
     for dotted, value in (savers or {}).items():
         *parents, leaf = dotted.split(".")

@@ -56,3 +56,42 @@ def test_a_sweep_with_controls_runs_each_control_once_and_not_twice_what_it_has(
     by_hand = config_of(["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=full_halo",
                          "method.layer0=cached"])
     assert sweep.path_of(check(config_of(control))) == sweep.path_of(check(by_hand))
+
+
+LR_BY_FAMILY = "+sweep.lr_by_family={LocalRounds:0.03,MiniBatchMethod:0.003,FullGraphMethod:0.01}"
+
+
+def _lr_of(line: str) -> str:
+    return next(o for o in line.split() if o.startswith("lr=")).split("=", 1)[1]
+
+
+def test_every_run_and_its_control_train_at_their_own_familys_learning_rate(capsys):
+    """`sweep.lr_by_family`: psgd_pa (LocalRounds) at 0.03, its control `full_halo` at the full-graph 0.01 (the
+    same run as `full_halo` of the sweep: one run), ggs and its control `single` each at their own families';
+    `lr` is an axis of a record, so a method and its control still share a setting and pair by seed."""
+    sweep.sweep(["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=psgd_pa,ggs,full_halo",
+                 LR_BY_FAMILY, "--dry-run"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("python")]
+    by_method = {next(o for o in line.split() if o.startswith("method=")): _lr_of(line) for line in lines}
+    assert by_method == {"method=psgd_pa": "0.03", "method=ggs": "0.003", "method=full_halo": "0.01",
+                         "method=single": "0.01"}
+    assert len(lines) == 4  # psgd_pa's control is the sweep's full_halo, not a second run
+    from benchmarks.run.record import setting_config
+    import shlex
+    configs = [check(config_of(shlex.split(line)[3:])) for line in lines]
+    settings = {str(sorted(setting_config(c.as_dict()).items(), key=str)) for c in configs if c.workers == 2}
+    assert len(settings) == 1
+
+
+def test_the_command_line_or_an_lr_axis_wins_over_the_family_rate_and_a_misspelt_family_is_refused(capsys):
+    sweep.sweep(["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=psgd_pa", "lr=0.2",
+                 LR_BY_FAMILY, "--dry-run"])
+    assert {_lr_of(line) for line in capsys.readouterr().out.splitlines() if line.startswith("python")} == {"0.2"}
+    runs, _ = sweep.expand(["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=psgd_pa",
+                            "lr=0.001,0.1", LR_BY_FAMILY])
+    assert sorted(_lr_of(" ".join(r)) for r in runs) == ["0.001", "0.1"]
+    with pytest.raises(SystemExit) as e:
+        sweep.sweep(["experiment=boundary_methods", "dataset=cora", "seed=0", "method=psgd_pa",
+                     "+sweep.lr_by_family={LocalRound:0.03}", "--dry-run"])
+    assert e.value.code == 2
+    assert "sweep.lr_by_family names LocalRound, not a family; the families: FullGraphMethod" in capsys.readouterr().err

@@ -152,3 +152,14 @@ def test_the_generator_makes_the_graphs_it_always_made():
                             "homophily": 0.8, "feature_noise": 6.0, "degree_skew": 1.0, "train_frac": 0.3,
                             "val_frac": 0.2, "test_frac": 0.5, "seed": 0})
     assert default.fingerprint() == "953f93dd1e7038a23e105121e21d22e8"
+
+
+def test_the_full_split_trains_every_node_outside_the_public_validation_and_test_sets():
+    """`cora-full`: PyG's Planetoid(split="full"): 2708 - 500 - 1000 = 1208 training nodes, the public
+    validation and test sets unchanged, its own name (so its partitions and records are its own)."""
+    public, full = load_dataset({"name": "cora"}), load_dataset({"name": "cora-full"})
+    assert full.name == "cora-full" and int(full.train_mask.sum()) == 1208
+    assert torch.equal(full.val_mask, public.val_mask) and torch.equal(full.test_mask, public.test_mask)
+    assert not bool((full.train_mask & (full.val_mask | full.test_mask)).any())
+    assert bool(full.train_mask[public.train_mask].all())
+    assert full.fingerprint() != public.fingerprint()

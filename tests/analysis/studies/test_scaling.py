@@ -82,11 +82,13 @@ def test_holm_is_step_down_over_the_page():
 def test_the_curve_in_words_and_the_published_table():
     t = scaling.table(_records())
     lines = scaling.curve_in_words(t)
-    assert lines == ["- cora · sage · metis: `bns_gcn` leaves ±1 pt at P=8 (P=2: +0.0 [+0.0, +0.0] (3, within noise); "
-                     "P=8: -3.0 [-4.2, -1.8] (3))"]
+    # the verdicts along P, grouped by word; no cause named
+    assert lines == ["- cora · sage · metis: `bns_gcn` equivalent within ±1 pt at P=2; costs at P=8 (P=2: equivalent "
+                     "within ±1 pt: +0.0 [+0.0, +0.0] (3 seeds); P=8: costs 3.0 [1.8, 4.2] pt (3 seeds))"]
     csv = scaling.csv(_records()).set_index("workers")
     assert csv.loc[8, "effect_pt"] == -3.0 and csv.loc[8, "pairs"] == 3 and bool(csv.loc[8, "holm"])
     assert csv.loc[2, "kept_fraction"] == round(2 / 31, 4)
+    assert list(csv["verdict"]) == ["equivalent", "costs"] and list(csv["margin_pt"]) == [1.0, 1.0]
     assert "| boundary rows kept (epoch 0) |" in scaling.markdown(t) and "| 0.065 |" in scaling.markdown(t)
     text = "\n".join(scaling.section(_records(), __import__("pathlib").Path("/tmp/scaling-test")))
-    assert "2 comparisons" in text and "1 stay resolved after Holm" in text
+    assert "2 comparisons" in text and "1 equivalent, 1 costs" in text and "within noise" not in text

@@ -1,0 +1,59 @@
+"""The two-stage seed plan's second stage (`python -m analysis seeds`): from the first stage's records, one
+sweep command per unresolved row, running the seeds its half-width needs up to the cap, numbered on from the
+seeds it has; resolved and equivalent rows get none."""
+from __future__ import annotations
+
+import pytest
+
+from analysis import paired, records
+from analysis.__main__ import main
+from analysis.seed_plan import overrides, plan
+from tests.analysis.handmade import write
+from tests.analysis.studies.test_findings import _records
+
+pytestmark = pytest.mark.fast
+
+
+def test_each_unresolved_row_gets_the_command_that_runs_the_seeds_it_needs(tmp_path):
+    recs = records.load(write(tmp_path / "records", _records()))
+    lines = plan(recs, cap=30)
+    commands = [line for line in lines if line.startswith("python")]
+    # bns_gcn at its defaults: -1, -1, -2 over 3 seeds (sd 0.58 pt): not resolved; +-0.5 pt needs 8 seeds
+    need = paired.seeds_for_half_width(100 * 0.005773502691896258, 0.5).n
+    assert need == 8
+    assert ("python -m benchmarks.commands.sweep experiment=findings method=bns_gcn dataset=cora model=sage "
+            "workers=2 seed=3,4,5,6,7") in commands
+    assert any("bns_gcn (cora, sage, P=2): not resolved" in line and "runs 5 more (to 8)" in line for line in lines)
+    # the rows that cost on every seed by the same amount (sd 0: resolved) ask for nothing
+    assert not any("method=psgd_pa dataset=cora model=sage workers=2 seed" in c and "partitioner" not in c
+                   for c in commands)
+    # an attribution row keeps its option and its partitioner
+    assert all(c.split("seed=")[0].count("method=") == 1 for c in commands)
+    for c in commands:
+        if "correction_steps" in c:
+            assert "method=llcg method.correction_steps=8" in c
+
+
+def test_the_cap_bounds_the_seeds_and_says_so(tmp_path):
+    recs = records.load(write(tmp_path / "records", _records()))
+    lines = plan(recs, cap=5)
+    assert ("python -m benchmarks.commands.sweep experiment=findings method=bns_gcn dataset=cora model=sage "
+            "workers=2 seed=3,4") in lines
+    assert any("(to 5, the cap: it needs 8)" in line for line in lines)
+
+
+def test_a_rows_overrides_name_its_method_options_savers_and_partitioner():
+    row = {"method": "llcg correction_steps=8 memory.checkpoint=layer", "dataset": "cora", "model": "gcn",
+           "workers": 8, "partitioner": "random"}
+    assert overrides(row, "metis") == ["method=llcg", "method.correction_steps=8", "memory.checkpoint=layer",
+                                       "dataset=cora", "model=gcn", "workers=8", "partitioner=random"]
+
+
+def test_the_command_prints_the_plan_and_refuses_a_bad_cap(tmp_path, capsys):
+    folder = write(tmp_path / "records", _records())
+    main(["seeds", str(folder)])
+    assert "experiment=findings method=bns_gcn" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["seeds", str(folder), "--cap", "1"])
+    assert e.value.code == 2
+    assert "--cap takes whole numbers of at least 2" in capsys.readouterr().err
