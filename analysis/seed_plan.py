@@ -22,10 +22,10 @@ DEFAULT_CAP = 30
 
 def studies_with_verdicts() -> dict:
     """The studies whose table gives each row a `paired.verdict` (`table(records)` with the columns `verdict`,
-    `method`, `base`, `partitioner`, `dataset`, `model`, `workers`, `seeds`), by study name (= the preset)."""
-    from analysis.studies import findings
+    `method`, `partitioner`, `dataset`, `model`, `workers`), by study name (= the preset)."""
+    from analysis.studies import findings, scaling
 
-    return {"findings": findings.table}
+    return {"findings": findings.table, "scaling": scaling.table}
 
 
 def overrides(row: dict, default_partitioner: str | None) -> list[str]:
@@ -62,7 +62,7 @@ def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
                          & (seeds["model"] == row["model"]) & (seeds["workers"] == row["workers"])]
             first = int(pd.Series(runs["seed"]).max()) + 1 if len(runs) else 0
             upto = min(v.seeds_needed, cap)
-            label = f"{row['row']} ({row['dataset']}, {row['model']}, P={int(row['workers'])})"
+            label = f"{row.get('row', row['method'])} ({row['dataset']}, {row['model']}, P={int(row['workers'])})"
             if upto <= v.n:
                 lines.append(f"# {label}: {v.text}; the cap ({cap}) is reached")
                 continue

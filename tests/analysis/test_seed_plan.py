@@ -57,3 +57,22 @@ def test_the_command_prints_the_plan_and_refuses_a_bad_cap(tmp_path, capsys):
         main(["seeds", str(folder), "--cap", "1"])
     assert e.value.code == 2
     assert "--cap takes whole numbers of at least 2" in capsys.readouterr().err
+
+
+def test_the_scaling_studys_unresolved_rows_get_their_sweep_at_their_p(tmp_path):
+    """A scaling row whose 3 seeds leave it unresolved (-1, -0.5, -2 points at P=8) gets the sweep of its P."""
+    from tests.analysis.studies import test_scaling
+
+    gaps = dict(test_scaling.GAP)
+    test_scaling.GAP.clear()
+    test_scaling.GAP.update({2: (0.0, 0.0, 0.0), 8: (-1.0, -0.5, -2.0)})
+    try:
+        recs = records.load(write(tmp_path / "records", test_scaling._records()))
+    finally:
+        test_scaling.GAP.clear()
+        test_scaling.GAP.update(gaps)
+    lines = plan(recs, cap=30)
+    assert any(line.startswith("# bns_gcn (cora, sage, P=8): not resolved") for line in lines)
+    (command,) = [line for line in lines if line.startswith("python")]
+    assert command.startswith("python -m benchmarks.commands.sweep experiment=scaling method=bns_gcn dataset=cora "
+                              "model=sage workers=8 partitioner=metis seed=3,4,")  # no `single` here: the partitioner is named
