@@ -18,8 +18,8 @@ What a preset sweeps (all optional; docs/analysis.md has an example of each):
   sweep's first line states before anything runs (the time left that each run's line gives follows
   this machine).
 - `sweep.controls: true`: every run's exact control (`config.control_config`: the approximation
-  switched off, the same seed, partition, model and layer 0) is run too, unless the sweep has it
-  already, so the report can pair each approximation with its control seed by seed.
+  switched off, the same seed, partition, model and layer 0) is run too, right after it, unless the
+  sweep has it already, so the report can pair each approximation with its control seed by seed.
 - `sweep.lr_by_family`: `{<family>: <lr>}` (a family as `python -m benchmarks --methods` names it:
   `FullGraphMethod`, `MiniBatchMethod`, ...): each run, its exact control included, trains at its own
   method's family's learning rate (chosen on validation: experiment=lr_choice), so no method is
@@ -250,20 +250,28 @@ def control_overrides(overrides: list[str], run) -> list[str] | None:
 
 def with_controls(runs: list[list[str]], configs: list, machine: bool, lr_by_family: dict | None = None,
                   fixed: list[str] = ()) -> tuple[list, list]:
-    """`runs` and `configs` with every run's exact control added after them (`sweep.controls`), each
-    once and only if no run of the sweep is it already (the same record path). A control trains at its
-    own family's learning rate (`lr_by_family`), unless the command line (`fixed`) sets `lr`."""
+    """`runs` and `configs` with every run's exact control added right after it (`sweep.controls`; so a sweep
+    stopped half way leaves pairs, not runs without their controls), each once and only if no run of the
+    sweep is it already (the same record path). A control trains at its own family's learning rate
+    (`lr_by_family`), unless the command line (`fixed`) sets `lr`."""
     have = {path_of(cfg) for cfg in configs}
-    extra = [c for c in (control_overrides(o, cfg) for o, cfg in zip(runs, configs)) if c is not None]
-    extra = [_merge(c, family_lr(dict(o.split("=", 1) for o in c)["method"], lr_by_family), fixed) for c in extra]
-    runs, configs = list(runs), list(configs)
-    for overrides, cfg in zip(extra, checked(extra, None, machine) if extra else []):
-        path = path_of(cfg)
-        if path not in have:
-            have.add(path)
-            runs.append(overrides)
-            configs.append(cfg)
-    return runs, configs
+    controls = [control_overrides(o, cfg) for o, cfg in zip(runs, configs)]
+    controls = [None if c is None else _merge(c, family_lr(dict(o.split("=", 1) for o in c)["method"], lr_by_family),
+                                               fixed) for c in controls]
+    wanted = [c for c in controls if c is not None]
+    composed = iter(checked(wanted, None, machine) if wanted else [])
+    out_runs, out_configs = [], []
+    for overrides, cfg, control in zip(runs, configs, controls):
+        out_runs.append(overrides)
+        out_configs.append(cfg)
+        if control is None:
+            continue
+        control_cfg = next(composed)
+        if path_of(control_cfg) not in have:
+            have.add(path_of(control_cfg))
+            out_runs.append(control)
+            out_configs.append(control_cfg)
+    return out_runs, out_configs
 
 
 def checked(runs: list[list[str]], spec: Bisect | None, machine: bool = True) -> list:
