@@ -81,7 +81,8 @@ def curve_rows(scaling: list[dict]) -> list[dict]:
              "test_acc": None, "effect_pt": r["effect_pt"], "effect_low_pt": r["effect_low_pt"],
              "effect_high_pt": r["effect_high_pt"], STATISTIC: stated(r.get(STATISTIC)),
              # the scaling page judges with Holm's correction (`holm`); a findings row has none (no key)
-             "holm": str(r.get("holm", "")).strip().lower() == "true"} for r in scaling]
+             "holm": str(r.get("holm", "")).strip().lower() == "true",
+             "verdict": r.get("verdict") or ""} for r in scaling]  # `paired.verdict`'s word, where the page states it
 
 
 # ------------------------------------------------------------------ the regime an effect was measured in

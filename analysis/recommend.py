@@ -43,6 +43,8 @@ from analysis.markdown import md_table
 
 #: The readings of a measured accuracy effect (`effect_status`).
 COST, GAIN, UNRESOLVED, NOT_MEASURED = "resolved cost", "resolved gain", "not resolved", "not measured"
+#: A page's verdict that the effect lies within its declared margin (TOST: `paired.verdict`).
+EQUIVALENT = "equivalent within its margin"
 #: An effect measured, but outside the regime of the user's graph (`advise.nearest`): not carried to it.
 NOT_IN_REGIME = "not measured in this regime"
 #: The readings that leave a method's accuracy unknown at the user's graph.
@@ -56,7 +58,9 @@ GB = 1e9
 
 def effect_status(finding: dict | None) -> str:
     """The one reading of a measured accuracy effect (method minus its control, points, 95 % interval)
-    the recommendation rests on: COST where the interval excludes 0 below the control, GAIN above it,
+    the recommendation rests on: the verdict its page states where it states one (costs, gains, equivalent;
+    otherwise not resolved, or a likely cost where the interval lies below 0); for a page without verdicts
+    (records from before them): COST where the interval excludes 0 below the control, GAIN above it,
     UNRESOLVED where it contains 0 (within noise or too wide to say), NOT_MEASURED where no effect was
     measured (the reference itself, too few seeds), NOT_IN_REGIME where it was measured only outside the
     user's graph's regime (`advise.nearest`'s stand-in row). Read through the suite's one rule
@@ -66,6 +70,11 @@ def effect_status(finding: dict | None) -> str:
     if finding is None or finding.get("effect_pt") is None:
         return NOT_MEASURED
     low, high = finding.get("effect_low_pt"), finding.get("effect_high_pt")
+    word = (finding.get("verdict") or "").strip()
+    if word:  # the page's own verdict (`paired.verdict`: Holm over the page, TOST at the margin it declared)
+        if word in ("costs", "gains", "equivalent"):
+            return {"costs": COST, "gains": GAIN, "equivalent": EQUIVALENT}[word]
+        return LIKELY_COST if high is not None and high < 0 else UNRESOLVED
     if low is None or high is None or not (low > 0 or high < 0):
         return UNRESOLVED
     # the page's own correction decides "resolved": Holm on the scaling page (`holm`), none on the findings page

@@ -204,3 +204,17 @@ def test_at_one_worker_an_idle_approximation_is_its_control_and_an_option_says_s
     for r in saved:  # named, and the same row with layer 0 exchanged projects slower
         assert r["option_saves"]["option"].startswith("layer0=") and r["option_saves"]["plain"] == "layer0=exchanged"
         assert r["option_saves"]["plain_epoch_s"] > r["projected_epoch_s"]
+
+
+def test_a_pages_own_verdict_decides_where_it_states_one():
+    """A page that reads its rows by `paired.verdict` (Holm over the page, TOST at its declared margin) states the
+    word; the recommendation takes it rather than reading the interval again."""
+    def said(word, *effect):
+        return {**finding(*effect), "verdict": word}
+    assert recommend.effect_status(said("costs", -1.0, -1.7, -0.2)) == recommend.COST
+    assert recommend.effect_status(said("gains", 1.0, 0.2, 1.7)) == recommend.GAIN
+    assert recommend.effect_status(said("equivalent", 0.1, -0.4, 0.6)) == recommend.EQUIVALENT
+    # an interval below 0 that did not survive the page's correction: a likely cost, left out to be safe
+    assert recommend.effect_status(said("not resolved", -1.0, -1.7, -0.2)) == recommend.LIKELY_COST
+    assert recommend.effect_status(said("not resolved", -1.0, -2.7, 0.6)) == recommend.UNRESOLVED
+    assert recommend.admits(said("equivalent", 0.1, -0.4, 0.6), None) == (True, "")
