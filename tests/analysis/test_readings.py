@@ -8,8 +8,9 @@ that prints an interval, `-0.9 [-1.3, -0.4]`, and one of the words "resolved", "
 then, where a method named before the interval in that clause (or the page's own, docs/<method>.md)
 has a row of the published tables with those numbers (docs/results/findings.csv,
 docs/results/scaling.csv), against that row: a
-scaling row is resolved only when it survives Holm (`holm`), a findings row (no correction on that
-page) never is. The findings table of docs/findings.md is a copy of the generated page (held to it by
+row is resolved only where its page's verdict says costs or gains (`paired.verdict`, Holm over the page), or,
+on a page from before the verdicts, where a scaling row survives Holm (`holm`); such a findings row (no
+correction on that page) never is. The findings table of docs/findings.md is a copy of the generated page (held to it by
 tests/analysis/studies/test_findings.py) and keeps that page's words until it is republished: its
 rows are left out here."""
 from __future__ import annotations
@@ -78,8 +79,12 @@ def tables() -> list[dict]:
     for name in ("findings", "scaling"):
         t = pd.read_csv(ROOT / "docs" / "results" / f"{name}.csv")
         for r in t.dropna(subset=["effect_pt"]).to_dict("records"):
+            # a page read by `paired.verdict` states its word (Holm over the page): resolved is costs or gains;
+            # a findings page from before the verdicts made no correction (None: never resolved)
+            said = r.get("verdict") if isinstance(r.get("verdict"), str) else None
+            corrected = said in ("costs", "gains") if said else bool(r["holm"]) if name == "scaling" else None
             rows.append({"page": name, "method": r["method"], "mean": r["effect_pt"], "low": r["effect_low_pt"],
-                         "high": r["effect_high_pt"], "holm": bool(r["holm"]) if name == "scaling" else None})
+                         "high": r["effect_high_pt"], "holm": corrected})
     return rows
 
 
