@@ -340,7 +340,10 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "not met the rule). Each run reports the model its stopping rule selects "
              "(benchmarks/run/stopping.py). The fixed-budget effect (test accuracy at the best of a fixed number "
              "of epochs, the former view of this page) is not computed by this preset any more; "
-             "`stopping=none eval_every=5 epochs=100` on the same preset gives it.", "",
+             "`stopping=none eval_every=5 epochs=100` on the same preset gives it. *lr*: each family's learning "
+             "rate, chosen on validation before these runs (`sweep.lr_by_family`, experiment=lr_choice: "
+             "docs/results/lr_choice.md), the reference's beside it where its family chose another; no method is "
+             "compared at another family's rate.", "",
              "*train WS/rank × single*: the largest rank's training working set over `single`'s, means over seeds. "
              "*bytes/epoch × reference*: training bytes per epoch, all ranks, over its exact control's, or, for a "
              "method without one, over `full_halo`'s at the same workers (`single` and `pyg_plain`, which have no "
