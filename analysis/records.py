@@ -249,6 +249,22 @@ def aggregate(runs_df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def one_rate_each(runs_df: pd.DataFrame, study: str) -> None:
+    """Refuse, in one line, a folder where one method of one setting ran at several learning rates: `lr` is an
+    axis of a record (a method and its control may train at their families' rates and still pair), so a
+    study that pairs by setting would pool the rates. One rate per method: `sweep.lr_by_family`."""
+    from benchmarks.base.errors import UserError
+
+    ok = runs_df[runs_df["status"] == "ok"]
+    rates = ok.groupby(["dataset", "model", "setting", "workers", "variant"], dropna=False)["lr"].unique()
+    mixed = rates[rates.map(len) > 1]
+    if len(mixed):
+        (dataset, _, _, workers, variant), lrs = next(iter(mixed.items()))
+        raise UserError(f"the {study} study pairs one rate per method, and its records hold `{variant}` on {dataset} "
+                        f"at P={workers} at lr {', '.join(f'{x:g}' for x in sorted(lrs))}: report each rate's "
+                        "records from a folder of their own (results_dir=...)")
+
+
 def _lookup(agg: pd.DataFrame, where, column: str) -> float:
     hit = agg[where & (agg["status"] == "ok")]
     return float(hit[column].iloc[0]) if len(hit) else math.nan
@@ -348,7 +364,7 @@ def comm_by_category(runs_df: pd.DataFrame) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=[*KEYS, "method", "category", "bytes_per_epoch"])
     df = pd.DataFrame(rows)
-    return df.groupby([*KEYS, "method", "category"], as_index=False)["bytes_per_epoch"].mean()
+    return df.groupby([*KEYS, "method", "category"], as_index=False, dropna=False)["bytes_per_epoch"].mean()
 
 
 def settings_described(runs_df: pd.DataFrame) -> dict[str, str]:

@@ -203,7 +203,6 @@ def _body(records: list[dict], out_dir: Path, target_acc: float | None) -> list[
     agg.attrs["settings"] = settings
     hist = rec.history(records)
     tta = rec.time_to_accuracy(hist, runs, target_acc)
-    tta_agg = tta.groupby(rec.KEYS, dropna=False)["time_to_target_s"].agg(["mean", "std", "count"])
     comm = rec.comm_by_category(runs)
     figs = figures.all_figures(records, out_dir / "figures")
 
@@ -258,8 +257,8 @@ def _body(records: list[dict], out_dir: Path, target_acc: float | None) -> list[
               "accuracy) or reaches it later in time.", "",
               md_table(["dataset", "model", "method", "workers", "target", "time to target (s)", "epochs", "reached"],
                        [[k[0], k[1], k[2], k[3], fmt(t["target"].iloc[0], 3),
-                         fmt(tta_agg.loc[k, "mean"], 3, tta_agg.loc[k, "std"]),
-                         fmt(t["epoch_to_target"].mean(), 0), f"{int(tta_agg.loc[k, 'count'])}/{len(t)}"]
+                         fmt(t["time_to_target_s"].mean(), 3, t["time_to_target_s"].std()),
+                         fmt(t["epoch_to_target"].mean(), 0), f"{int(t['time_to_target_s'].count())}/{len(t)}"]
                         for k, t in tta.groupby(rec.KEYS, dropna=False)]), "", _img(figs, "accuracy_vs_time"), ""]
 
     parts += ["## Communication", "", "Training bytes per epoch (all ranks) by category; evaluation and setup "

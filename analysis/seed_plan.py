@@ -8,6 +8,7 @@ Run the commands, report again, and repeat while rows ask for more: the verdicts
 with Holm over the whole page."""
 from __future__ import annotations
 
+import re
 import shlex
 
 import pandas as pd
@@ -28,13 +29,33 @@ def studies_with_verdicts() -> dict:
     return {"findings": findings.table, "scaling": scaling.table}
 
 
-def overrides(row: dict, default_partitioner: str | None) -> list[str]:
-    """The overrides that select a row's runs: its method and the options its variant names (a saver,
-    `memory.checkpoint=layer`, as it is; a method option as `method.<option>`), its dataset, model and worker
+def _value(value) -> str:
+    """A configuration value as an override writes it: `[15,10,5]`, `true`, `null`."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_value(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "null" if value is None else str(value)
+
+
+def overrides(row: dict, default_partitioner: str | None, config: dict) -> list[str]:
+    """The overrides that select a row's runs: its method and each option its variant names, with the value a
+    run of the row states (`config`: a method option as `method.<option>`; a top-level saver or axis,
+    `kernel=messages`, and a section's, `memory.checkpoint=layer`, as they are), its dataset, model and worker
     count, and its partitioner where it is not the preset's."""
-    name, *options = str(row["method"]).split()
-    out = [f"method={name}", *(o if "." in o.split("=", 1)[0] else f"method.{o}" for o in options),
-           f"dataset={row['dataset']}", f"model={row['model']}"]
+    name, _, options = str(row["method"]).partition(" ")
+    out = [f"method={name}"]
+    for key in re.findall(r"(?:^|\s)([\w.]+)=", options):
+        if "." in key:
+            node = config
+            for part in key.split("."):
+                node = (node or {}).get(part)
+            out.append(f"{key}={_value(node)}")
+        elif key in (config.get("method") or {}):
+            out.append(f"method.{key}={_value(config['method'][key])}")
+        else:
+            out.append(f"{key}={_value(config.get(key))}")
+    out += [f"dataset={row['dataset']}", f"model={row['model']}"]
     if int(row["workers"]) > 1:
         out.append(f"workers={int(row['workers'])}")
     if row.get("partitioner") and row["partitioner"] != default_partitioner:
@@ -44,7 +65,9 @@ def overrides(row: dict, default_partitioner: str | None) -> list[str]:
 
 def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
     """The lines `seeds` prints: per row that needs more seeds, a comment with its verdict and the command
-    that runs them (seeds numbered on from the largest any run of the row has)."""
+    that runs them (seeds numbered on from the largest any run of the row has). A row with fewer than 2 pairs
+    is run to the first stage's seeds (the most any row of the page has); a row measured against `single`
+    rather than a control of its own runs `single` on the new seeds too (a sweep adds controls, not `single`)."""
     lines = []
     for study, table in studies_with_verdicts().items():
         mine = [r for r in recs if r["config"].get("study") == study]
@@ -54,21 +77,28 @@ def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
         seeds = records.runs(mine)
         main = seeds[seeds["variant"] == "single"]["config"]
         default_partitioner = main.iloc[0].get("partitioner") if len(main) else None
+        first_stage = max((v.n for v in t["verdict"] if v is not None), default=0)
         for row in t.to_dict("records"):
             v = row.get("verdict")
-            if v is None or v.seeds_needed is None or v.seeds_needed <= v.n:
+            if v is None:
+                continue
+            needed = v.seeds_needed if v.n >= 2 else max(first_stage, 2)
+            if needed is None or needed <= v.n:
                 continue
             runs = seeds[(seeds["variant"] == row["method"]) & (seeds["dataset"] == row["dataset"])
                          & (seeds["model"] == row["model"]) & (seeds["workers"] == row["workers"])]
             first = int(pd.Series(runs["seed"]).max()) + 1 if len(runs) else 0
-            upto = min(v.seeds_needed, cap)
+            upto = min(needed, cap)
             label = f"{row.get('row', row['method'])} ({row['dataset']}, {row['model']}, P={int(row['workers'])})"
             if upto <= v.n:
                 lines.append(f"# {label}: {v.text}; the cap ({cap}) is reached")
                 continue
             more = list(range(first, first + upto - v.n))
+            chosen = overrides(row, default_partitioner, runs["config"].iloc[0] if len(runs) else {})
+            if row.get("reference") == "single" and " " not in str(row["method"]):
+                chosen[0] += ",single"  # `single` is this row's reference, not a control the sweep adds
             lines.append(f"# {label}: {v.text}; runs {len(more)} more (to {upto}"
-                         + (f", the cap: it needs {v.seeds_needed}" if upto < v.seeds_needed else "") + ")")
+                         + (f", the cap: it needs {needed}" if upto < needed else "") + ")")
             lines.append("python -m benchmarks.commands.sweep " + shlex.join(
-                [f"experiment={study}", *overrides(row, default_partitioner), "seed=" + ",".join(map(str, more))]))
+                [f"experiment={study}", *chosen, "seed=" + ",".join(map(str, more))]))
     return lines or ["# every row is resolved, shown equivalent, or has the seeds its target needs"]

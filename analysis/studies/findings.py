@@ -126,6 +126,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
     which `verdicts` corrects over the page."""
     runs = records.runs(recs)
     about = records.abouts(recs)
+    records.one_rate_each(runs, "findings")
     ok = runs[runs["status"] == "ok"]
     timing = records.time_to_accuracy(records.history(recs), ok)
     stats = regime(recs)

@@ -79,6 +79,7 @@ def _bytes(g: pd.DataFrame) -> tuple[float, float]:
 def table(recs: list[dict]) -> pd.DataFrame:
     runs = records.runs(recs)
     about = records.abouts(recs)
+    records.one_rate_each(runs, "scaling")
     ok = runs[runs["status"] == "ok"].copy()
     ok["partitioner"] = ok["config"].map(lambda c: c.get("partitioner"))
     halo_per_node, kept = halo_rows_per_node(recs), kept_fraction(recs)

@@ -181,7 +181,7 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
             single_process[method] = method_class(method).single_process
         if single_process[method]:  # it ignores `workers`: one run, not one per count
             job = [o for o in job if _key(o) != "workers"]
-        if "lr" not in axes:  # a sweep over rates (experiment=lr_choice) runs every rate it names
+        if "lr" not in axes and not any(_key(o) == "lr" for o in job):  # an lr axis, variant or rule wins
             job = _merge(job, family_lr(method, sweep.get("lr_by_family")))
         overrides = _merge(job, fixed)  # the command line last: it wins
         if tuple(overrides) not in seen:
@@ -253,11 +253,14 @@ def with_controls(runs: list[list[str]], configs: list, machine: bool, lr_by_fam
     """`runs` and `configs` with every run's exact control added right after it (`sweep.controls`; so a sweep
     stopped half way leaves pairs, not runs without their controls), each once and only if no run of the
     sweep is it already (the same record path). A control trains at its own family's learning rate
-    (`lr_by_family`), unless the command line (`fixed`) sets `lr`."""
+    (`lr_by_family`; the preset's `lr` where the table names none), unless the command line (`fixed`) sets `lr`;
+    a sweep over rates passes no table, and each control keeps its run's rate."""
     have = {path_of(cfg) for cfg in configs}
+    by_hand = any(_key(o) == "lr" for o in fixed)
     controls = [control_overrides(o, cfg) for o, cfg in zip(runs, configs)]
-    controls = [None if c is None else _merge(c, family_lr(dict(o.split("=", 1) for o in c)["method"], lr_by_family),
-                                               fixed) for c in controls]
+    controls = [c if c is None or not lr_by_family or by_hand else _merge(
+        [o for o in c if _key(o) != "lr"], family_lr(dict(o.split("=", 1) for o in c)["method"], lr_by_family))
+        for c in controls]
     wanted = [c for c in controls if c is not None]
     composed = iter(checked(wanted, None, machine) if wanted else [])
     out_runs, out_configs = [], []
@@ -272,6 +275,15 @@ def with_controls(runs: list[list[str]], configs: list, machine: bool, lr_by_fam
             out_runs.append(control)
             out_configs.append(control_cfg)
     return out_runs, out_configs
+
+
+def lr_swept(argv: list[str]) -> bool:
+    """Whether the sweep's axes (its preset's or the command line's comma lists) include `lr`."""
+    parsed = OverridesParser.create().parse_overrides(argv)
+    if any(o.is_sweep_override() and o.key_or_group == "lr" for o in parsed):
+        return True
+    params = _preset(_fixed(argv))[1]
+    return "lr" in params and not any(o.key_or_group == "lr" for o in parsed)
 
 
 def checked(runs: list[list[str]], spec: Bisect | None, machine: bool = True) -> list:
@@ -675,8 +687,8 @@ def sweep(argv: list[str], preflight=None) -> None:
             raise composition_error(e, argv) from None
         configs = checked(runs, spec, machine=not dry_run)
         if section.get("controls"):
-            runs, configs = with_controls(runs, configs, machine=not dry_run,
-                                          lr_by_family=section.get("lr_by_family"), fixed=_fixed(argv))
+            rates = None if lr_swept(argv) else section.get("lr_by_family")
+            runs, configs = with_controls(runs, configs, machine=not dry_run, lr_by_family=rates, fixed=_fixed(argv))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

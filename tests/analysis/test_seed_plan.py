@@ -43,10 +43,12 @@ def test_the_cap_bounds_the_seeds_and_says_so(tmp_path):
 
 
 def test_a_rows_overrides_name_its_method_options_savers_and_partitioner():
-    row = {"method": "llcg correction_steps=8 memory.checkpoint=layer", "dataset": "cora", "model": "gcn",
-           "workers": 8, "partitioner": "random"}
-    assert overrides(row, "metis") == ["method=llcg", "method.correction_steps=8", "memory.checkpoint=layer",
-                                       "dataset=cora", "model=gcn", "workers=8", "partitioner=random"]
+    row = {"method": "ggs fanouts=[15, 10] kernel=messages memory.checkpoint=layer", "dataset": "cora",
+           "model": "gcn", "workers": 8, "partitioner": "random"}
+    config = {"method": {"name": "ggs", "fanouts": [15, 10]}, "kernel": "messages", "memory": {"checkpoint": "layer"}}
+    assert overrides(row, "metis", config) == ["method=ggs", "method.fanouts=[15,10]", "kernel=messages",
+                                               "memory.checkpoint=layer", "dataset=cora", "model=gcn", "workers=8",
+                                               "partitioner=random"]
 
 
 def test_the_command_prints_the_plan_and_refuses_a_bad_cap(tmp_path, capsys):
@@ -76,3 +78,11 @@ def test_the_scaling_studys_unresolved_rows_get_their_sweep_at_their_p(tmp_path)
     (command,) = [line for line in lines if line.startswith("python")]
     assert command.startswith("python -m benchmarks.commands.sweep experiment=scaling method=bns_gcn dataset=cora "
                               "model=sage workers=8 partitioner=metis seed=3,4,")  # no `single` here: the partitioner is named
+
+
+def test_a_row_measured_against_single_runs_single_on_its_new_seeds(tmp_path, monkeypatch):
+    from tests.analysis.studies import test_findings
+    monkeypatch.setitem(test_findings.ACC, "ggs", (0.79, 0.83, 0.80))  # -1, +1, -1 against single: not resolved
+    lines = plan(records.load(write(tmp_path / "records", _records())), cap=30)
+    assert any(line.startswith("python -m benchmarks.commands.sweep experiment=findings method=ggs,single "
+                               "dataset=cora model=sage workers=2 seed=3,") for line in lines)

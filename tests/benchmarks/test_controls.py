@@ -95,3 +95,24 @@ def test_the_command_line_or_an_lr_axis_wins_over_the_family_rate_and_a_misspelt
                      "+sweep.lr_by_family={LocalRound:0.03}", "--dry-run"])
     assert e.value.code == 2
     assert "sweep.lr_by_family names LocalRound, not a family; the families: FullGraphMethod" in capsys.readouterr().err
+
+
+def test_a_command_line_method_keeps_its_control_and_a_variants_lr_its_rate(capsys):
+    """The commands `python -m analysis seeds` prints name the method on the command line: its control is
+    still run (at its own family's rate); a variant or rule that sets `lr` keeps it; a sweep over rates
+    gives each control its run's rate."""
+    sweep.sweep(["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=10,11", "method=psgd_pa",
+                 LR_BY_FAMILY, "--dry-run"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("python")]
+    assert sorted((next(o for o in line.split() if o.startswith("method=")), _lr_of(line)) for line in lines) == [
+        ("method=full_halo", "0.01"), ("method=full_halo", "0.01"), ("method=psgd_pa", "0.03"),
+        ("method=psgd_pa", "0.03")]
+    runs, _ = sweep.expand(["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=llcg",
+                            "+sweep.variants=[['method=llcg','lr=0.2']]", LR_BY_FAMILY])
+    assert [_lr_of(" ".join(r)) for r in runs] == ["0.2"]
+    sweep.sweep(["experiment=boundary_methods", "dataset=cora", "workers=2", "seed=0", "method=psgd_pa",
+                 "lr=0.001,0.1", LR_BY_FAMILY, "--dry-run"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("python")]
+    assert sorted((next(o for o in line.split() if o.startswith("method=")), _lr_of(line)) for line in lines) == [
+        ("method=full_halo", "0.001"), ("method=full_halo", "0.1"), ("method=psgd_pa", "0.001"),
+        ("method=psgd_pa", "0.1")]

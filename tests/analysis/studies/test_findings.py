@@ -192,3 +192,14 @@ def test_the_findings_table_of_docs_findings_is_the_published_pages():
     rows = [line for line in block.splitlines() if line.startswith("|")]
     page = (root / "docs" / "results" / "findings.md").read_text().splitlines()
     assert len(rows) > 2 and all(row in page for row in rows)
+
+
+def test_records_of_one_method_at_two_rates_are_refused_in_one_line(tmp_path):
+    """`lr` is an axis of a record: a folder holding `ggs` at two rates in one setting would pool them; the
+    study says so and names the method and the rates."""
+    from benchmarks.base.errors import UserError
+    recs = _records()
+    again = [dict(r, config=dict(r["config"], lr=0.003)) for r in recs if r["variant"] == "ggs"]
+    with pytest.raises(UserError) as e:
+        findings.table(records.load(write(tmp_path / "records", recs + again)))
+    assert "hold `ggs` on cora at P=2 at lr 0.003, 0.01" in str(e.value) and "\n" not in str(e.value)

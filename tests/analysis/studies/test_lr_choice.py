@@ -33,7 +33,8 @@ def _records() -> list[dict]:
 
 def test_each_family_takes_its_best_mean_validation_rate_the_lower_on_a_tie():
     t = lr_choice.choices(_records())
-    assert lr_choice.lr_by_family(t) == {"FullGraphMethod": 0.01, "LocalRounds": 0.03, "PartitionParallelMethod": 0.003}
+    assert lr_choice.lr_by_family(t) == {("cora", "sage"): {"FullGraphMethod": 0.01, "LocalRounds": 0.03,
+                                                            "PartitionParallelMethod": 0.003}}
     local = t[(t["family"] == "LocalRounds") & (t["lr"] == 0.03)].iloc[0]
     assert local["members"] == "llcg, psgd_pa" and local["runs"] == 4
     assert local["val_mean"] == pytest.approx(100 * (0.77 + 0.78 + 0.76 + 0.76) / 4)
@@ -43,5 +44,5 @@ def test_each_family_takes_its_best_mean_validation_rate_the_lower_on_a_tie():
 def test_the_page_states_the_rule_and_ends_with_the_mapping_to_copy():
     text = "\n".join(lr_choice.section(_records(), Path("/tmp/lr-choice-test")))
     assert "test accuracy is not read" in text and "seeds [0, 1]" in text
-    assert text.rstrip().endswith("```yaml\n  lr_by_family:\n    FullGraphMethod: 0.01\n    LocalRounds: 0.03\n"
+    assert text.rstrip().endswith("cora · sage:\n\n```yaml\n  lr_by_family:\n    FullGraphMethod: 0.01\n    LocalRounds: 0.03\n"
                                   "    PartitionParallelMethod: 0.003\n```")
