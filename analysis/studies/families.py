@@ -111,7 +111,11 @@ def table(recs: list[dict]) -> pd.DataFrame:
 def headlines(t: pd.DataFrame) -> list[str]:
     """The exactness check and the bytes, in words."""
     lines = []
-    judged = [r for r in t.to_dict("records") if r["verdict"] is not None]
+    judged = [r for r in t.to_dict("records") if r["verdict"] is not None and r["verdict"].n >= 2]
+    single_seed = sorted({r["workers"] for r in t.to_dict("records") if r["verdict"] is not None and r["verdict"].n < 2})
+    if single_seed:
+        lines.append(f"- P={', '.join(map(str, single_seed))}: one seed (the preset's bytes and working sets), no "
+                     "accuracy verdict; the difference from `single` is in the table")
     other = [r for r in judged if r["verdict"].word != "equivalent"]
     if other:
         lines += [f"- {r['dataset']} P={r['workers']}: `{r['variant']}` against `single`: {r['verdict']}"
@@ -135,13 +139,22 @@ def headlines(t: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _verdict(r: dict) -> str:
+    """The row's verdict; with one seed, its difference from `single` (no interval, no verdict)."""
+    if r["verdict"] is None:
+        return "–"
+    if r["verdict"].n == 1:
+        return f"{100 * r['differences'][0]:+.1f} pt (1 seed: no verdict)"
+    return r["verdict"].text
+
+
 def markdown(t: pd.DataFrame) -> str:
     return md_table(
         ["dataset", "P", "method", "seeds", "test acc %", "verdict: effect vs single", "MB/epoch",
          "x full_halo", "x cost model", "where the bytes go", "train WS/rank x single", "peak/rank GB (projected)"],
         [[r["dataset"], r["workers"], r["variant"], r["seeds"],
           fmt(100 * r["test_acc"], 1, std=100 * r["test_acc_std"]),
-          "–" if r["verdict"] is None else r["verdict"].text, fmt(r["bytes_per_epoch"], 3, scale=1e6),
+          _verdict(r), fmt(r["bytes_per_epoch"], 3, scale=1e6),
           fmt(r["bytes_vs_full_halo"], 2), fmt(r["bytes_vs_model"], 3), r["categories"], fmt(r["ws_vs_single"], 2),
           f"{fmt(r['peak_bytes'], 2, scale=1e9)} ({fmt(r['projected_peak'], 2, scale=1e9)})"]
          for r in t.to_dict("records")])
