@@ -17,7 +17,7 @@ import argparse
 import math
 import sys
 
-from analysis.records import NoRecords
+from analysis.records import MixedRates, NoRecords
 
 
 def main(argv=None) -> None:
@@ -107,7 +107,7 @@ def main(argv=None) -> None:
         else:
             with writing("the report", args.out or args.results_dir):
                 path = build(args.results_dir, args.out, args.target_acc)
-    except (NoRecords, UserError) as e:
+    except (NoRecords, MixedRates, UserError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     print(f"{'page' if getattr(args, 'publish', None) else 'report'}: {path}")

@@ -42,6 +42,11 @@ class NoRecords(ValueError):
     pass
 
 
+class MixedRates(ValueError):
+    """A folder a pairing study cannot read as one comparison: one method of one setting at several learning
+    rates (`one_rate_each`); the command says so in one line."""
+
+
 class BadRecord(ValueError):
     """A record hand-edited into a missing or wrong-kind field: `load` skips it with one line."""
 
@@ -253,14 +258,12 @@ def one_rate_each(runs_df: pd.DataFrame, study: str) -> None:
     """Refuse, in one line, a folder where one method of one setting ran at several learning rates: `lr` is an
     axis of a record (a method and its control may train at their families' rates and still pair), so a
     study that pairs by setting would pool the rates. One rate per method: `sweep.lr_by_family`."""
-    from benchmarks.base.errors import UserError
-
     ok = runs_df[runs_df["status"] == "ok"]
     rates = ok.groupby(["dataset", "model", "setting", "workers", "variant"], dropna=False)["lr"].unique()
     mixed = rates[rates.map(len) > 1]
     if len(mixed):
         (dataset, _, _, workers, variant), lrs = next(iter(mixed.items()))
-        raise UserError(f"the {study} study pairs one rate per method, and its records hold `{variant}` on {dataset} "
+        raise MixedRates(f"the {study} study pairs one rate per method, and its records hold `{variant}` on {dataset} "
                         f"at P={workers} at lr {', '.join(f'{x:g}' for x in sorted(lrs))}: report each rate's "
                         "records from a folder of their own (results_dir=...)")
 

@@ -112,7 +112,8 @@ def headlines(t: pd.DataFrame) -> list[str]:
     """The exactness check and the bytes, in words."""
     lines = []
     judged = [r for r in t.to_dict("records") if r["verdict"] is not None and r["verdict"].n >= 2]
-    single_seed = sorted({r["workers"] for r in t.to_dict("records") if r["verdict"] is not None and r["verdict"].n < 2})
+    single_seed = sorted({r["workers"] for r in t.to_dict("records")
+                          if r["verdict"] is not None and r["verdict"].n < 2})
     if single_seed:
         lines.append(f"- P={', '.join(map(str, single_seed))}: one seed (the preset's bytes and working sets), no "
                      "accuracy verdict; the difference from `single` is in the table")
@@ -170,8 +171,9 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
             "mean ± "
             "standard deviation over seeds; the effect is the method minus `single` seed by seed, read by the verdict "
             "(docs/analysis.md, \"The verdict\": \"costs\"/\"gains\" after Holm over the page, \"equivalent "
-            f"within ±{paired.MARGIN_POINTS:g} pt\" by TOST, otherwise \"not resolved\"). MB/epoch: training bytes per epoch, all ranks; "
-            "x cost model: over what the method's `traffic` hook states for the same partition. Train WS: the largest "
+            f"within ±{paired.MARGIN_POINTS:g} pt\" by TOST, otherwise \"not resolved\"). "
+            "MB/epoch: training bytes per epoch, all ranks; x cost model: over what the method's `traffic` hook "
+            "states for the same partition. Train WS: the largest "
             "rank's training working set over `single`'s; peak: the largest rank process's peak (PSS) beside the "
             "pre-flight check's projection. No epoch time: the runs share two cores (the module's docstring).", "",
             markdown(t), "", *headlines(t), ""]

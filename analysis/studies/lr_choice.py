@@ -15,7 +15,8 @@ from analysis.markdown import fmt, md_table
 
 
 def choices(recs: list[dict]) -> pd.DataFrame:
-    """Per graph, model, family and rate (a choice is one graph's and one model's): the members' mean validation accuracy over their ok runs (`val_mean`, in
+    """Per graph, model, family and rate (a choice is one graph's and one model's): the members' mean validation
+    accuracy over their ok runs (`val_mean`, in
     points), its standard deviation, the runs, those stopped by the cap (still improving when it stopped)
     and the failed; `chosen` marks each family's best rate (the lower rate on a tie)."""
     df = records.runs(recs)
@@ -24,7 +25,8 @@ def choices(recs: list[dict]) -> pd.DataFrame:
     rows = []
     for (dataset, model, family, lr), g in df.groupby(["dataset", "model", "family", "lr"], sort=True):
         ok = g[g["status"] == "ok"]
-        rows.append({"dataset": dataset, "model": model, "family": family, "lr": lr, "members": ", ".join(sorted(set(g["method"]))),
+        rows.append({"dataset": dataset, "model": model, "family": family, "lr": lr,
+                     "members": ", ".join(sorted(set(g["method"]))),
                      "val_mean": 100 * ok["val_acc"].mean() if len(ok) else math.nan,
                      "val_sd": 100 * ok["val_acc"].std(ddof=1) if len(ok) > 1 else math.nan,
                      "runs": len(ok), "capped": int(ok["capped"].sum()), "failed": len(g) - len(ok)})

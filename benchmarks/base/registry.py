@@ -27,7 +27,8 @@ GROUPS = {
                "(its options below); `synthetic-products`: the same generator at ogbn-products' size (2.45M nodes, "
                "62M edges, 100 features, 47 classes; `name: synthetic`); `cora-full`, `citeseer-full`, `pubmed-full`: "
                "the Planetoid graph with the full split (every node outside the public validation and test sets "
-               "trains, PyG's `split=\"full\"`); the others are read from `data_root` (Cora and CiteSeer ship in data/; PubMed, Reddit, Flickr and the OGB datasets are downloaded "
+               "trains, PyG's `split=\"full\"`); the others are read from `data_root` (Cora and CiteSeer ship in "
+               "data/; PubMed, Reddit, Flickr and the OGB datasets are downloaded "
                "there when online)",
     "model": "`gcn`, `sage` (mean), `gat` (`model.heads`; `model.heads_concat=false`: every layer has `heads` "
              "full-width heads, averaged, as DGL's GATConv in SAR's examples), `mlp` (features only)",

@@ -195,13 +195,14 @@ def family_lr(method: str, table: dict | None) -> list[str]:
     none). A family the table names that no method has is refused: a misspelt one would pass silently."""
     if not table:
         return []
+    from benchmarks.families import names
     from benchmarks.run.method import method_class
-    from benchmarks.run.methods_table import families, family
+    from benchmarks.run.methods_table import family
 
-    unknown = sorted(set(table) - set(families()))
+    unknown = sorted(set(table) - set(names()))
     if unknown:
         raise UserError(f"sweep.lr_by_family names {', '.join(unknown)}, not a family; the families: "
-                        f"{', '.join(families())}")
+                        f"{', '.join(names())}")
     name = family(method_class(method))
     return [f"lr={_text(table[name])}"] if name in table else []
 

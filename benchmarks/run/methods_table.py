@@ -22,22 +22,6 @@ def family(cls: type[Method]) -> str:
     return "Method"
 
 
-def families() -> list[str]:
-    """Every name `family` can give: the runtime's classes in benchmarks/families a plugin may stand on, and
-    `Method`."""
-    import importlib
-    import pkgutil
-
-    import benchmarks.families as package
-
-    names = ["Method"]
-    for module in pkgutil.iter_modules(package.__path__):
-        mod = importlib.import_module(f"{package.__name__}.{module.name}")
-        names += [v.__name__ for v in vars(mod).values() if isinstance(v, type) and issubclass(v, Method)
-                  and v.__module__ == mod.__name__]
-    return sorted(set(names))
-
-
 def kind(cls: type[Method]) -> str:
     """`exact`, or `approximate` (it declares an exact control: every sampled method does, `single`)."""
     return "exact" if cls.About.exact_control is None else "approximate"

@@ -10,7 +10,8 @@ from pathlib import Path
 # fixture was written): a record's `variant` names the options that differ from these.
 DEFAULTS = {"sar": {"mode": "sar", "prefetch": 1}, "digest": {"sync_every": 10, "asynchronous": False}}
 # Keys that are not part of a run's setting (the runtime's non-semantic keys, plus the comparison axes).
-NOT_SETTING = ("method", "workers", "seed", "lr", "results_dir", "data_root", "cache_dir", "log_every", "dist_timeout_s",
+NOT_SETTING = ("method", "workers", "seed", "lr", "results_dir", "data_root", "cache_dir", "log_every",
+               "dist_timeout_s",
                "resume", "reproduces", "study", "study_margin_pt", "sweep", "kernel", "memory", "precision", "comm")
 NOT_TRAINING = ("eval", "setup", "probe")
 

@@ -215,9 +215,8 @@ def test_a_papers_accuracy_claim_is_tested_at_its_own_margin(tmp_path):
 def test_records_of_one_method_at_two_rates_are_refused_in_one_line(tmp_path):
     """`lr` is an axis of a record: a folder holding `ggs` at two rates in one setting would pool them; the
     study says so and names the method and the rates."""
-    from benchmarks.base.errors import UserError
     recs = _records()
     again = [dict(r, config=dict(r["config"], lr=0.003)) for r in recs if r["variant"] == "ggs"]
-    with pytest.raises(UserError) as e:
+    with pytest.raises(records.MixedRates) as e:
         findings.table(records.load(write(tmp_path / "records", recs + again)))
     assert "hold `ggs` on cora at P=2 at lr 0.003, 0.01" in str(e.value) and "\n" not in str(e.value)

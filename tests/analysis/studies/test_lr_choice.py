@@ -44,5 +44,6 @@ def test_each_family_takes_its_best_mean_validation_rate_the_lower_on_a_tie():
 def test_the_page_states_the_rule_and_ends_with_the_mapping_to_copy():
     text = "\n".join(lr_choice.section(_records(), Path("/tmp/lr-choice-test")))
     assert "test accuracy is not read" in text and "seeds [0, 1]" in text
-    assert text.rstrip().endswith("cora · sage:\n\n```yaml\n  lr_by_family:\n    FullGraphMethod: 0.01\n    LocalRounds: 0.03\n"
+    assert text.rstrip().endswith("cora · sage:\n\n```yaml\n  lr_by_family:\n    FullGraphMethod: 0.01\n"
+                                  "    LocalRounds: 0.03\n"
                                   "    PartitionParallelMethod: 0.003\n```")
