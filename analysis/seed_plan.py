@@ -99,6 +99,7 @@ def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
                 chosen[0] += ",single"  # `single` is this row's reference, not a control the sweep adds
             lines.append(f"# {label}: {v.text}; runs {len(more)} more (to {upto}"
                          + (f", the cap: it needs {needed}" if upto < needed else "") + ")")
+            # `sweep.variants=[[]]`: the row's runs alone, not the preset's other variants of the same method
             lines.append("python -m benchmarks.commands.sweep " + shlex.join(
-                [f"experiment={study}", *chosen, "seed=" + ",".join(map(str, more))]))
+                [f"experiment={study}", *chosen, "sweep.variants=[[]]", "seed=" + ",".join(map(str, more))]))
     return lines or ["# every row is resolved, shown equivalent, or has the seeds its target needs"]

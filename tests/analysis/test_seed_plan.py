@@ -22,7 +22,7 @@ def test_each_unresolved_row_gets_the_command_that_runs_the_seeds_it_needs(tmp_p
     need = paired.seeds_for_half_width(100 * 0.005773502691896258, 0.5).n
     assert need == 8
     assert ("python -m benchmarks.commands.sweep experiment=findings method=bns_gcn dataset=cora model=sage "
-            "workers=2 seed=3,4,5,6,7") in commands
+            "workers=2 'sweep.variants=[[]]' seed=3,4,5,6,7") in commands
     assert any("bns_gcn (cora, sage, P=2): not resolved" in line and "runs 5 more (to 8)" in line for line in lines)
     # the rows that cost on every seed by the same amount (sd 0: resolved) ask for nothing
     assert not any("method=psgd_pa dataset=cora model=sage workers=2 seed" in c and "partitioner" not in c
@@ -38,7 +38,7 @@ def test_the_cap_bounds_the_seeds_and_says_so(tmp_path):
     recs = records.load(write(tmp_path / "records", _records()))
     lines = plan(recs, cap=5)
     assert ("python -m benchmarks.commands.sweep experiment=findings method=bns_gcn dataset=cora model=sage "
-            "workers=2 seed=3,4") in lines
+            "workers=2 'sweep.variants=[[]]' seed=3,4") in lines
     assert any("(to 5, the cap: it needs 8)" in line for line in lines)
 
 
@@ -77,7 +77,7 @@ def test_the_scaling_studys_unresolved_rows_get_their_sweep_at_their_p(tmp_path)
     assert any(line.startswith("# bns_gcn (cora, sage, P=8): not resolved") for line in lines)
     (command,) = [line for line in lines if line.startswith("python")]
     assert command.startswith("python -m benchmarks.commands.sweep experiment=scaling method=bns_gcn dataset=cora "
-                              "model=sage workers=8 partitioner=metis seed=3,4,")  # no `single`: partitioner named
+                              "model=sage workers=8 partitioner=metis 'sweep.variants=[[]]' seed=3,4,")  # no `single`: partitioner named
 
 
 def test_a_row_measured_against_single_runs_single_on_its_new_seeds(tmp_path, monkeypatch):
@@ -85,4 +85,4 @@ def test_a_row_measured_against_single_runs_single_on_its_new_seeds(tmp_path, mo
     monkeypatch.setitem(test_findings.ACC, "ggs", (0.79, 0.83, 0.80))  # -1, +1, -1 against single: not resolved
     lines = plan(records.load(write(tmp_path / "records", _records())), cap=30)
     assert any(line.startswith("python -m benchmarks.commands.sweep experiment=findings method=ggs,single "
-                               "dataset=cora model=sage workers=2 seed=3,") for line in lines)
+                               "dataset=cora model=sage workers=2 'sweep.variants=[[]]' seed=3,") for line in lines)
