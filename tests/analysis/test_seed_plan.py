@@ -77,7 +77,8 @@ def test_the_scaling_studys_unresolved_rows_get_their_sweep_at_their_p(tmp_path)
     assert any(line.startswith("# bns_gcn (cora, sage, P=8): not resolved") for line in lines)
     (command,) = [line for line in lines if line.startswith("python")]
     assert command.startswith("python -m benchmarks.commands.sweep experiment=scaling method=bns_gcn dataset=cora "
-                              "model=sage workers=8 partitioner=metis 'sweep.variants=[[]]' "  # no `single`: partitioner named
+                              # no `single` here: the partitioner is named
+                              "model=sage workers=8 partitioner=metis 'sweep.variants=[[]]' "
                               "seed=3,4,")
 
 
