@@ -33,7 +33,8 @@ def test_cli_runs_one_configuration_and_says_where_the_record_went(tmp_path):
     # every registered method, aliases included, so a plugin added later is listed with no change here
     (["method=sra"], f"error: unknown method 'sra'; choose one of: {', '.join(method_names())}"),
     (["model=gcm"], "error: unknown model 'gcm'; choose one of: gat, gcn, mlp, sage"),
-    (["-m", "dataset=cora,citeseerr"], "error: unknown dataset 'citeseerr'; choose one of: citeseer, cora,"),
+    (["-m", "dataset=cora,citeseerr"],
+     "error: unknown dataset 'citeseerr'; choose one of: citeseer, citeseer-full, cora, cora-full,"),
     (["workers=0"], "error: workers must be a positive integer (got 0)"),
     (["partitioner=spectral"],
      "error: unknown partitioner 'spectral'; choose one of: contiguous, metis, metis_edges, random"),
