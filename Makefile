@@ -1,5 +1,5 @@
 # Two commands: `make run` (the quickstart comparison on the synthetic graph, then its report) and `make test`
-# (every test: what CI runs). `make test-fast` is the fast tier to run while you work (under 45 s here: the
+# (every test: what CI runs). `make test-fast` is the fast tier to run while you work (about 50 s here: the
 # in-process unit tests, files marked `pytestmark = pytest.mark.fast`; no process spawned).
 # All create .venv and install the project the first time. torch==2.13.0 (CPU) is installed
 # unless the venv already has a torch (GPU users: create .venv and install your torch first).
