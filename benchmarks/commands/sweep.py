@@ -144,17 +144,24 @@ def _preset(fixed: list[str]):
     return cfg, params, sweep
 
 
+def _axes(parsed: list, params: dict) -> dict[str, list[str]]:
+    """The sweep's axes and their values: the preset's `hydra.sweeper.params`, the command line's parsed
+    overrides winning (its comma lists are axes; its plain values fix a key the preset sweeps)."""
+    axes = {o.key_or_group: _values(o) for o in OverridesParser.create().parse_overrides(
+        [f"{k}={v}" for k, v in params.items()])}
+    for o in parsed:
+        axes.pop(o.key_or_group, None)
+        if o.is_sweep_override():
+            axes[o.key_or_group] = _values(o)
+    return axes
+
+
 def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
     """The runs (override lists) of a sweep, and the methods it names that do not exist here."""
     parsed = OverridesParser.create().parse_overrides(argv)
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
     cfg, params, sweep = _preset(fixed)
-    axes = {o.key_or_group: _values(o) for o in OverridesParser.create().parse_overrides(
-        [f"{k}={v}" for k, v in params.items()])}
-    for o in parsed:  # the command line wins over the preset
-        axes.pop(o.key_or_group, None)
-        if o.is_sweep_override():
-            axes[o.key_or_group] = _values(o)
+    axes = _axes(parsed, params)
     variants = [list(v) for v in sweep.get("variants") or [[]]]
     from benchmarks.run.method import method_class
 
@@ -280,11 +287,7 @@ def with_controls(runs: list[list[str]], configs: list, machine: bool, lr_by_fam
 
 def lr_swept(argv: list[str]) -> bool:
     """Whether the sweep's axes (its preset's or the command line's comma lists) include `lr`."""
-    parsed = OverridesParser.create().parse_overrides(argv)
-    if any(o.is_sweep_override() and o.key_or_group == "lr" for o in parsed):
-        return True
-    params = _preset(_fixed(argv))[1]
-    return "lr" in params and not any(o.key_or_group == "lr" for o in parsed)
+    return "lr" in _axes(OverridesParser.create().parse_overrides(argv), _preset(_fixed(argv))[1])
 
 
 def checked(runs: list[list[str]], spec: Bisect | None, machine: bool = True) -> list:
