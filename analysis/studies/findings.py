@@ -115,6 +115,30 @@ def _steps_per_epoch(run: pd.Series) -> float:
     return local + float((run["config"].get("method") or {}).get("correction_steps") or 0)
 
 
+def how_runs_ended(g: pd.DataFrame, timing: pd.DataFrame) -> dict:
+    """How the runs `g` of one row ended: the epochs they trained (median) before the stopping rule ended them,
+    the cap (`epochs`) and how many ran to it instead (had not met the rule), and the epochs and optimiser steps
+    (`_steps_per_epoch`) to the validation target (`records.time_to_accuracy`'s `timing`; medians over the runs
+    that reached it), with how many missed it."""
+    reached = timing[timing["run"].isin(g["run"].dropna())]  # a run is its record's file (records.load)
+    epochs = reached["epoch_to_target"].dropna()
+    per_epoch = g.set_index("seed").apply(_steps_per_epoch, axis=1)
+    steps = [e * per_epoch[s] for s, e in zip(reached["seed"], reached["epoch_to_target"]) if e == e]
+    cap = g["config"].map(lambda c: c.get("epochs")).max()
+    return {"epochs_run": g["epochs_run"].median(), "cap": cap,
+            "at_cap": int((g["epochs_run"] >= cap).sum()) if cap == cap else 0,
+            "target_val_acc": reached["target"].iloc[0] if len(reached) else math.nan,
+            "epochs_to_target": epochs.median() if len(epochs) else math.nan,
+            "steps_to_target": pd.Series(steps).median() if steps else math.nan,
+            "missed_target": len(g) - len(epochs)}
+
+
+def regime_at(stats: pd.DataFrame, dataset: str, setting: str, workers: int) -> dict:
+    """The partitions' statistics (`REGIME`, from `regime`) of one dataset, setting and P; NaN where none."""
+    row = stats[(stats["dataset"] == dataset) & (stats["setting"] == setting) & (stats["workers"] == workers)]
+    return {k: (row[k].iloc[0] if len(row) else math.nan) for k in REGIME}
+
+
 def _main_setting(ok: pd.DataFrame) -> str:
     """The setting of a (dataset, model)'s rows at the preset's defaults: `single`'s, else the one most runs share."""
     single = ok[ok["variant"] == "single"]["setting"]
@@ -162,13 +186,6 @@ def table(recs: list[dict]) -> pd.DataFrame:
             at_workers = here[here["workers"] == workers]
             ref_bytes = at_workers[at_workers["variant"] == bytes_ref]["comm_bytes_per_epoch"].mean()
             single_ws = here[here["variant"] == "single"]["train_mem_bytes"].mean()
-            reached = timing[timing["run"].isin(g["run"].dropna())]  # a run is its record's file (records.load)
-            epochs = reached["epoch_to_target"].dropna()
-            per_epoch = g.set_index("seed").apply(_steps_per_epoch, axis=1)
-            steps = [e * per_epoch[s] for s, e in zip(reached["seed"], reached["epoch_to_target"]) if e == e]
-            cap = g["config"].apply(lambda c: c.get("epochs")).max()
-            regime_row = stats[(stats["dataset"] == dataset) & (stats["setting"] == setting)
-                               & (stats["workers"] == workers)]
             rows.append({"row": name, "method": variant, "base": method, "family": a.get("family", "?"),
                          "exactness": kind, "approximates": a.get("approximates", ""), "claim": a.get("claim", ""),
                          "isolates": ISOLATES.get(_name(name), ""), "default": name == method,
@@ -182,14 +199,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
                          "val_effect": paired.effect(d_val) if variant != against else None,
                          "comparator": comparator if comparator and len(d_cmp) else "",
                          "comparator_differences": d_cmp, "comparator_p": paired.p_value(d_cmp),
-                         # the plateau: epochs each run trained before its stopping rule ended it, and how many
-                         # ran to the cap (`epochs`) instead, i.e. had not met the rule
-                         "epochs_run": g["epochs_run"].median(), "cap": cap,
-                         "at_cap": int((g["epochs_run"] >= cap).sum()) if cap == cap else 0,
-                         "target_val_acc": reached["target"].iloc[0] if len(reached) else math.nan,
-                         "epochs_to_target": epochs.median() if len(epochs) else math.nan,
-                         "steps_to_target": pd.Series(steps).median() if steps else math.nan,
-                         "missed_target": len(g) - len(epochs),
+                         **how_runs_ended(g, timing),
                          "margin_pt": g["config"].apply(lambda c: c.get("study_margin_pt")).dropna().max(),
                          "at_largest_p": at_largest_p(variant, dataset, model) if kind == "approximate" and
                          name == method else "",
@@ -198,7 +208,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
                          "bytes_vs_reference": (g["comm_bytes_per_epoch"].mean() / ref_bytes
                                                 if variant != bytes_ref and ref_bytes and ref_bytes == ref_bytes
                                                 else math.nan),
-                         **{k: (regime_row[k].iloc[0] if len(regime_row) else math.nan) for k in REGIME}})
+                         **regime_at(stats, dataset, setting, workers)})
     t = pd.DataFrame(rows)
     if not t.empty:  # each method at its defaults, then its attribution rows
         t = t.sort_values(["dataset", "model", "base", "default", "row"], ascending=[True, True, True, False, True],

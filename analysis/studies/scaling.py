@@ -29,7 +29,7 @@ import pandas as pd
 
 from analysis import figures, paired, records
 from analysis.markdown import fmt, image, md_table
-from analysis.studies.findings import regime
+from analysis.studies.findings import how_runs_ended, regime, regime_at
 
 #: Traffic that is not the halo's: gradient and parameter sums, batch-norm statistics.
 SYNC = ("grad_allreduce", "param_avg", "norm")
@@ -90,8 +90,6 @@ def table(recs: list[dict]) -> pd.DataFrame:
     for (dataset, model, partitioner, setting, workers), here in ok.groupby(keys, sort=True):
         reference = here[here["variant"] == REFERENCE]
         ref_halo, ref_total = _bytes(reference) if len(reference) else (math.nan, math.nan)
-        statistics = stats[(stats["dataset"] == dataset) & (stats["setting"] == setting)
-                           & (stats["workers"] == workers)]
         for variant, g in here.groupby("variant", sort=True):
             control = g["control"].dropna()
             if variant != g["method"].iloc[0] or not len(control):  # a control, or an exact method
@@ -100,24 +98,18 @@ def table(recs: list[dict]) -> pd.DataFrame:
             d_val = paired.differences(here, variant, control.iloc[0], "val_acc")
             halo, total = _bytes(g)
             a = about.get(g["method"].iloc[0], {})
-            cap = g["config"].map(lambda c: c.get("epochs")).max()
-            reached = timing[timing["run"].isin(g["run"].dropna())]["epoch_to_target"].dropna()
             rows.append({"dataset": dataset, "model": model, "partitioner": partitioner, "workers": int(workers),
                          "method": variant, "family": a.get("family", "?"), "control": control.iloc[0],
                          "lr": g["lr"].iloc[0], "control_lr": here[here["variant"] == control.iloc[0]]["lr"].max(),
                          "effect": paired.effect(d), "differences": d, "p": paired.p_value(d),
                          "val_effect": paired.effect(d_val),
                          "margin_pt": g["config"].map(lambda c: c.get("study_margin_pt")).dropna().max(),
-                         "epochs_run": g["epochs_run"].median(), "cap": cap,
-                         "at_cap": int((g["epochs_run"] >= cap).sum()) if cap == cap else 0,
-                         "epochs_to_target": reached.median() if len(reached) else math.nan,
-                         "missed_target": len(g) - len(reached),
+                         **how_runs_ended(g, timing),
                          "halo_vs_reference": halo / ref_halo if ref_halo else math.nan,
                          "bytes_vs_reference": total / ref_total if ref_total else math.nan,
+                         **regime_at(stats, dataset, setting, int(workers)),
+                         # records from before the regime statistics state their halo counts only
                          "halo_rows_per_node": halo_per_node.get((dataset, setting, int(workers)), math.nan),
-                         **{k: (statistics[k].iloc[0] if len(statistics) else math.nan)
-                            for k in ("cut_fraction", "train_nodes_min", "train_nodes_mean", "label_skew_mean",
-                                      "label_skew_max")},
                          "kept_fraction": kept.get((dataset, setting, int(workers), variant), math.nan)})
     t = pd.DataFrame(rows)
     if not t.empty:
@@ -138,12 +130,13 @@ def _ended(r) -> str:
 def markdown(t: pd.DataFrame) -> str:
     kept = bool(t["kept_fraction"].notna().any())  # the column only where some method keeps a share of its rows
     return md_table(["method", "P", "lr", "verdict: test effect vs control", "validation effect, pt", "p",
-                     "epochs run", "epochs to target", "halo rows / node", "cut fraction", "training nodes / part "
+                     "epochs run", "epochs to target", "steps to target", "halo rows / node", "cut fraction", "training nodes / part "
                      "(min, mean)", "label skew (mean, max)", "halo bytes × full_halo", "bytes × full_halo"]
                     + (["boundary rows kept (epoch 0)"] if kept else []),
                     [[f"`{r['method']}`", r["workers"], _lr(r), f"{r['verdict'].text} vs `{r['control']}`",
                       paired.interval(r["val_effect"]), fmt(r["p"], 3), _ended(r),
                       fmt(r["epochs_to_target"], 0) + (f" ({r['missed_target']} missed)" if r["missed_target"] else ""),
+                      fmt(r["steps_to_target"], 0),
                       fmt(r["halo_rows_per_node"], 2), fmt(r["cut_fraction"], 3),
                       f"{fmt(r['train_nodes_min'], 0)}, {fmt(r['train_nodes_mean'], 1)}",
                       f"{fmt(r['label_skew_mean'], 2)}, {fmt(r['label_skew_max'], 2)}",
@@ -236,8 +229,9 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              f"alone; " + ", ".join(f"{n} {w}" for w, n in words.items()) + ". "
              "*lr*: each family's rate (`sweep.lr_by_family`, chosen on validation: experiment=lr_choice). "
              "*epochs run*: median, with the runs the cap stopped; *epochs to target*: median epochs to 95 % of the "
-             "best validation accuracy any run of the setting reached. *halo rows / node*: the halos of all ranks "
-             "summed, over the graph's nodes; *cut fraction*: cut edges over edges; *training nodes / part*; "
+             "best validation accuracy any run of the setting reached; *steps to target*: the optimiser steps in "
+             "those epochs (a local-rounds method takes several an epoch; LLCG's server corrections count). *halo "
+             "rows / node*: the halos of all ranks summed, over the graph's nodes; *cut fraction*: cut edges over edges; *training nodes / part*; "
              "*label skew*: total-variation distance of a part's training labels from the global mix. *halo "
              "bytes*: every training byte but the gradient and parameter sums, per epoch, over `full_halo`'s at "
              "the same P. Epoch times at more ranks than this machine's cores are time-slicing and are not shown."
@@ -266,6 +260,7 @@ def csv(recs: list[dict]) -> pd.DataFrame:
         "p": t["p"].round(4), "holm": t["holm"], "halo_vs_full_halo": t["halo_vs_reference"].round(4),
         "bytes_vs_full_halo": t["bytes_vs_reference"].round(4), "halo_rows_per_node": t["halo_rows_per_node"].round(3),
         "kept_fraction": t["kept_fraction"].round(4), "verdict": [v.word for v in t["verdict"]],
-        "margin_pt": t["margin_pt"], "lr": t["lr"],
+        "margin_pt": t["margin_pt"], "lr": t["lr"], "epochs_run": t["epochs_run"],
+        "epochs_to_target": t["epochs_to_target"], "steps_to_target": t["steps_to_target"],
         **{k: t[k].round(3) for k in ("cut_fraction", "train_nodes_min", "train_nodes_mean", "label_skew_mean",
                                       "label_skew_max")}})

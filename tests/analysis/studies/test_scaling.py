@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from analysis import paired
+from analysis import paired, records
 from analysis.studies import scaling
 from benchmarks.run.methods_table import about
-from tests.analysis.handmade import record
+from tests.analysis.handmade import record, write
 
 pytestmark = pytest.mark.fast
 STUDY = {"study": "scaling", "partitioner": "metis"}
@@ -92,3 +92,17 @@ def test_the_curve_in_words_and_the_published_table():
     assert "| boundary rows kept (epoch 0) |" in scaling.markdown(t) and "| 0.065 |" in scaling.markdown(t)
     text = "\n".join(scaling.section(_records(), __import__("pathlib").Path("/tmp/scaling-test")))
     assert "2 comparisons" in text and "1 equivalent, 1 costs" in text and "within noise" not in text
+
+
+def test_steps_to_target_count_a_methods_optimiser_steps_per_epoch(tmp_path):
+    recs = _records()
+    for r in recs:
+        if r["control"]:  # three optimiser steps an epoch, as a local-rounds method states them
+            for rank in r["summary"]["per_rank"]:
+                rank["steps"] = 3 * len(r["history"])
+    recs = records.load(write(tmp_path, recs))  # each run named by its file, as the timing reads them
+    t = scaling.table(recs)
+    assert (t["epochs_to_target"] > 0).all()
+    assert list(t["steps_to_target"]) == list(3 * t["epochs_to_target"])
+    assert "| steps to target |" in scaling.markdown(t)
+    assert list(scaling.csv(recs)["steps_to_target"]) == list(t["steps_to_target"])
