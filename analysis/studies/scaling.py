@@ -131,7 +131,8 @@ def markdown(t: pd.DataFrame) -> str:
     kept = bool(t["kept_fraction"].notna().any())  # the column only where some method keeps a share of its rows
     return md_table(["method", "P", "lr", "verdict: test effect vs control", "validation effect, pt", "p",
                      "epochs run", "epochs to target", "steps to target", "halo rows / node", "cut fraction",
-                     "training nodes / part (min, mean)", "label skew (mean, max)", "halo bytes × full_halo", "bytes × full_halo"]
+                     "training nodes / part (min, mean)", "label skew (mean, max)", "halo bytes × full_halo",
+                     "bytes × full_halo"]
                     + (["boundary rows kept (epoch 0)"] if kept else []),
                     [[f"`{r['method']}`", r["workers"], _lr(r), f"{r['verdict'].text} vs `{r['control']}`",
                       paired.interval(r["val_effect"]), fmt(r["p"], 3), _ended(r),
@@ -232,8 +233,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "best validation accuracy any run of the setting reached; *steps to target*: the optimiser steps in "
              "those epochs (a local-rounds method takes several an epoch; LLCG's server corrections count). *halo "
              "rows / node*: the halos of all ranks summed, over the graph's nodes; *cut fraction*: cut edges "
-             "over edges; *training nodes / part*; *label skew*: total-variation distance of a part's training labels from the global mix. *halo "
-             "bytes*: every training byte but the gradient and parameter sums, per epoch, over `full_halo`'s at "
+             "over edges; *training nodes / part*; *label skew*: total-variation distance of a part's training "
+             "labels from the global mix. *halo bytes*: every training byte but the gradient and parameter sums, per epoch, over `full_halo`'s at "
              "the same P. Epoch times at more ranks than this machine's cores are time-slicing and are not shown."
              + (" *boundary rows kept*: the rows a method that samples its boundary received at epoch 0 over "
                 "its boundary rows, all ranks summed, mean over seeds (BNS-GCN keeps floor(p |B_ij|) of each "
