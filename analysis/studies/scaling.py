@@ -235,7 +235,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "rows / node*: the halos of all ranks summed, over the graph's nodes; *cut fraction*: cut edges "
              "over edges; *training nodes / part*; *label skew*: total-variation distance of a part's training "
              "labels from the global mix. *halo bytes*: every training byte but the gradient and parameter sums, "
-             "per epoch, over `full_halo`'s at the same P. Epoch times at more ranks than this machine's cores are time-slicing and are not shown."
+             "per epoch, over `full_halo`'s at the same P. Epoch times at more ranks than this machine's cores "
+             "are time-slicing and are not shown."
              + (" *boundary rows kept*: the rows a method that samples its boundary received at epoch 0 over "
                 "its boundary rows, all ranks summed, mean over seeds (BNS-GCN keeps floor(p |B_ij|) of each "
                 "pair's |B_ij|, less than p)." if t["kept_fraction"].notna().any() else ""), ""]
