@@ -244,6 +244,7 @@ def verdicts(t: pd.DataFrame) -> pd.DataFrame:
         plan = paired.seeds_for_half_width(sd, paired.HEADLINE_HALF_WIDTH_POINTS) if sd == sd else None
         need.append("" if plan is None else f"{'>' if plan.capped else ''}{plan.n}")
     t["verdict"], t["comparator_verdict"], t["seeds_half_width"] = verdict, cmp_verdict, need
+    t["holm"] = [rejected.get((i, "differences"), False) for i in t.index]  # the interval excludes 0 after Holm
     t.attrs["comparisons"] = len(tests)
     return t
 

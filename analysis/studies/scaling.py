@@ -4,13 +4,17 @@ bytes, as the number of partitions P grows. Every approximate method runs beside
 node, never by rank (benchmarks/core/draws.py), a method and its control at one seed share their dropout
 masks and initial weights, so the paired difference is the approximation's alone.
 
-Per (dataset, model, partitioner, method, P):
-  - the accuracy effect against the control, paired over seeds, read by `paired.verdict` ("costs X [CI]"
-    after Holm's correction over every comparison of the page, "equivalent within ±m" by TOST at the margin
-    the preset declares, `study_margin_pt`, or "not resolved" with the seeds a ±0.5 pt half-width needs),
-    beside the validation effect of the same models;
-  - how the runs ended: epochs trained (median) under the preset's stopping rule, how many reached the cap,
-    and the epochs to the validation target (95 % of the best any run of the setting reached);
+Per (dataset, model, partitioner, method or attribution variant, P), every run that has a control:
+  - the accuracy effect against the control, paired over seeds, read as the findings' rows are
+    (`findings.verdicts`: "costs X [CI]" after Holm's correction over every comparison of the page,
+    "equivalent within ±m" by TOST at the margin the preset declares, `study_margin_pt`, a paper's own claim
+    where it states one, or "not resolved" with the seeds a ±0.5 pt half-width needs), beside the validation
+    effect of the same models; a control that runs in one process (`single`, a sampler's) pairs by seed at every P;
+  - against the paper's comparator where it ran at that P (`findings.COMPARATORS`: `ggs` for `llcg` and
+    `psgd_pa`), counted in the same correction;
+  - how the runs ended (`findings.how_runs_ended`): epochs trained (median) under the preset's stopping rule,
+    how many reached the cap, and the epochs and optimiser steps to the validation target (95 % of the best any
+    run of the setting reached);
   - the partition's statistics that the effects may depend on (halo rows per node, cut fraction, training
     nodes per part, label skew: each record's `partition` section, `findings.regime`);
   - halo bytes (every training byte but the gradient and parameter sums) and total bytes per epoch,
@@ -29,7 +33,7 @@ import pandas as pd
 
 from analysis import figures, paired, records
 from analysis.markdown import fmt, image, md_table
-from analysis.studies.findings import how_runs_ended, regime, regime_at
+from analysis.studies.findings import COMPARATORS, WITH_SINGLE, how_runs_ended, regime, regime_at, verdicts
 
 #: Traffic that is not the halo's: gradient and parameter sums, batch-norm statistics.
 SYNC = ("grad_allreduce", "param_avg", "norm")
@@ -92,17 +96,30 @@ def table(recs: list[dict]) -> pd.DataFrame:
         ref_halo, ref_total = _bytes(reference) if len(reference) else (math.nan, math.nan)
         for variant, g in here.groupby("variant", sort=True):
             control = g["control"].dropna()
-            if variant != g["method"].iloc[0] or not len(control):  # a control, or an exact method
+            if not len(control):  # a control, or an exact method
                 continue
-            d = paired.differences(here, variant, control.iloc[0], "test_acc")
-            d_val = paired.differences(here, variant, control.iloc[0], "val_acc")
+            method = g["method"].iloc[0]
+            if control.iloc[0] == "single":  # a sampler's control runs at one worker, once for every P
+                single = ok[(ok["variant"] == "single") & (ok["dataset"] == dataset) & (ok["model"] == model)
+                            & (ok["setting"] == setting)]
+                pool, keys_ = pd.concat([g, single]), WITH_SINGLE
+            else:
+                pool, keys_ = here, paired.PAIR_KEYS
+            d = paired.differences(pool, variant, control.iloc[0], "test_acc", keys=keys_)
+            d_val = paired.differences(pool, variant, control.iloc[0], "val_acc", keys=keys_)
+            comparator = COMPARATORS.get(method)
+            d_cmp = paired.differences(here, variant, comparator, "test_acc") if comparator else []
             halo, total = _bytes(g)
-            a = about.get(g["method"].iloc[0], {})
+            a = about.get(method, {})
             rows.append({"dataset": dataset, "model": model, "partitioner": partitioner, "workers": int(workers),
-                         "method": variant, "family": a.get("family", "?"), "control": control.iloc[0],
-                         "lr": g["lr"].iloc[0], "control_lr": here[here["variant"] == control.iloc[0]]["lr"].max(),
+                         "method": variant, "base": method, "default": variant == method,
+                         "family": a.get("family", "?"), "control": control.iloc[0],
+                         "lr": g["lr"].iloc[0], "control_lr": pool[pool["variant"] == control.iloc[0]]["lr"].max(),
                          "effect": paired.effect(d), "differences": d, "p": paired.p_value(d),
                          "val_effect": paired.effect(d_val),
+                         # the method its paper set it beside (LLCG's Table 1: GGS), where it ran at this P
+                         "comparator": comparator if comparator and len(d_cmp) else "",
+                         "comparator_differences": d_cmp, "comparator_p": paired.p_value(d_cmp),
                          "margin_pt": g["config"].map(lambda c: c.get("study_margin_pt")).dropna().max(),
                          **how_runs_ended(g, timing),
                          "halo_vs_reference": halo / ref_halo if ref_halo else math.nan,
@@ -112,11 +129,8 @@ def table(recs: list[dict]) -> pd.DataFrame:
                          "halo_rows_per_node": halo_per_node.get((dataset, setting, int(workers)), math.nan),
                          "kept_fraction": kept.get((dataset, setting, int(workers), variant), math.nan)})
     t = pd.DataFrame(rows)
-    if not t.empty:
-        t["holm"] = paired.holm(list(t["p"]))
-        t["margin_pt"] = t["margin_pt"].fillna(paired.MARGIN_POINTS)
-        t["verdict"] = [paired.verdict(r["differences"], rejected=r["holm"], margin_pt=r["margin_pt"])
-                        for r in t.to_dict("records")]
+    if not t.empty:  # read as the findings' rows are: Holm over every comparison, a paper's claim where it states one
+        t = verdicts(t)
     t.attrs["groups"] = runs.attrs["groups"]
     return t
 
@@ -129,13 +143,17 @@ def _ended(r) -> str:
 
 def markdown(t: pd.DataFrame) -> str:
     kept = bool(t["kept_fraction"].notna().any())  # the column only where some method keeps a share of its rows
-    return md_table(["method", "P", "lr", "verdict: test effect vs control", "validation effect, pt", "p",
+    compared = bool(t["comparator"].astype(bool).any())  # and the paper's comparator only where it ran
+    return md_table(["method", "P", "lr", "verdict: test effect vs control", "validation effect, pt", "p"]
+                    + (["against the paper's comparator (test)"] if compared else []) + [
                      "epochs run", "epochs to target", "steps to target", "halo rows / node", "cut fraction",
                      "training nodes / part (min, mean)", "label skew (mean, max)", "halo bytes × full_halo",
                      "bytes × full_halo"]
                     + (["boundary rows kept (epoch 0)"] if kept else []),
                     [[f"`{r['method']}`", r["workers"], _lr(r), f"{r['verdict'].text} vs `{r['control']}`",
-                      paired.interval(r["val_effect"]), fmt(r["p"], 3), _ended(r),
+                      paired.interval(r["val_effect"]), fmt(r["p"], 3)]
+                     + ([f"vs `{r['comparator']}`: {r['comparator_verdict'].text}" if r["comparator"] else "–"]
+                        if compared else []) + [_ended(r),
                       fmt(r["epochs_to_target"], 0) + (f" ({r['missed_target']} missed)" if r["missed_target"] else ""),
                       fmt(r["steps_to_target"], 0),
                       fmt(r["halo_rows_per_node"], 2), fmt(r["cut_fraction"], 3),
@@ -212,8 +230,9 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     t = table(recs)
     if t.empty:
         return ["## Study: scaling", "", "(no approximate method ran beside its control)", ""]
-    m = int(t["p"].notna().sum())
-    raw = int(sum(e.resolved for e in t["effect"]))
+    m = t.attrs["comparisons"]
+    raw = int(sum(e.resolved for e in t["effect"])) + int(sum(
+        paired.effect(d).resolved for d, c in zip(t["comparator_differences"], t["comparator"]) if c))
     words = pd.Series([v.word for v in t["verdict"]]).value_counts()
     margins = ", ".join(f"±{m:g}" for m in sorted(set(t["margin_pt"])))
     stopping = sorted({str(r["config"].get("stopping", "none")) for r in recs})
@@ -229,6 +248,9 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              f"{m} comparisons: {raw} intervals exclude 0 uncorrected, where about {ALPHA * m:.1f} would by chance "
              f"alone; " + ", ".join(f"{n} {w}" for w, n in words.items()) + ". "
              "*lr*: each family's rate (`sweep.lr_by_family`, chosen on validation: experiment=lr_choice). "
+             + ("*against the paper's comparator*: the row's test accuracy minus that of the method its paper set "
+                "it beside (LLCG's Table 1: GGS), seed by seed at the same P, read by the same verdict and counted "
+                "in Holm's correction. " if t["comparator"].astype(bool).any() else "") +
              "*epochs run*: median, with the runs the cap stopped; *epochs to target*: median epochs to 95 % of the "
              "best validation accuracy any run of the setting reached; *steps to target*: the optimiser steps in "
              "those epochs (a local-rounds method takes several an epoch; LLCG's server corrections count). *halo "
@@ -263,6 +285,8 @@ def csv(recs: list[dict]) -> pd.DataFrame:
         "bytes_vs_full_halo": t["bytes_vs_reference"].round(4), "halo_rows_per_node": t["halo_rows_per_node"].round(3),
         "kept_fraction": t["kept_fraction"].round(4), "verdict": [v.word for v in t["verdict"]],
         "margin_pt": t["margin_pt"], "lr": t["lr"], "epochs_run": t["epochs_run"],
+        "comparator": t["comparator"],
+        "comparator_verdict": [v.word if v is not None else "" for v in t["comparator_verdict"]],
         "epochs_to_target": t["epochs_to_target"], "steps_to_target": t["steps_to_target"],
         **{k: t[k].round(3) for k in ("cut_fraction", "train_nodes_min", "train_nodes_mean", "label_skew_mean",
                                       "label_skew_max")}})

@@ -46,6 +46,7 @@ left (`[7/40] method=sar workers=2 · 1 failed so far · ~3 min left`: benchmark
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import shlex
@@ -156,6 +157,19 @@ def _axes(parsed: list, params: dict) -> dict[str, list[str]]:
     return axes
 
 
+@functools.lru_cache(maxsize=None)  # per method, not per run: resolving a method reads every alias YAML
+def _single_process(method: str) -> bool:
+    from benchmarks.run.method import method_class
+
+    return method_class(method).single_process
+
+
+def _one_run_for_every_count(job: list[str], method: str) -> list[str]:
+    """`job` without its `workers` where `method` runs in one process: it ignores `workers`, so a sweep over
+    counts (or a control beside runs at several counts) is one run of it, not one per count."""
+    return [o for o in job if _key(o) != "workers"] if _single_process(method) else job
+
+
 def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
     """The runs (override lists) of a sweep, and the methods it names that do not exist here."""
     parsed = OverridesParser.create().parse_overrides(argv)
@@ -163,10 +177,7 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
     cfg, params, sweep = _preset(fixed)
     axes = _axes(parsed, params)
     variants = [list(v) for v in sweep.get("variants") or [[]]]
-    from benchmarks.run.method import method_class
-
     available = method_names()
-    single_process = {}  # per method, not per run: resolving a method reads every alias YAML
     runs, missing, seen = [], [], set()
     for coordinates, variant in itertools.product(itertools.product(*axes.values()), variants):
         point = dict(zip(axes, coordinates)) | {_key(o): o.split("=", 1)[1] for o in fixed}
@@ -184,10 +195,7 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
         for rule in sweep.get("where") or []:
             if _matches(values, rule["if"]):
                 job = _merge(job, rule["add"])
-        if method not in single_process:
-            single_process[method] = method_class(method).single_process
-        if single_process[method]:  # it ignores `workers`: one run, not one per count
-            job = [o for o in job if _key(o) != "workers"]
+        job = _one_run_for_every_count(job, method)
         if "lr" not in axes and not any(_key(o) == "lr" for o in job):  # an lr axis, variant or rule wins
             job = _merge(job, family_lr(method, sweep.get("lr_by_family")))
         overrides = _merge(job, fixed)  # the command line last: it wins
@@ -241,7 +249,8 @@ def strategy(argv: list[str]) -> Bisect | None:
 def control_overrides(overrides: list[str], run) -> list[str] | None:
     """The overrides of the run's exact control (`config.control_config`; None: the run is exact): its
     own, with the method section and the codec replaced by the control's (options at their defaults
-    left out, so the control composes to the same record as the same run named by hand)."""
+    left out, so the control composes to the same record as the same run named by hand), without `workers`
+    where the control runs in one process (`single`: one run beside the runs of every count)."""
     from benchmarks.run.config import control_config
     from benchmarks.run.method import method_defaults
 
@@ -252,8 +261,9 @@ def control_overrides(overrides: list[str], run) -> list[str] | None:
     codec_off = control.comm != run.comm  # the control's codec is the default: none
     kept = [o for o in overrides if _key(o) != "method" and not _key(o).startswith("method.")
             and not (codec_off and _key(o).startswith("comm."))]
-    return kept + [f"method={method['name']}"] + [
-        f"method.{k}={_text(v)}" for k, v in method.items() if k not in ("name", "plugin") and defaults.get(k) != v]
+    return _one_run_for_every_count(kept + [f"method={method['name']}"] + [
+        f"method.{k}={_text(v)}" for k, v in method.items() if k not in ("name", "plugin") and defaults.get(k) != v],
+        method["name"])
 
 
 def with_controls(runs: list[list[str]], configs: list, machine: bool, lr_by_family: dict | None = None,

@@ -116,3 +116,13 @@ def test_a_command_line_method_keeps_its_control_and_a_variants_lr_its_rate(caps
     assert sorted((next(o for o in line.split() if o.startswith("method=")), _lr_of(line)) for line in lines) == [
         ("method=full_halo", "0.001"), ("method=full_halo", "0.1"), ("method=psgd_pa", "0.001"),
         ("method=psgd_pa", "0.1")]
+
+
+def test_a_one_process_control_runs_once_beside_runs_at_several_counts(capsys):
+    """`ggs`'s control is `single`, which ignores `workers`: a sweep over counts runs it once a seed, not once per
+    count (each would be a record of its own, the same model)."""
+    sweep.sweep(["experiment=boundary_methods", "dataset=cora", "workers=2,4,8", "seed=0", "method=ggs",
+                 "--dry-run"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("python")]
+    singles = [line for line in lines if "method=single" in line.split()]
+    assert len(lines) == 4 and len(singles) == 1 and "workers=" not in singles[0]

@@ -106,3 +106,41 @@ def test_steps_to_target_count_a_methods_optimiser_steps_per_epoch(tmp_path):
     assert list(t["steps_to_target"]) == list(3 * t["epochs_to_target"])
     assert "| steps to target |" in scaling.markdown(t)
     assert list(scaling.csv(recs)["steps_to_target"]) == list(t["steps_to_target"])
+
+
+def _local_round_records() -> list[dict]:
+    """`llcg` at its defaults and with 8 correction steps (each against `full_halo`) and its paper's comparator
+    `ggs` (against `single`, which runs once at one worker) at P = 2 and 8, three seeds. Test accuracy in points:
+    single 80; ggs 78, 77.5, 78.5 at every P; llcg 2 points below ggs at P=8, equal at P=2; correction_steps=8 80."""
+    out = []
+    for seed in range(3):
+        def run(method, acc, workers, options=None, control=None):
+            r = record(method, workers=workers, seed=seed, options=options, dataset="cora", extra=STUDY,
+                       val=(0.3, acc + 0.01), comm=10 ** 5)
+            r["control"], r["about"] = control, about(method)
+            out.append(r)
+        run("single", 0.80, 1)
+        for workers in (2, 8):
+            ggs = 0.78 + (seed - 1) * 0.005
+            run("full_halo", 0.80, workers)
+            run("ggs", ggs, workers, control="single")
+            run("llcg", ggs - (0.02 if workers == 8 else 0.0), workers, control="full_halo")
+            run("llcg", 0.80, workers, {"correction_steps": 8}, control="full_halo")
+    return out
+
+
+def test_attribution_rows_and_the_papers_comparator_along_p():
+    t = scaling.table(_local_round_records()).set_index(["method", "workers"])
+    assert set(t.index) == {(m, p) for m in ("ggs", "llcg", "llcg correction_steps=8") for p in (2, 8)}
+    # ggs against single, which ran once at one worker: paired by seed at every P
+    assert t.loc[("ggs", 8), "control"] == "single" and t.loc[("ggs", 8), "effect"].mean == pytest.approx(-0.02)
+    assert t.loc[("llcg correction_steps=8", 8), "effect"].mean == pytest.approx(0.0, abs=1e-9)
+    # llcg beside ggs, its paper's comparator: equal at P=2, 2 points below at P=8
+    assert t.loc[("llcg", 2), "comparator"] == "ggs" and t.loc[("ggs", 2), "comparator"] == ""
+    assert t.loc[("llcg", 2), "comparator_verdict"].word == "equivalent"
+    assert t.loc[("llcg", 8), "comparator_verdict"].word == "costs"
+    assert t.attrs["comparisons"] == 6 + 4  # every row against its control; both llcg rows against ggs at each P
+    text = scaling.markdown(t.reset_index())
+    assert "| against the paper's comparator (test) |" in text and "vs `ggs`: costs 2.0" in text
+    csv = scaling.csv(_local_round_records()).set_index(["method", "workers"])
+    assert csv.loc[("llcg", 8), "comparator_verdict"] == "costs" and csv.loc[("ggs", 8), "comparator_verdict"] == ""
