@@ -222,28 +222,33 @@ def table(recs: list[dict]) -> pd.DataFrame:
 def verdicts(t: pd.DataFrame) -> pd.DataFrame:
     """Each row's `verdict` (against its reference) and `comparator_verdict` (against its paper's comparator)
     by `paired.verdict`, at the margin its records declare (`study_margin_pt`; `paired.MARGIN_POINTS` where
-    none does), with Holm's correction over every comparison of the page (both kinds); `seeds_half_width`: the
+    none does; a method's row at its defaults at its paper's own claim, `CLAIMS`: `tested_margin_pt`), with
+    Holm's correction over every comparison of the page that has a p-value (both kinds; `holm`, and the count in
+    `attrs["comparisons"]`); `seeds_half_width`: the
     seeds a 95 % half-width of `paired.HEADLINE_HALF_WIDTH_POINTS` needs at the row's paired SD (">cap" where
     `paired.SEED_CAP` falls short)."""
     t = t.copy()
     tests = [(i, "differences", "p") for i in t.index if t.at[i, "effect"] is not None] + \
             [(i, "comparator_differences", "comparator_p") for i in t.index if t.at[i, "comparator"]]
+    tests = [(i, c, p) for i, c, p in tests if t.at[i, p] == t.at[i, p]]  # a test with fewer than 2 pairs has no p
     rejected = dict(zip([(i, c) for i, c, _ in tests], paired.holm([t.at[i, p] for i, _, p in tests])))
     t["margin_pt"] = t["margin_pt"].fillna(paired.MARGIN_POINTS)
-    verdict, cmp_verdict, need = [], [], []
+    verdict, cmp_verdict, need, tested = [], [], [], []
     for i in t.index:
         margin = t.at[i, "margin_pt"]
         d = t.at[i, "differences"]
         claim = CLAIMS.get(t.at[i, "base"]) if t.at[i, "default"] else None
-        verdict.append(paired.verdict(d, rejected=rejected[(i, "differences")], margin_pt=margin, claim_pt=claim)
-                       if t.at[i, "effect"] is not None else None)
+        tested.append(claim or margin)
+        verdict.append(paired.verdict(d, rejected=rejected.get((i, "differences"), False), margin_pt=margin,
+                                      claim_pt=claim) if t.at[i, "effect"] is not None else None)
         cmp_verdict.append(paired.verdict(t.at[i, "comparator_differences"], margin_pt=margin,
-                                          rejected=rejected[(i, "comparator_differences")])
+                                          rejected=rejected.get((i, "comparator_differences"), False))
                            if t.at[i, "comparator"] else None)
         sd = pd.Series(d, dtype=float).std(ddof=1) * 100 if len(d) >= 2 else math.nan
         plan = paired.seeds_for_half_width(sd, paired.HEADLINE_HALF_WIDTH_POINTS) if sd == sd else None
         need.append("" if plan is None else f"{'>' if plan.capped else ''}{plan.n}")
     t["verdict"], t["comparator_verdict"], t["seeds_half_width"] = verdict, cmp_verdict, need
+    t["tested_margin_pt"] = tested  # the equivalence margin the verdict tested: a paper's claim where it states one
     t["holm"] = [rejected.get((i, "differences"), False) for i in t.index]  # the interval excludes 0 after Holm
     t.attrs["comparisons"] = len(tests)
     return t

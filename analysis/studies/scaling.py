@@ -172,14 +172,15 @@ def _lr(r) -> str:
 
 def curve_in_words(t: pd.DataFrame) -> list[str]:
     """Per method: its verdict at each P, grouped by word (`costs at P=8, 16; equivalent within ±1 pt at P=2;
-    not resolved at P=4`), then the verdicts themselves. No cause is named: these rows carry none."""
+    not resolved at P=4`), then the verdicts themselves. No cause is named here: an attribution row says what it
+    changes in its name, and the page its control."""
     lines = []
     for (dataset, model, partitioner, method), g in t.groupby(["dataset", "model", "partitioner", "method"]):
         rows = g.sort_values("workers").to_dict("records")
         words: dict[str, list[int]] = {}
         for r in rows:
             word = r["verdict"].word
-            word = f"equivalent within ±{r['margin_pt']:g} pt" if word == "equivalent" else word
+            word = f"equivalent within ±{r['tested_margin_pt']:g} pt" if word == "equivalent" else word
             words.setdefault(word, []).append(r["workers"])
         summary = "; ".join(f"{word} at P={', '.join(map(str, ps))}" for word, ps in words.items())
         curve = "; ".join(f"P={r['workers']}: {r['verdict'].text}" for r in rows)
@@ -243,8 +244,10 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "keyed by node, never by rank). *verdict* (`paired.verdict`, docs/analysis.md \"The verdict\"): "
              "\"costs\"/\"gains\" where the 95 % interval excludes 0 after Holm's step-down over all "
              f"comparisons of this page (family-wise 5 %); \"equivalent within {margins} pt\" where TOST passes "
-             "at the margin the preset declared before the runs; otherwise \"not resolved\", with the seeds a "
-             "±0.5 pt half-width would need (`python -m analysis seeds <records>` prints the sweep that runs them). "
+             "at the margin the preset declared before the runs; a method whose paper states its own accuracy "
+             "claim (AdaQP: at most 0.3 pt) is tested at the claim instead, and reads \"untestable here\" where its "
+             "seeds cannot resolve it; otherwise \"not resolved\", with the seeds a ±0.5 pt half-width would need "
+             "(`python -m analysis seeds <records>` prints the sweep that runs them). "
              f"{m} comparisons: {raw} intervals exclude 0 uncorrected, where about {ALPHA * m:.1f} would by chance "
              f"alone; " + ", ".join(f"{n} {w}" for w, n in words.items()) + ". "
              "*lr*: each family's rate (`sweep.lr_by_family`, chosen on validation: experiment=lr_choice). "
@@ -264,7 +267,7 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
                 "pair's |B_ij|, less than p)." if t["kept_fraction"].notna().any() else ""), ""]
     for (dataset, model, partitioner), g in t.groupby(["dataset", "model", "partitioner"], sort=True):
         parts += [f"### {dataset} · {model} · {partitioner}", "", markdown(g), ""]
-    parts += ["The verdicts along P, in words (no cause is named: the attribution rows are on the findings page):",
+    parts += ["The verdicts along P, in words (no cause is named; an attribution row's name says what it changes):",
               "", *curve_in_words(t), ""]
     parts += [image(effect_vs_workers(t, out_dir / "figures" / "scaling"), out_dir), ""]
     return parts
@@ -284,7 +287,7 @@ def csv(recs: list[dict]) -> pd.DataFrame:
         "p": t["p"].round(4), "holm": t["holm"], "halo_vs_full_halo": t["halo_vs_reference"].round(4),
         "bytes_vs_full_halo": t["bytes_vs_reference"].round(4), "halo_rows_per_node": t["halo_rows_per_node"].round(3),
         "kept_fraction": t["kept_fraction"].round(4), "verdict": [v.word for v in t["verdict"]],
-        "margin_pt": t["margin_pt"], "lr": t["lr"], "epochs_run": t["epochs_run"],
+        "margin_pt": t["tested_margin_pt"], "lr": t["lr"], "epochs_run": t["epochs_run"],
         "comparator": t["comparator"],
         "comparator_verdict": [v.word if v is not None else "" for v in t["comparator_verdict"]],
         "epochs_to_target": t["epochs_to_target"], "steps_to_target": t["steps_to_target"],

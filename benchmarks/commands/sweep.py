@@ -195,10 +195,10 @@ def expand(argv: list[str]) -> tuple[list[list[str]], list[str]]:
         for rule in sweep.get("where") or []:
             if _matches(values, rule["if"]):
                 job = _merge(job, rule["add"])
-        job = _one_run_for_every_count(job, method)
         if "lr" not in axes and not any(_key(o) == "lr" for o in job):  # an lr axis, variant or rule wins
             job = _merge(job, family_lr(method, sweep.get("lr_by_family")))
-        overrides = _merge(job, fixed)  # the command line last: it wins
+        # the command line last: it wins (but a one-process run takes no `workers`, as its control does not)
+        overrides = _one_run_for_every_count(_merge(job, fixed), method)
         if tuple(overrides) not in seen:
             seen.add(tuple(overrides))
             runs.append(overrides)

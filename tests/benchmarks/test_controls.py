@@ -126,3 +126,9 @@ def test_a_one_process_control_runs_once_beside_runs_at_several_counts(capsys):
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("python")]
     singles = [line for line in lines if "method=single" in line.split()]
     assert len(lines) == 4 and len(singles) == 1 and "workers=" not in singles[0]
+    # the command line fixing `workers`: the one-process run named by hand and the control are one record
+    sweep.sweep(["experiment=boundary_methods", "dataset=cora", "workers=4", "seed=0", "method=ggs,single",
+                 "--dry-run"])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("python")]
+    assert len(lines) == 2 and [line for line in lines if "method=single" in line.split()] == [
+        line for line in lines if "workers=" not in line]

@@ -144,3 +144,23 @@ def test_attribution_rows_and_the_papers_comparator_along_p():
     assert "| against the paper's comparator (test) |" in text and "vs `ggs`: costs 2.0" in text
     csv = scaling.csv(_local_round_records()).set_index(["method", "workers"])
     assert csv.loc[("llcg", 8), "comparator_verdict"] == "costs" and csv.loc[("ggs", 8), "comparator_verdict"] == ""
+
+
+def test_a_comparison_without_two_pairs_is_not_counted_and_a_papers_claim_is_the_margin_it_tests():
+    recs = [r for r in _local_round_records() if r["method"] != "ggs" or r["seed"] == 0]
+    t = scaling.table(recs)
+    assert t.attrs["comparisons"] == 4  # the llcg rows; ggs against single and llcg against ggs have one pair: no p
+    assert set(t[t["method"] == "ggs"]["verdict"].map(lambda v: v.text)) == {"not resolved (1 seed: no interval)"}
+    # AdaQP's rows at their defaults are tested at its paper's claim (0.3 pt), and said so along P
+    adaqp = []
+    for seed in range(6):
+        for workers in (2, 8):
+            for method, options, control in (("adaqp", None, "adaqp bits=32"), ("adaqp", {"bits": 32}, None)):
+                r = record(method, workers=workers, seed=seed, options=options, dataset="cora", extra=STUDY,
+                           val=(0.3, 0.81 + (0.0001 if control and seed % 2 else 0)), comm=10 ** 5)
+                r["control"], r["about"] = control, about(method)
+                adaqp.append(r)
+    t = scaling.table(adaqp)
+    assert set(t["tested_margin_pt"]) == {0.3} and {v.word for v in t["verdict"]} == {"equivalent"}
+    assert scaling.curve_in_words(t)[0].startswith("- cora · sage · metis: `adaqp` equivalent within ±0.3 pt at P=2, 8")
+    assert set(scaling.csv(adaqp)["margin_pt"]) == {0.3}
