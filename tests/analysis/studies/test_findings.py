@@ -220,3 +220,13 @@ def test_records_of_one_method_at_two_rates_are_refused_in_one_line(tmp_path):
     with pytest.raises(records.MixedRates) as e:
         findings.table(records.load(write(tmp_path / "records", recs + again)))
     assert "hold `ggs` on cora at P=2 at lr 0.003, 0.01" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_largest_p_cell_states_the_scaling_pages_own_verdict(tmp_path, monkeypatch):
+    path = tmp_path / "scaling.csv"
+    path.write_text("method,dataset,model,partitioner,workers,control,pairs,effect_pt,effect_low_pt,effect_high_pt,"
+                    "verdict\npsgd_pa,cora,sage,metis,16,full_halo,4,-9.3,-12.8,-5.8,not resolved\n"
+                    "sancus,cora,sage,metis,16,c,4,+0.3,-0.6,+1.3,equivalent\n")
+    monkeypatch.setattr(findings, "SCALING", path)
+    assert findings.at_largest_p("psgd_pa", "cora", "sage") == "-9.3 [-12.8, -5.8] (4, not resolved) at P=16"
+    assert findings.at_largest_p("sancus", "cora", "sage") == "+0.3 [-0.6, +1.3] (4, equivalent) at P=16"
