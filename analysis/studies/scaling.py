@@ -232,8 +232,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     if t.empty:
         return ["## Study: scaling", "", "(no approximate method ran beside its control)", ""]
     m = t.attrs["comparisons"]
-    raw = int(sum(e.resolved for e in t["effect"])) + int(sum(
-        paired.effect(d).resolved for d, c in zip(t["comparator_differences"], t["comparator"]) if c))
+    # a paired 95 % interval excludes 0 exactly where its t-test's p is below 5 %: the page's tests, uncorrected
+    raw = int((t["p"] < ALPHA).sum() + (t["comparator_p"][t["comparator"].astype(bool)] < ALPHA).sum())
     words = pd.Series([v.word for v in t["verdict"]]).value_counts()
     margins = ", ".join(f"±{m:g}" for m in sorted(set(t["margin_pt"])))
     stopping = sorted({str(r["config"].get("stopping", "none")) for r in recs})
