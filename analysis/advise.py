@@ -77,7 +77,8 @@ def curve_rows(scaling: list[dict]) -> list[dict]:
     """The scaling study's rows as findings rows (the effect against the control at each P), each with the
     partition statistic of its regime (STATISTIC) as the scaling page states it."""
     return [{"method": r["method"], "family": "", "exactness": "approximate", "reference": r["control"],
-             "dataset": r["dataset"], "model": r["model"], "workers": r["workers"], "seeds": r["pairs"],
+             "dataset": r["dataset"], "model": r["model"], "partitioner": r["partitioner"], "workers": r["workers"],
+             "seeds": r["pairs"],
              "test_acc": None, "effect_pt": r["effect_pt"], "effect_low_pt": r["effect_low_pt"],
              "effect_high_pt": r["effect_high_pt"], STATISTIC: stated(r.get(STATISTIC)),
              # the scaling page judges with Holm's correction (`holm`); a findings row has none (no key)
@@ -95,9 +96,10 @@ STATISTIC, STATISTIC_NAME = "halo_rows_per_node", "halo rows/node"
 #: rounds it to 3 decimals; one step of P on the same graph moves it by far more (Cora, METIS: 0.099 at
 #: P=2, 0.171 at P=4), so 10 % admits the noise of a measurement and not a neighbouring regime.
 REGIME_TOLERANCE = 0.10
-#: The other statistics the effects may depend on (issue 47), which the regime does not check: the measured
-#: pages do not state them beside each P. Each with whether a statistics file's entry states it (a measured
-#: file's regime statistics, docs/records.md; an extrapolated proxy's summary and fractions).
+#: The other statistics the effects may depend on (issue 47), which the regime does not check: the scaling page
+#: states them beside each P, but on one graph's METIS parts they grow with P together, and no page yet separates
+#: them. Each with whether a statistics file's entry states it (a measured file's regime statistics,
+#: docs/records.md; an extrapolated proxy's summary and fractions).
 NOT_CHECKED = (
     ("cut fraction", lambda e: "cut_fraction" in e or "edge_cut" in e or "edge_cut_frac" in (e.get("fractions") or {})),
     ("training nodes per part", lambda e: "train_nodes_mean" in e or "train_nodes_per_rank" in e
@@ -110,7 +112,9 @@ def not_checked(stats: dict) -> str:
     user's statistics file does not state either."""
     entries = [e for p, e in stats["by_workers"].items() if int(p) > 1]
     absent = [name for name, states in NOT_CHECKED if not any(states(e) for e in entries)]
-    return (f"{', '.join(name for name, _ in NOT_CHECKED)}: the measured pages do not state them beside each P"
+    return (f"{', '.join(name for name, _ in NOT_CHECKED)}: the scaling page states them beside each P, but an "
+            f"effect is carried by {STATISTIC_NAME} and the partitioner alone (a graph whose parts hold many more "
+            "training nodes, with less label skew, than Cora's may fare otherwise)"
             + (f"; this graph's statistics file has no {' or '.join(absent)} either" if absent else ""))
 
 
@@ -134,7 +138,8 @@ def effect_rows(findings: list[dict], scaling: list[dict]) -> list[dict]:
     row's from the scaling rows of its dataset, P and partitioner (the findings study's: its own page states
     none); 0 at P=1 for an exact row (one part has no halo); None where no page states it, as for a
     one-process approximation, which approximates over its own mini-batch parts, not the workers'
-    (such a row is carried nowhere)."""
+    (such a row is carried nowhere). Every row names the partitioner it was measured on (a findings row: the
+    findings study's)."""
     by_partition = {(r["dataset"], r["partitioner"], int(r["workers"])): stated(r.get(STATISTIC))
                     for r in reversed(scaling) if r["workers"]}
     default = findings_partitioner() if findings else None
@@ -143,7 +148,8 @@ def effect_rows(findings: list[dict], scaling: list[dict]) -> list[dict]:
         if f["workers"] == 1:
             return 0.0 if f.get("exactness") == "exact" else None
         return by_partition.get((f["dataset"], f.get("partitioner") or default, int(f["workers"] or 0)))
-    return [{**f, STATISTIC: statistic(f)} for f in findings] + curve_rows(scaling)
+    return [{**f, "partitioner": f.get("partitioner") or default, STATISTIC: statistic(f)}
+            for f in findings] + curve_rows(scaling)
 
 
 def statistic_here(stats: dict, p: int) -> float | None:
@@ -164,14 +170,17 @@ def statistic_here(stats: dict, p: int) -> float | None:
 
 
 def regimes(accuracy: list[dict]) -> list[dict]:
-    """The regime a method's effect rows were measured in, one a dataset: `dataset`, `workers` (least,
-    most P measured) and `statistic` (least, most STATISTIC over its rows that state one; None where none
-    does)."""
+    """The regime a method's effect rows were measured in, one a dataset and partitioner: `dataset`,
+    `partitioner`, `workers` (least, most P measured) and `statistic` (least, most STATISTIC over its rows that
+    state one; None where none does). Two partitioners of one graph are two regimes: the statistic's range of
+    one says nothing of the gap between them."""
     out = []
-    for dataset in dict.fromkeys(f["dataset"] for f in accuracy if f["workers"]):
-        rows = [f for f in accuracy if f["dataset"] == dataset and f["workers"]]
+    for dataset, partitioner in dict.fromkeys((f["dataset"], f.get("partitioner")) for f in accuracy if f["workers"]):
+        rows = [f for f in accuracy if f["dataset"] == dataset and f.get("partitioner") == partitioner
+                and f["workers"]]
         ps, xs = [int(f["workers"]) for f in rows], [f[STATISTIC] for f in rows if f.get(STATISTIC) is not None]
-        out.append({"dataset": dataset, "workers": (min(ps), max(ps)), "statistic": (min(xs), max(xs)) if xs else None})
+        out.append({"dataset": dataset, "partitioner": partitioner, "workers": (min(ps), max(ps)),
+                    "statistic": (min(xs), max(xs)) if xs else None})
     return out
 
 
@@ -186,11 +195,12 @@ def inside(regime: dict, p: int, here: float | None) -> bool:
 
 
 def regime_text(regime: dict) -> str:
-    """`cora, P=2..8, halo rows/node 0.099-0.293`."""
+    """`cora metis, P=2..8, halo rows/node 0.099-0.293`."""
     (least, most), x = regime["workers"], regime["statistic"]
     ps = f"P={least}" + (f"..{most}" if most != least else "")
     xs = (f"{number(x[0])}" + (f"-{number(x[1])}" if x[1] != x[0] else "")) if x else "not stated"
-    return f"{regime['dataset']}, {ps}, {STATISTIC_NAME} {xs}"
+    parts = f" {regime['partitioner']}" if regime.get("partitioner") else ""
+    return f"{regime['dataset']}{parts}, {ps}, {STATISTIC_NAME} {xs}"
 
 
 def nearest(accuracy: list[dict], p: int, here: float | None) -> tuple[dict | None, str]:
@@ -205,12 +215,12 @@ def nearest(accuracy: list[dict], p: int, here: float | None) -> tuple[dict | No
         return None, ""
     import math
     measured_regimes = regimes(measured)
-    held = {r["dataset"] for r in measured_regimes if inside(r, p, here)}
+    held = {(r["dataset"], r.get("partitioner")) for r in measured_regimes if inside(r, p, here)}
     if not held:
         figure = "not known" if here is None else number(here)
         return {"not_in_regime": f"measured: {'; '.join(map(regime_text, measured_regimes))}; here: {figure} at "
                                  f"P={p}", "effect_pt": None}, ""
-    best = min((f for f in measured if f["dataset"] in held and f.get(STATISTIC) is not None),
+    best = min((f for f in measured if (f["dataset"], f.get("partitioner")) in held and f.get(STATISTIC) is not None),
                key=lambda f: (abs(f[STATISTIC] - here), abs(math.log2(f["workers"] / p))))
     return best, f"at P={int(best['workers'])}, {STATISTIC_NAME} {number(best[STATISTIC])} (here {number(here)})"
 
@@ -262,8 +272,10 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
     rows, left_out = [], []
     # the user's graph's regime at each device count a row runs on (a one-process method's: 1)
     here = {p: statistic_here(stats, p) for p in sorted({1, *workers})}
+    # an effect is carried only from parts made as the user's graph's were: another partitioner is another regime
+    partitioner = stats.get("partitioner") or findings_partitioner()
     for name in method_names():
-        accuracy = [f for f in findings if f["method"] == name]
+        accuracy = [f for f in findings if f["method"] == name and f.get("partitioner", partitioner) == partitioner]
         # a plugin that raises (importing it, in a hook) is left out with its one line; the others go on
         why = costmodel.why_not_modelled(name)
         try:
@@ -299,8 +311,8 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
             "validation": validation, "measured": measured or {}, "command": command, "rows": rows,
             "left_out": left_out, "tolerance": tolerance, "ranks_per_node": profile.ranks_per_node,
             "device_kind": profile.device, "dataset_overrides": recommend.dataset_overrides(stats),
-            "regime": {"statistic": STATISTIC, "by_workers": here, "tolerance": REGIME_TOLERANCE,
-                       "not_checked": not_checked(stats)}}
+            "regime": {"statistic": STATISTIC, "partitioner": partitioner, "by_workers": here,
+                       "tolerance": REGIME_TOLERANCE, "not_checked": not_checked(stats)}}
     recommend.annotate(result, stats, profile, model)
     return result
 
@@ -412,9 +424,12 @@ def regime_line(result: dict) -> str:
     is not checked (once)."""
     regime = result["regime"]
     here = ", ".join(f"{'not known' if x is None else number(x)} at P={p}" for p, x in regime["by_workers"].items())
-    return (f"- Accuracy effects are carried to this graph only inside the regime they were measured in: at a P "
-            f"within the P measured, with this graph's {STATISTIC_NAME} (every rank's halo rows summed over the "
-            f"graph's nodes, from its statistics file: {here}) within the measured range, "
+    parts = regime.get("partitioner")
+    return ("- Accuracy effects are carried to this graph only inside the regime they were measured in: "
+            + (f"on {parts} parts, as this graph's statistics were partitioned (an effect measured on another "
+               "partitioner's parts is not carried), " if parts else "")
+            + f"at a P within the P measured, with this graph's {STATISTIC_NAME} (every rank's halo rows summed over "
+            f"the graph's nodes, from its statistics file: {here}) within the measured range, "
             f"{100 * regime['tolerance']:g} % wider at each edge. Elsewhere a cell says \"{recommend.NOT_IN_REGIME}\" "
             "with both figures, and the method's accuracy is not known here (an exact method's effect is 0 by "
             f"construction in any regime). Not checked: {regime['not_checked']}.")

@@ -112,6 +112,13 @@ def differences(runs: pd.DataFrame, variant: str, against: str, column: str = "t
     """`column` of `variant` minus that of `against`, seed by seed, over the ok runs of both that
     share every value of `keys` (and the values in `where`). Leave `workers` out of `keys` to pair
     a run with `single`, which always runs at one worker."""
+    return list(paired_differences(runs, variant, against, column, where, keys))
+
+
+def paired_differences(runs: pd.DataFrame, variant: str, against: str, column: str = "test_acc",
+                       where: dict | None = None, keys: list[str] = PAIR_KEYS) -> pd.Series:
+    """`differences` indexed by the pair's `keys` (its seed among them), for a study that pairs two effects
+    by seed in turn (the scaling study's effect on one partitioner against another's)."""
     ok = runs[runs["status"] == "ok"]
     for key, value in (where or {}).items():
         ok = ok[ok[key] == value]
@@ -119,7 +126,7 @@ def differences(runs: pd.DataFrame, variant: str, against: str, column: str = "t
     b = ok[ok["variant"] == against].set_index(keys)[column]
     a, b = a[~a.index.duplicated()], b[~b.index.duplicated()]
     both = a.index.intersection(b.index)
-    return list(a[both] - b[both])
+    return a[both] - b[both]
 
 
 def p_value(differences: list[float]) -> float:

@@ -105,7 +105,8 @@ def table(recs: list[dict]) -> pd.DataFrame:
                 pool, keys_ = pd.concat([g, single]), WITH_SINGLE
             else:
                 pool, keys_ = here, paired.PAIR_KEYS
-            d = paired.differences(pool, variant, control.iloc[0], "test_acc", keys=keys_)
+            by_seed = paired.paired_differences(pool, variant, control.iloc[0], "test_acc", keys=keys_)
+            d = list(by_seed)
             d_val = paired.differences(pool, variant, control.iloc[0], "val_acc", keys=keys_)
             comparator = COMPARATORS.get(method)
             d_cmp = paired.differences(here, variant, comparator, "test_acc") if comparator else []
@@ -116,6 +117,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
                          "family": a.get("family", "?"), "control": control.iloc[0],
                          "lr": g["lr"].iloc[0], "control_lr": pool[pool["variant"] == control.iloc[0]]["lr"].max(),
                          "effect": paired.effect(d), "differences": d, "p": paired.p_value(d),
+                         "by_seed": dict(zip(by_seed.index.get_level_values("seed"), d)),
                          "val_effect": paired.effect(d_val),
                          # the method its paper set it beside (LLCG's Table 1: GGS), where it ran at this P
                          "comparator": comparator if comparator and len(d_cmp) else "",
@@ -133,6 +135,57 @@ def table(recs: list[dict]) -> pd.DataFrame:
         t = verdicts(t)
     t.attrs["groups"] = runs.attrs["groups"]
     return t
+
+
+#: The partitioner every other is read against where one setting ran on several: the suite's default
+#: (conf/config.yaml), which the findings page and the user's statistics files use unless they say otherwise.
+BASELINE_PARTITIONER = "metis"
+#: What moves with the partitioner, shown on both sides of each row (the columns `regime_at` fills).
+MOVES = (("label skew (mean)", "label_skew_mean", 2), ("cut fraction", "cut_fraction", 3),
+         ("training nodes / part (min)", "train_nodes_min", 0), ("halo rows / node", "halo_rows_per_node", 2))
+
+
+def between_partitioners(t: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, model, method or variant, P) measured on BASELINE_PARTITIONER and another partitioner:
+    the effect against the control on the other minus the effect on the baseline, seed by seed (a seed fixes
+    the initial weights and dropout masks on both: each side is itself a paired difference, so this is a
+    difference of differences), read by `paired.verdict` at the row's margin with Holm's correction over this
+    table's comparisons (a family of its own: whether the partitioner changes an approximation's cost), beside
+    what moved between the two partitions (MOVES). No cause is named: a partitioner changes them together."""
+    rows = []
+    for (dataset, model, method, workers), g in t.groupby(["dataset", "model", "method", "workers"], sort=True):
+        base = g[g["partitioner"] == BASELINE_PARTITIONER]
+        if base.empty:
+            continue
+        b = base.iloc[0]
+        for _, o in g[g["partitioner"] != BASELINE_PARTITIONER].iterrows():
+            seeds = sorted(set(b["by_seed"]) & set(o["by_seed"]))
+            d = [o["by_seed"][seed] - b["by_seed"][seed] for seed in seeds]
+            rows.append({"dataset": dataset, "model": model, "method": method, "workers": int(workers),
+                         "partitioner": o["partitioner"], "baseline_effect": b["effect"], "effect": o["effect"],
+                         "differences": d, "change": paired.effect(d), "p": paired.p_value(d),
+                         "margin_pt": o["margin_pt"],
+                         **{f"{k}_{side}": r[k] for _, k, _ in MOVES for side, r in (("baseline", b), ("other", o))}})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    tested = [i for i in out.index if out.at[i, "p"] == out.at[i, "p"]]
+    rejected = dict(zip(tested, paired.holm([out.at[i, "p"] for i in tested])))
+    out["verdict"] = [paired.verdict(out.at[i, "differences"], rejected=rejected.get(i, False),
+                                     margin_pt=out.at[i, "margin_pt"]) for i in out.index]
+    out.attrs["comparisons"] = len(tested)
+    return out
+
+
+def between_markdown(b: pd.DataFrame) -> str:
+    other = ", ".join(sorted(set(b["partitioner"])))
+    return md_table(["method", "P", f"effect on {BASELINE_PARTITIONER}", f"effect on {other}",
+                     f"{other} − {BASELINE_PARTITIONER} (same seeds)"]
+                    + [f"{name}: {BASELINE_PARTITIONER} → {other}" for name, _, _ in MOVES],
+                    [[f"`{r['method']}`", r["workers"], paired.interval(r["baseline_effect"]),
+                      paired.interval(r["effect"]), r["verdict"].text]
+                     + [f"{fmt(r[f'{k}_baseline'], places)} → {fmt(r[f'{k}_other'], places)}" for _, k, places in MOVES]
+                     for r in b.sort_values(["method", "workers"]).to_dict("records")])
 
 
 def _ended(r) -> str:
@@ -189,38 +242,45 @@ def curve_in_words(t: pd.DataFrame) -> list[str]:
 
 
 def effect_vs_workers(t: pd.DataFrame, out_dir) -> list[Path]:
-    """One small panel per method (by family), so no two bands overlap: its accuracy effect against
-    its control as P grows (log 2), the 95 % interval as a band; dashed: 0 and ±1 point. Four panels
-    a row with large text, to stay readable at the width of a README."""
+    """One small panel per method (by family), so no two methods' bands overlap: its accuracy effect against
+    its control as P grows (log 2), the 95 % interval as a band, one line a partitioner (solid: the baseline,
+    BASELINE_PARTITIONER); dashed: 0 and ±1 point. Four panels a row with large text, to stay readable at the
+    width of a README."""
     sty = figures.style(t["method"], t.attrs.get("groups"))
-    setups = t[["dataset", "model", "partitioner"]].drop_duplicates()
+    setups = t[["dataset", "model"]].drop_duplicates()
     one_setup = len(setups) == 1
-    panels = list(t.groupby(["dataset", "model", "partitioner", "family", "method"], sort=True))
+    partitioners = sorted(set(t["partitioner"]), key=lambda p: (p != BASELINE_PARTITIONER, p))
+    dashes = dict(zip(partitioners, ["-", "--", ":", "-."]))
+    panels = list(t.groupby(["dataset", "model", "family", "method"], sort=True))
     cols = min(4, len(panels))
     rows = math.ceil(len(panels) / cols)
-    with figures.plt.rc_context({"font.size": 12, "axes.titlesize": 12, "legend.fontsize": 11}):
+    with figures.plt.rc_context({"font.size": 12, "axes.titlesize": 12, "legend.fontsize": 10}):
         fig, axes = figures.plt.subplots(rows, cols, figsize=(3.3 * cols, 2.9 * rows), squeeze=False,
                                          layout="constrained")
-        for ax, ((dataset, model, partitioner, family, method), m) in zip(axes.flat, panels):
+        for ax, ((dataset, model, family, method), m) in zip(axes.flat, panels):
             for line in (-1, 1):
                 ax.axhline(line, color="grey", linestyle=":", linewidth=1)
             ax.axhline(0, color="grey", linestyle="--", linewidth=1)
-            m = m.sort_values("workers")
-            mean = [100 * e.mean for e in m["effect"]]
-            low = [100 * e.low if e.n >= 2 else math.nan for e in m["effect"]]
-            high = [100 * e.high if e.n >= 2 else math.nan for e in m["effect"]]
             s = sty[method]
-            ax.plot(m["workers"], mean, color=s["color"], marker=s["marker"], markerfacecolor="none", linewidth=1.8)
-            ax.fill_between(m["workers"], low, high, color=s["color"], alpha=0.2, linewidth=0)
+            for partitioner, mp in m.groupby("partitioner", sort=False):
+                mp = mp.sort_values("workers")
+                mean = [100 * e.mean for e in mp["effect"]]
+                low = [100 * e.low if e.n >= 2 else math.nan for e in mp["effect"]]
+                high = [100 * e.high if e.n >= 2 else math.nan for e in mp["effect"]]
+                ax.plot(mp["workers"], mean, color=s["color"], marker=s["marker"], markerfacecolor="none",
+                        linewidth=1.8, linestyle=dashes.get(partitioner, "-"), label=partitioner)
+                ax.fill_between(mp["workers"], low, high, color=s["color"],
+                                alpha=0.2 if partitioner == partitioners[0] else 0.1, linewidth=0)
+            if m["partitioner"].nunique() > 1:
+                ax.legend(loc="lower left", frameon=False)
             figures._workers_axis(ax, sorted(t["workers"].unique()))
             ax.set_xlabel("P (ranks)")
             figures._min_span(ax, 3.0)  # the ±1 point lines always inside
-            ax.set_title(f"{method}\n({family}" + ("" if one_setup else f", {dataset} · {model} · {partitioner}") + ")",
-                         fontsize=11)
+            ax.set_title(f"{method}\n({family}" + ("" if one_setup else f", {dataset} · {model}") + ")", fontsize=11)
         for ax in axes[:, 0]:
             ax.set_ylabel("effect (points)")
         figures._hide_unused(axes, len(panels))
-        setup = " · ".join(setups.iloc[0]) if one_setup else ""
+        setup = " · ".join(setups.iloc[0]) + " · " + ", ".join(partitioners) if one_setup else ""
         fig.suptitle("Each approximation's accuracy effect against its exact control as P grows"
                      + (f": {setup}" if setup else "")
                      + "\nband: 95 % interval over paired seeds; dashed: 0 and ±1 point")
@@ -269,6 +329,18 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
         parts += [f"### {dataset} · {model} · {partitioner}", "", markdown(g), ""]
     parts += ["The verdicts along P, in words (no cause is named; an attribution row's name says what it changes):",
               "", *curve_in_words(t), ""]
+    b = between_partitioners(t)
+    if not b.empty:
+        parts += [f"### Between partitioners: the same rows on {', '.join(sorted(set(b['partitioner'])))} parts "
+                  f"against {BASELINE_PARTITIONER} parts", "",
+                  "Each row: the effect against the control on the other partitioner's parts minus the effect on "
+                  f"{BASELINE_PARTITIONER}'s, seed by seed (a seed fixes the initial weights and dropout masks on "
+                  "both sides, and each side is a paired difference already), read by the same verdict at the row's "
+                  f"margin with Holm's correction over this table's {b.attrs['comparisons']} comparisons, a family of "
+                  "its own (does the partitioner change what the approximation costs?). Beside it, what moved "
+                  "between the two partitions: the partitioner changes label skew, the cut, training nodes per part "
+                  "and the halo together, so no row here names one of them as the cause.", "",
+                  between_markdown(b), ""]
     parts += [image(effect_vs_workers(t, out_dir / "figures" / "scaling"), out_dir), ""]
     return parts
 

@@ -42,8 +42,11 @@ def files(tmp_path_factory) -> dict:
                "control": "its control x=1", "pairs": 10, "effect_pt": 0.7, "effect_low_pt": 0.2,
                "effect_high_pt": 1.2, "halo_rows_per_node": 0.04}
     at_two = {**at_four, "method": "another_method", "workers": 2, "halo_rows_per_node": 0.016}
+    # the same method on random parts, at CiteSeer's statistic too: another partitioner, never carried to a
+    # graph whose statistics were measured on METIS parts
+    on_random = {**at_four, "partitioner": "random", "effect_pt": -5.5, "effect_low_pt": -6.5, "effect_high_pt": -4.5}
     return {"findings": csv_file(folder / "findings.csv", advise.FINDINGS_COLUMNS, [measured]),
-            "scaling": csv_file(folder / "scaling.csv", advise.SCALING_COLUMNS, [at_four, at_two]),
+            "scaling": csv_file(folder / "scaling.csv", advise.SCALING_COLUMNS, [at_four, at_two, on_random]),
             "validation": csv_file(folder / "projection.csv", advise.VALIDATION_COLUMNS,
                                    [{"quantity": "epoch_time", "median_error": 0.2, "largest_error": 0.6, "runs": 10,
                                      "hardware": "this-machine", "source": "a test"}]),
@@ -154,6 +157,8 @@ def test_the_accuracy_effect_is_read_from_the_findings_and_not_measured_elsewher
     assert "-0.4 pt [-1.6, +0.9] vs its control x=1, cora · sage, P=2, 5 seeds" in lines[PROJECTED[0]]
     assert "+0.7 pt [+0.2, +1.2] vs its control x=1, cora · sage, P=4, 10 seeds" in lines[PROJECTED[0]]
     assert all("not measured" in lines[name] for name in PROJECTED[1:])
+    # the graph's statistics were measured on METIS parts: the random parts' row is another regime
+    assert "-5.5" not in text and "on metis parts, as this graph's statistics were partitioned" in text
     # each worker count's ranking names the effect measured at the P nearest it
     for p, want in ((2, "-0.4 pt [-1.6, +0.9] at P=2"), (4, "+0.7 pt [+0.2, +1.2] at P=4")):
         ranked = text.split(f"## {p} workers", 1)[1].split("##", 1)[0]
@@ -175,9 +180,10 @@ def test_the_regime_statistic_of_a_handmade_statistics_file():
     stats["by_workers"]["8"] = {"halo_rows_per_node": 0.29, "halo_nodes_per_rank": [1] * 8, "label_skew_mean": 0.5}
     assert advise.statistic_here(stats, 8) == 0.29
     # what is not checked is named, with what this file lacks too
-    assert advise.not_checked(stats) == ("cut fraction, training nodes per part, label skew: the measured pages do "
-                                         "not state them beside each P; this graph's statistics file has no "
-                                         "training nodes per part either")
+    assert advise.not_checked(stats).endswith("; this graph's statistics file has no training nodes per part either")
+    assert advise.not_checked(stats).startswith("cut fraction, training nodes per part, label skew: the scaling page "
+                                                "states them beside each P, but an effect is carried by halo rows/node "
+                                                "and the partitioner alone")
     # the same statistic the scaling page states of its own runs (CiteSeer's measured file at P=2: 52 of 3,327)
     citeseer = json.loads(Path(CITESEER).read_text())
     assert advise.statistic_here(citeseer, 2) == pytest.approx(52 / 3327)
@@ -203,6 +209,13 @@ def test_an_effect_inside_its_regime_is_carried_and_one_outside_says_not_measure
         assert text == (f"not measured in this regime (measured: cora, P=2..8, halo rows/node 0.1-0.29; here: "
                         f"{advise.number(here)} at P={p})") and " pt" not in text
     # a row no page states the statistic of is carried nowhere; nothing measured: nothing said
+    # another partitioner's rows are another regime: the gap between the two ranges is measured by neither
+    both = [{**r, "partitioner": "metis"} for r in rows] + [
+        {**r, "partitioner": "random", "halo_rows_per_node": 4 * r["halo_rows_per_node"]} for r in rows]
+    assert advise.nearest(both, 4, 0.7)[0] is both[4]  # random's P=4: 0.68
+    found, _ = advise.nearest(both, 4, 0.34)  # between metis's 0.29 x 1.1 and random's 0.4 x 0.9: neither
+    assert found["not_in_regime"] == ("measured: cora metis, P=2..8, halo rows/node 0.1-0.29; cora random, P=2..8, "
+                                      "halo rows/node 0.4-1.16; here: 0.34 at P=4")
     unstated = [{**r, "halo_rows_per_node": None} for r in rows]
     assert "halo rows/node not stated" in advise.effect(advise.nearest(unstated, 4, 0.17)[0])
     assert advise.nearest([], 4, 0.1) == (None, "")
@@ -309,7 +322,8 @@ def test_each_committed_page_shows_the_accuracy_of_the_findings_it_cites(page):
     findings = advise.effect_rows(advise.read_table(ROOT / cites["findings"], advise.FINDINGS_COLUMNS, "--findings"),
                                   advise.read_table(ROOT / cites["scaling"], advise.SCALING_COLUMNS, "--scaling"))
     for row in result["rows"]:
-        assert row["accuracy"] == [f for f in findings if f["method"] == row["method"]], row["method"]
+        assert row["accuracy"] == [f for f in findings if f["method"] == row["method"]
+                                   and f["partitioner"] == result["regime"]["partitioner"]], row["method"]
     for p in result["workers"]:
         section = text.split(f"## {p} workers", 1)[1].split("\n## ", 1)[0]
         ranked = [line for line in section.split("Do not fit", 1)[0].splitlines() if line.startswith("| ")]

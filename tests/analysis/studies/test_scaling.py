@@ -19,16 +19,18 @@ CONTROL = "bns_gcn boundary_fraction=1.0"
 GAP = {2: (0.0, 0.0, 0.0), 8: (-3.0, -2.5, -3.5)}
 
 
-def _records() -> list[dict]:
+def _records(gap: dict = GAP, partitioner: str = "metis", skew: float = 0.3) -> list[dict]:
     out = []
-    for workers, gaps in GAP.items():
+    for workers, gaps in gap.items():
         for seed, gap in enumerate(gaps):
             def run(method, options=None, control=None, acc=0.80, comm=10 ** 6, halo=0.75):
                 by_cat = {"halo_fwd": int(comm * 2 * halo), "grad_allreduce": int(comm * 2 * (1 - halo))}  # 2 epochs
-                r = record(method, workers=workers, seed=seed, options=options, dataset="cora", extra=STUDY,
-                           val=(0.3, acc + 0.01), comm=comm, by_cat=by_cat)
+                r = record(method, workers=workers, seed=seed, options=options, dataset="cora",
+                           extra={**STUDY, "partitioner": partitioner}, val=(0.3, acc + 0.01), comm=comm, by_cat=by_cat)
                 r["control"], r["about"] = control, about(method)
-                r["partition"] = {"halo_nodes_per_rank": [100 * workers] * workers}
+                r["partition"] = {"halo_nodes_per_rank": [100 * workers] * workers,
+                                  "halo_rows_per_node": 0.1 * workers ** 2 * (1 if partitioner == "metis" else 3),
+                                  "label_skew_mean": skew * workers}
                 r["graph"] = {"nodes": 1000}
                 if control:  # BNS-GCN's probe: rank r keeps floor(0.1 * |B|) of each owner's |B| = 15 + r rows
                     r["summary"]["per_rank"] = [{"boundary_rows_kept": {
@@ -164,3 +166,22 @@ def test_a_comparison_without_two_pairs_is_not_counted_and_a_papers_claim_is_the
     assert set(t["tested_margin_pt"]) == {0.3} and {v.word for v in t["verdict"]} == {"equivalent"}
     assert scaling.curve_in_words(t)[0].startswith("- cora · sage · metis: `adaqp` equivalent within ±0.3 pt at P=2, 8")
     assert set(scaling.csv(adaqp)["margin_pt"]) == {0.3}
+
+
+def test_the_same_rows_on_another_partitioner_read_against_metis_seed_by_seed(tmp_path):
+    # random parts: the approximation costs 1.0, 0.8 and 1.4 points at P=8 where METIS's cost 3.0, 2.5, 3.5
+    recs = _records() + _records({2: (0.0, 0.0, 0.0), 8: (-1.0, -0.8, -1.4)}, partitioner="random", skew=0.1)
+    t = scaling.table(recs)
+    assert sorted(set(zip(t["partitioner"], t["workers"]))) == [("metis", 2), ("metis", 8), ("random", 2),
+                                                                 ("random", 8)]
+    b = scaling.between_partitioners(t).set_index("workers")
+    assert list(b.index) == [2, 8] and set(b["partitioner"]) == {"random"}
+    # a difference of differences by seed: 2.0, 1.7, 2.1 points
+    assert b.loc[8, "change"].mean == pytest.approx((0.020 + 0.017 + 0.021) / 3)
+    assert b.loc[8, "verdict"].word == "gains" and b.loc[2, "verdict"].word == "equivalent"
+    assert b.attrs["comparisons"] == 2  # both P: a difference of 0 at every seed has p = 1, still a test
+    assert b.loc[8, "label_skew_mean_baseline"] == pytest.approx(2.4) and b.loc[8, "label_skew_mean_other"] == \
+        pytest.approx(0.8)
+    page = "\n".join(scaling.section(recs, tmp_path))
+    assert "### cora · sage · random" in page and "| random − metis (same seeds) |" in page
+    assert "| 2.40 → 0.80 |" in page  # the label skew on each side
