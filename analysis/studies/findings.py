@@ -37,6 +37,13 @@ from analysis.markdown import fmt, image, md_table
 
 #: A run and `single` pair on these (single always runs at one worker); a run and its control on `PAIR_KEYS`.
 WITH_SINGLE = ["dataset", "model", "setting", "seed"]
+
+
+def against_reference(pool: pd.DataFrame, variant: str, against: str, column: str = "test_acc") -> pd.Series:
+    """`column` of `variant` minus `against`'s, seed by seed (`paired.paired_differences`), in `pool`: a run and its
+    control pair at the same workers; `single`, which runs once at one worker, pairs with a run at any P."""
+    keys = WITH_SINGLE if against == "single" else paired.PAIR_KEYS
+    return paired.paired_differences(pool, variant, against, column, keys=keys)
 #: The scaling study's published table (analysis/studies/scaling.py `csv`); tests point it elsewhere.
 SCALING = PROJECT_ROOT / "docs" / "results" / "scaling.csv"
 #: A method's own paper's comparator where the paper set it beside another method than its exact control:
@@ -181,9 +188,8 @@ def table(recs: list[dict]) -> pd.DataFrame:
             workers = int(g["workers"].max())
             control = g["control"].dropna()
             against = control.iloc[0] if kind == "approximate" and len(control) else "single"
-            keys = WITH_SINGLE if against == "single" else paired.PAIR_KEYS  # single runs at one worker
-            d_test = paired.differences(here, variant, against, "test_acc", keys=keys)
-            d_val = paired.differences(here, variant, against, "val_acc", keys=keys)
+            d_test = list(against_reference(here, variant, against, "test_acc"))
+            d_val = list(against_reference(here, variant, against, "val_acc"))
             comparator = COMPARATORS.get(method)
             d_cmp = (paired.differences(here, variant, comparator, "test_acc") if comparator else [])
             # bytes against the control's, or the exact exchange at the same P (single moves none across ranks)

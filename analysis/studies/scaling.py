@@ -33,7 +33,7 @@ import pandas as pd
 
 from analysis import figures, paired, records
 from analysis.markdown import fmt, image, md_table
-from analysis.studies.findings import COMPARATORS, WITH_SINGLE, how_runs_ended, regime, regime_at, verdicts
+from analysis.studies.findings import COMPARATORS, against_reference, how_runs_ended, regime, regime_at, verdicts
 
 #: Traffic that is not the halo's: gradient and parameter sums, batch-norm statistics.
 SYNC = ("grad_allreduce", "param_avg", "norm")
@@ -102,12 +102,12 @@ def table(recs: list[dict]) -> pd.DataFrame:
             if control.iloc[0] == "single":  # a sampler's control runs at one worker, once for every P
                 single = ok[(ok["variant"] == "single") & (ok["dataset"] == dataset) & (ok["model"] == model)
                             & (ok["setting"] == setting)]
-                pool, keys_ = pd.concat([g, single]), WITH_SINGLE
+                pool = pd.concat([g, single])
             else:
-                pool, keys_ = here, paired.PAIR_KEYS
-            by_seed = paired.paired_differences(pool, variant, control.iloc[0], "test_acc", keys=keys_)
+                pool = here
+            by_seed = against_reference(pool, variant, control.iloc[0], "test_acc")
             d = list(by_seed)
-            d_val = paired.differences(pool, variant, control.iloc[0], "val_acc", keys=keys_)
+            d_val = list(against_reference(pool, variant, control.iloc[0], "val_acc"))
             comparator = COMPARATORS.get(method)
             d_cmp = paired.differences(here, variant, comparator, "test_acc") if comparator else []
             halo, total = _bytes(g)
