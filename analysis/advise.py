@@ -32,7 +32,7 @@ FINDINGS, VALIDATION = RESULTS / "findings.csv", RESULTS / "projection.csv"
 #: The `scaling` study: each approximation's effect against its control at several P.
 SCALING = RESULTS / "scaling.csv"
 SCALING_COLUMNS = ("method", "dataset", "model", "partitioner", "workers", "control", "pairs", "effect_pt",
-                   "effect_low_pt", "effect_high_pt", "halo_rows_per_node")
+                   "effect_low_pt", "effect_high_pt", "halo_rows_per_node", "label_skew_mean")
 #: Their columns; those named in NUMBERS are read as numbers (empty: not applicable).
 FINDINGS_COLUMNS = ("method", "family", "exactness", "reference", "dataset", "model", "workers", "seeds", "test_acc",
                     "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single", "bytes_vs_control",
@@ -40,7 +40,7 @@ FINDINGS_COLUMNS = ("method", "family", "exactness", "reference", "dataset", "mo
 VALIDATION_COLUMNS = ("quantity", "median_error", "largest_error", "runs", "hardware", "source")
 NUMBERS = {"workers", "seeds", "pairs", "test_acc", "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single",
            "bytes_vs_control", "bytes_per_epoch", "median_error", "largest_error", "runs", "target_val_acc",
-           "epochs_to_target", "missed_target", "halo_rows_per_node"}
+           "epochs_to_target", "missed_target", "halo_rows_per_node", "label_skew_mean"}
 QUANTITIES = {"epoch_time": "epoch time", "working_set": "training working set"}
 MODELS = ("sage", "gcn", "gat")
 GB = 1e9  # decimal, as the profiles state a device's memory
@@ -81,6 +81,7 @@ def curve_rows(scaling: list[dict]) -> list[dict]:
              "seeds": r["pairs"],
              "test_acc": None, "effect_pt": r["effect_pt"], "effect_low_pt": r["effect_low_pt"],
              "effect_high_pt": r["effect_high_pt"], STATISTIC: stated(r.get(STATISTIC)),
+             SKEW: stated(r.get(SKEW)),
              # the scaling page judges with Holm's correction (`holm`); a findings row has none (no key)
              "holm": str(r.get("holm", "")).strip().lower() == "true",
              "verdict": r.get("verdict") or ""} for r in scaling]  # `paired.verdict`'s word, where the page states it
@@ -96,26 +97,34 @@ STATISTIC, STATISTIC_NAME = "halo_rows_per_node", "halo rows/node"
 #: rounds it to 3 decimals; one step of P on the same graph moves it by far more (Cora, METIS: 0.099 at
 #: P=2, 0.171 at P=4), so 10 % admits the noise of a measurement and not a neighbouring regime.
 REGIME_TOLERANCE = 0.10
+#: The second statistic the regime checks, where both the measured row and the user's statistics file state it:
+#: the mean total-variation distance of a part's training labels from the global mix. Where the parts' label mixes
+#: drift from the global one, local steps with averaging drift (the scaling page: `psgd_pa`'s cost grows with P on
+#: METIS parts as their skew does); a graph whose parts hold a near-global mix lies outside Cora's regime even at
+#: the same halo. An extrapolated proxy's file states none: there it is not checked, and the page says so.
+SKEW, SKEW_NAME = "label_skew_mean", "label skew"
 #: The other statistics the effects may depend on (issue 47), which the regime does not check: the scaling page
-#: states them beside each P, but on one graph's METIS parts they grow with P together, and no page yet separates
-#: them. Each with whether a statistics file's entry states it (a measured file's regime statistics,
-#: docs/records.md; an extrapolated proxy's summary and fractions).
+#: states them beside each P, but on one graph's parts they move with P together with the two above. Each with
+#: whether a statistics file's entry states it (a measured file's regime statistics, docs/records.md; an
+#: extrapolated proxy's summary and fractions).
 NOT_CHECKED = (
     ("cut fraction", lambda e: "cut_fraction" in e or "edge_cut" in e or "edge_cut_frac" in (e.get("fractions") or {})),
     ("training nodes per part", lambda e: "train_nodes_mean" in e or "train_nodes_per_rank" in e
-     or "train_mean" in (e.get("summary") or {})),
-    ("label skew", lambda e: e.get("label_skew_mean") is not None))
+     or "train_mean" in (e.get("summary") or {})))
 
 
 def not_checked(stats: dict) -> str:
-    """What the page says once of the statistics the regime does not check (NOT_CHECKED), naming those the
-    user's statistics file does not state either."""
+    """What the page says once of the statistics the regime does not check (NOT_CHECKED, and SKEW where the
+    user's statistics file states none), naming those the file does not state either."""
     entries = [e for p, e in stats["by_workers"].items() if int(p) > 1]
     absent = [name for name, states in NOT_CHECKED if not any(states(e) for e in entries)]
+    no_skew = not any(e.get(SKEW) is not None for e in entries)
     return (f"{', '.join(name for name, _ in NOT_CHECKED)}: the scaling page states them beside each P, but an "
-            f"effect is carried by {STATISTIC_NAME} and the partitioner alone (a graph whose parts hold many more "
-            "training nodes, with less label skew, than Cora's may fare otherwise)"
-            + (f"; this graph's statistics file has no {' or '.join(absent)} either" if absent else ""))
+            f"effect is carried by the partitioner, {STATISTIC_NAME} and {SKEW_NAME} alone"
+            + (f"; this graph's statistics file has no {' or '.join(absent)} either" if absent else "")
+            + ((", nor " if absent else "; this graph's statistics file states no ")
+               + f"{SKEW_NAME}, which is therefore not checked either (a graph whose parts hold a near-global "
+               "label mix may fare otherwise than Cora's)" if no_skew else ""))
 
 
 def stated(x) -> float | None:
@@ -140,16 +149,16 @@ def effect_rows(findings: list[dict], scaling: list[dict]) -> list[dict]:
     one-process approximation, which approximates over its own mini-batch parts, not the workers'
     (such a row is carried nowhere). Every row names the partitioner it was measured on (a findings row: the
     findings study's)."""
-    by_partition = {(r["dataset"], r["partitioner"], int(r["workers"])): stated(r.get(STATISTIC))
-                    for r in reversed(scaling) if r["workers"]}
+    by_partition = {(r["dataset"], r["partitioner"], int(r["workers"]), key): stated(r.get(key))
+                    for r in reversed(scaling) if r["workers"] for key in (STATISTIC, SKEW)}
     default = findings_partitioner() if findings else None
 
-    def statistic(f):
-        if f["workers"] == 1:
+    def statistic(f, key):
+        if f["workers"] == 1:  # one part: no halo, the global label mix
             return 0.0 if f.get("exactness") == "exact" else None
-        return by_partition.get((f["dataset"], f.get("partitioner") or default, int(f["workers"] or 0)))
-    return [{**f, "partitioner": f.get("partitioner") or default, STATISTIC: statistic(f)}
-            for f in findings] + curve_rows(scaling)
+        return by_partition.get((f["dataset"], f.get("partitioner") or default, int(f["workers"] or 0), key))
+    return [{**f, "partitioner": f.get("partitioner") or default, STATISTIC: statistic(f, STATISTIC),
+             SKEW: statistic(f, SKEW)} for f in findings] + curve_rows(scaling)
 
 
 def statistic_here(stats: dict, p: int) -> float | None:
@@ -169,60 +178,86 @@ def statistic_here(stats: dict, p: int) -> float | None:
     return None if halo_mean is None else halo_mean * p / nodes
 
 
+def skew_here(stats: dict, p: int) -> float | None:
+    """The user's graph's SKEW at P=`p` from its statistics file (a measured file's regime statistics); 0 at
+    P=1 (one part holds the global mix); None where the file states none (an extrapolated proxy)."""
+    if p == 1:
+        return 0.0
+    x = (stats["by_workers"].get(str(p)) or {}).get(SKEW)
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _range(values: list) -> tuple[float, float] | None:
+    xs = [x for x in values if x is not None]
+    return (min(xs), max(xs)) if xs else None
+
+
 def regimes(accuracy: list[dict]) -> list[dict]:
     """The regime a method's effect rows were measured in, one a dataset and partitioner: `dataset`,
-    `partitioner`, `workers` (least, most P measured) and `statistic` (least, most STATISTIC over its rows that
-    state one; None where none does). Two partitioners of one graph are two regimes: the statistic's range of
-    one says nothing of the gap between them."""
+    `partitioner`, `workers` (least, most P measured), `statistic` (least, most STATISTIC over its rows that
+    state one; None where none does) and `skew` (the same of SKEW). Two partitioners of one graph are two
+    regimes: the statistic's range of one says nothing of the gap between them."""
     out = []
     for dataset, partitioner in dict.fromkeys((f["dataset"], f.get("partitioner")) for f in accuracy if f["workers"]):
         rows = [f for f in accuracy if f["dataset"] == dataset and f.get("partitioner") == partitioner
                 and f["workers"]]
-        ps, xs = [int(f["workers"]) for f in rows], [f[STATISTIC] for f in rows if f.get(STATISTIC) is not None]
+        ps = [int(f["workers"]) for f in rows]
         out.append({"dataset": dataset, "partitioner": partitioner, "workers": (min(ps), max(ps)),
-                    "statistic": (min(xs), max(xs)) if xs else None})
+                    "statistic": _range([f.get(STATISTIC) for f in rows]), "skew": _range([f.get(SKEW) for f in rows])})
     return out
 
 
-def inside(regime: dict, p: int, here: float | None) -> bool:
-    """Whether a graph whose statistic at P=`p` is `here` lies in `regime`: `p` within the P measured and
-    `here` within the statistic's measured range, REGIME_TOLERANCE wider at each edge."""
+def _within(x: float, measured: tuple[float, float]) -> bool:
+    low, high = measured
+    return low * (1 - REGIME_TOLERANCE) <= x <= high * (1 + REGIME_TOLERANCE)
+
+
+def inside(regime: dict, p: int, here: float | None, skew: float | None = None) -> bool:
+    """Whether a graph whose statistic at P=`p` is `here` (and label skew `skew`) lies in `regime`: `p` within
+    the P measured, `here` within the statistic's measured range, REGIME_TOLERANCE wider at each edge, and so
+    `skew` where both the graph's file and the measured rows state one (not checked otherwise: `not_checked`)."""
     least, most = regime["workers"]
     if regime["statistic"] is None or here is None or not least <= p <= most:
         return False
-    low, high = regime["statistic"]
-    return low * (1 - REGIME_TOLERANCE) <= here <= high * (1 + REGIME_TOLERANCE)
+    return _within(here, regime["statistic"]) and (skew is None or not regime.get("skew")
+                                                   or _within(skew, regime["skew"]))
 
 
 def regime_text(regime: dict) -> str:
-    """`cora metis, P=2..8, halo rows/node 0.099-0.293`."""
-    (least, most), x = regime["workers"], regime["statistic"]
+    """`cora metis, P=2..8, halo rows/node 0.099-0.293, label skew 0.32-0.55` (the skew where rows state it)."""
+    (least, most), x, k = regime["workers"], regime["statistic"], regime.get("skew")
     ps = f"P={least}" + (f"..{most}" if most != least else "")
-    xs = (f"{number(x[0])}" + (f"-{number(x[1])}" if x[1] != x[0] else "")) if x else "not stated"
+    span = lambda r: f"{number(r[0])}" + (f"-{number(r[1])}" if r[1] != r[0] else "")  # noqa: E731
     parts = f" {regime['partitioner']}" if regime.get("partitioner") else ""
-    return f"{regime['dataset']}{parts}, {ps}, {STATISTIC_NAME} {xs}"
+    return (f"{regime['dataset']}{parts}, {ps}, {STATISTIC_NAME} {span(x) if x else 'not stated'}"
+            + (f", {SKEW_NAME} {span(k)}" if k else ""))
 
 
-def nearest(accuracy: list[dict], p: int, here: float | None) -> tuple[dict | None, str]:
+def nearest(accuracy: list[dict], p: int, here: float | None, skew: float | None = None) -> tuple[dict | None, str]:
     """The measured row of `accuracy` that applies at `p` workers on a graph whose statistic there is
-    `here` (`statistic_here`), and where it was measured: among the regimes that hold the graph
-    (`inside`), the row whose statistic is nearest `here` (then whose P is nearest `p`, in ratio),
-    `at P=w, halo rows/node x (here y)`. Where no regime holds it, a row that says so and why, which
-    `recommend.effect_status` reads as NOT_IN_REGIME: `{"not_in_regime": "measured: cora, P=2..8, halo
-    rows/node 0.099-0.293; here: 4.85 at P=16"}`. (None, "") where nothing was measured."""
+    `here` (`statistic_here`) and label skew `skew` (`skew_here`; None: not known), and where it was measured:
+    among the regimes that hold the graph (`inside`), the row whose statistic is nearest `here` (then whose P is
+    nearest `p`, in ratio), `at P=w, halo rows/node x (here y)`, with the skew where both state it. Where no
+    regime holds it, a row that says so and why, which `recommend.effect_status` reads as NOT_IN_REGIME:
+    `{"not_in_regime": "measured: cora metis, P=2..8, halo rows/node 0.099-0.293; here: 4.85 at P=16"}`.
+    (None, "") where nothing was measured."""
     measured = [f for f in accuracy if f["workers"]]
     if not measured:
         return None, ""
     import math
     measured_regimes = regimes(measured)
-    held = {(r["dataset"], r.get("partitioner")) for r in measured_regimes if inside(r, p, here)}
+    held = {(r["dataset"], r.get("partitioner")) for r in measured_regimes if inside(r, p, here, skew)}
     if not held:
-        figure = "not known" if here is None else number(here)
+        figure = ("not known" if here is None else number(here)) + (
+            f", {SKEW_NAME} {number(skew)}" if skew is not None else "")
         return {"not_in_regime": f"measured: {'; '.join(map(regime_text, measured_regimes))}; here: {figure} at "
                                  f"P={p}", "effect_pt": None}, ""
     best = min((f for f in measured if (f["dataset"], f.get("partitioner")) in held and f.get(STATISTIC) is not None),
                key=lambda f: (abs(f[STATISTIC] - here), abs(math.log2(f["workers"] / p))))
-    return best, f"at P={int(best['workers'])}, {STATISTIC_NAME} {number(best[STATISTIC])} (here {number(here)})"
+    where = f"at P={int(best['workers'])}, {STATISTIC_NAME} {number(best[STATISTIC])} (here {number(here)})"
+    if skew is not None and best.get(SKEW) is not None:
+        where += f", {SKEW_NAME} {number(best[SKEW])} (here {number(skew)})"
+    return best, where
 
 
 def effect_at(row: dict, p: int) -> str:
@@ -272,6 +307,7 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
     rows, left_out = [], []
     # the user's graph's regime at each device count a row runs on (a one-process method's: 1)
     here = {p: statistic_here(stats, p) for p in sorted({1, *workers})}
+    skew = {p: skew_here(stats, p) for p in here}
     # an effect is carried only from parts made as the user's graph's were: another partitioner is another regime
     partitioner = stats.get("partitioner") or findings_partitioner()
     for name in method_names():
@@ -294,7 +330,7 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
                     {"method": name, "variant": variant, "model": spec["name"]}, options, model, stats,
                     [1] if one_device else workers, profile)
                 mine += [{**r, "workers": p, "devices": r["workers"], "about": what, "accuracy": accuracy,
-                          "statistic_here": here[r["workers"]]}
+                          "statistic_here": here[r["workers"]], "skew_here": skew[r["workers"]]}
                          for r in projected for p in (workers if one_device else [r["workers"]])]
                 mine_left_out += [{"method": name, "about": what, "why": reason, "accuracy": []}
                                   for _, reason in skipped]
@@ -311,7 +347,7 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
             "validation": validation, "measured": measured or {}, "command": command, "rows": rows,
             "left_out": left_out, "tolerance": tolerance, "ranks_per_node": profile.ranks_per_node,
             "device_kind": profile.device, "dataset_overrides": recommend.dataset_overrides(stats),
-            "regime": {"statistic": STATISTIC, "partitioner": partitioner, "by_workers": here,
+            "regime": {"statistic": STATISTIC, "partitioner": partitioner, "by_workers": here, "skew": skew,
                        "tolerance": REGIME_TOLERANCE, "not_checked": not_checked(stats)}}
     recommend.annotate(result, stats, profile, model)
     return result
@@ -425,14 +461,18 @@ def regime_line(result: dict) -> str:
     regime = result["regime"]
     here = ", ".join(f"{'not known' if x is None else number(x)} at P={p}" for p, x in regime["by_workers"].items())
     parts = regime.get("partitioner")
+    skews = {p: x for p, x in (regime.get("skew") or {}).items() if x is not None and int(p) > 1}
+    skew = ", ".join(f"{number(x)} at P={p}" for p, x in skews.items())
     return ("- Accuracy effects are carried to this graph only inside the regime they were measured in: "
             + (f"on {parts} parts, as this graph's statistics were partitioned (an effect measured on another "
                "partitioner's parts is not carried), " if parts else "")
             + f"at a P within the P measured, with this graph's {STATISTIC_NAME} (every rank's halo rows summed over "
             f"the graph's nodes, from its statistics file: {here}) within the measured range, "
-            f"{100 * regime['tolerance']:g} % wider at each edge. Elsewhere a cell says \"{recommend.NOT_IN_REGIME}\" "
-            "with both figures, and the method's accuracy is not known here (an exact method's effect is 0 by "
-            f"construction in any regime). Not checked: {regime['not_checked']}.")
+            + (f"and so its {SKEW_NAME} (the mean total-variation distance of a part's training labels "
+               f"from the global mix: {skew}) where the measured rows state one, " if skew else "")
+            + f"{100 * regime['tolerance']:g} % wider at each edge. Elsewhere a cell says "
+            f"\"{recommend.NOT_IN_REGIME}\" with both figures, and the method's accuracy is not known here (an exact "
+            f"method's effect is 0 by construction in any regime). Not checked: {regime['not_checked']}.")
 
 
 def to_target(row: dict) -> tuple[float | None, str]:

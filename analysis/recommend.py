@@ -85,12 +85,12 @@ def effect_status(finding: dict | None) -> str:
 
 def finding_at(row: dict, p: int) -> tuple[dict | None, str]:
     """The accuracy effect that applies to `row` at `p` workers and where it was measured (`advise.nearest`
-    on the devices the row runs on, with the user's graph's statistic there, `statistic_here`); none for a
-    row that is its control at P=1 (its approximation idle, its effect measured with it)."""
+    on the devices the row runs on, with the user's graph's statistics there, `statistic_here` and `skew_here`);
+    none for a row that is its control at P=1 (its approximation idle, its effect measured with it)."""
     from analysis.advise import nearest
     if row.get("as_control"):
         return None, "approximation idle at P=1; its control's effect not measured"
-    return nearest(row["accuracy"], row.get("devices", p), row.get("statistic_here"))
+    return nearest(row["accuracy"], row.get("devices", p), row.get("statistic_here"), row.get("skew_here"))
 
 
 def exact(row: dict) -> bool:

@@ -180,10 +180,14 @@ def test_the_regime_statistic_of_a_handmade_statistics_file():
     stats["by_workers"]["8"] = {"halo_rows_per_node": 0.29, "halo_nodes_per_rank": [1] * 8, "label_skew_mean": 0.5}
     assert advise.statistic_here(stats, 8) == 0.29
     # what is not checked is named, with what this file lacks too
-    assert advise.not_checked(stats).endswith("; this graph's statistics file has no training nodes per part either")
-    assert advise.not_checked(stats).startswith("cut fraction, training nodes per part, label skew: the scaling page "
-                                                "states them beside each P, but an effect is carried by halo rows/node "
-                                                "and the partitioner alone")
+    assert advise.not_checked(stats) == ("cut fraction, training nodes per part: the scaling page states them beside "
+                                         "each P, but an effect is carried by the partitioner, halo rows/node and "
+                                         "label skew alone; this graph's statistics file has no training nodes per "
+                                         "part either")
+    assert advise.skew_here(stats, 8) == 0.5 and advise.skew_here(stats, 4) is None and advise.skew_here(stats, 1) == 0
+    del stats["by_workers"]["8"]["label_skew_mean"]  # a file without it: the skew is not checked, and said so
+    assert advise.not_checked(stats).endswith(", nor label skew, which is therefore not checked either (a graph whose "
+                                              "parts hold a near-global label mix may fare otherwise than Cora's)")
     # the same statistic the scaling page states of its own runs (CiteSeer's measured file at P=2: 52 of 3,327)
     citeseer = json.loads(Path(CITESEER).read_text())
     assert advise.statistic_here(citeseer, 2) == pytest.approx(52 / 3327)
@@ -216,6 +220,15 @@ def test_an_effect_inside_its_regime_is_carried_and_one_outside_says_not_measure
     found, _ = advise.nearest(both, 4, 0.34)  # between metis's 0.29 x 1.1 and random's 0.4 x 0.9: neither
     assert found["not_in_regime"] == ("measured: cora metis, P=2..8, halo rows/node 0.1-0.29; cora random, P=2..8, "
                                       "halo rows/node 0.4-1.16; here: 0.34 at P=4")
+    # the label skew, where both the rows and the graph's file state it: a near-global mix is another regime
+    skewed = [{**r, "label_skew_mean": k} for r, k in zip(rows, (0.32, 0.46, 0.55))]
+    assert advise.nearest(skewed, 4, 0.18, 0.44) == (skewed[1], "at P=4, halo rows/node 0.17 (here 0.18), label skew "
+                                                                "0.46 (here 0.44)")
+    found, _ = advise.nearest(skewed, 4, 0.18, 0.05)
+    assert found["not_in_regime"] == ("measured: cora, P=2..8, halo rows/node 0.1-0.29, label skew 0.32-0.55; here: "
+                                      "0.18, label skew 0.05 at P=4")
+    assert advise.nearest(skewed, 4, 0.18)[0] is skewed[1]  # the graph's file states no skew: not checked
+    assert advise.nearest(rows, 4, 0.18, 0.05)[0] is rows[1]  # nor where the rows state none
     unstated = [{**r, "halo_rows_per_node": None} for r in rows]
     assert "halo rows/node not stated" in advise.effect(advise.nearest(unstated, 4, 0.17)[0])
     assert advise.nearest([], 4, 0.1) == (None, "")
@@ -253,7 +266,7 @@ def test_the_papers100m_page_carries_no_effect_at_16_workers_or_more():
         section = text.split(f"## {p} workers", 1)[1].split("\n## ", 1)[0]
         assert " pt " not in section and " pt]" not in section, p
         assert "not measured in this regime (measured: cora" in section
-    assert text.count("Not checked: ") == 1 and "statistics file has no label skew either" in text
+    assert text.count("Not checked: ") == 1 and "states no label skew, which is therefore not checked either" in text
     first_screen = text.split("## How these figures were made", 1)[0]
     assert " pt " not in first_screen.split("Rule:", 1)[0]
 
