@@ -229,9 +229,7 @@ def _check_advise(args) -> dict:
                         "`python -m benchmarks.tools.partition_stats`")
     g = stats["graph"]
     model = advise.model_of(args.model, g["features"], hidden, g["classes"], layers)
-    findings = advise.effect_rows(
-        advise.read_table(args.findings or advise.FINDINGS, advise.FINDINGS_COLUMNS, "--findings"),
-        advise.read_table(args.scaling or advise.SCALING, advise.SCALING_COLUMNS, "--scaling"))
+    findings = advise.measured(args.findings or advise.FINDINGS, args.scaling or advise.SCALING)
     validation = advise.read_table(args.validation or advise.VALIDATION, advise.VALIDATION_COLUMNS, "--validation")
     out = args.out or f"results/advise/{Path(args.graph).stem}-{Path(args.hardware).stem}-{args.model}"
     check_writable("--out", out)

@@ -7,9 +7,10 @@ profile: the path of `project --workers` without the records (`projection.projec
 worker count, the methods that fit a rank's memory ranked by projected epoch time, then those that do
 not, each beside what the suite measured of it at small scale: its accuracy effect against its exact
 control (docs/results/findings.csv at P=2, docs/results/scaling.csv as P grows), carried to the user's
-graph only inside the regime it was measured in (`nearest`): a P within the P measured, and the graph's
-halo rows per node at that P (from its statistics file, `statistic_here`) within the range the measured
-pages state (`effect_rows`); elsewhere the cell says "not measured in this regime" with both figures; and
+graph only inside the regime it was measured in (`nearest`): parts made by the same partitioner, a P within
+the P measured, and the graph's halo rows per node at that P (from its statistics file, `statistic_here`)
+within the range the measured pages state (`effect_rows`), and so its label skew where the file states one;
+elsewhere the cell says "not measured in this regime" with both figures; and
 the projection's validated error (docs/results/projection.csv). The page opens with what it recommends
 (analysis/recommend.py: fits, no resolved accuracy cost, accuracy known here before not, fastest to the
 target accuracy; the command
@@ -32,7 +33,10 @@ FINDINGS, VALIDATION = RESULTS / "findings.csv", RESULTS / "projection.csv"
 #: The `scaling` study: each approximation's effect against its control at several P.
 SCALING = RESULTS / "scaling.csv"
 SCALING_COLUMNS = ("method", "dataset", "model", "partitioner", "workers", "control", "pairs", "effect_pt",
-                   "effect_low_pt", "effect_high_pt", "halo_rows_per_node", "label_skew_mean")
+                   "effect_low_pt", "effect_high_pt", "halo_rows_per_node")
+#: Columns of the measured tables read where a table has them (tables published before them lack them): the
+#: regime's statistics.
+OPTIONAL_COLUMNS = ("partitioner", "halo_rows_per_node", "label_skew_mean")
 #: Their columns; those named in NUMBERS are read as numbers (empty: not applicable).
 FINDINGS_COLUMNS = ("method", "family", "exactness", "reference", "dataset", "model", "workers", "seeds", "test_acc",
                     "effect_pt", "effect_low_pt", "effect_high_pt", "ws_vs_single", "bytes_vs_control",
@@ -46,10 +50,11 @@ MODELS = ("sage", "gcn", "gat")
 GB = 1e9  # decimal, as the profiles state a device's memory
 
 
-def read_table(path, columns: tuple, option: str) -> list[dict]:
-    """The rows of the CSV at `path`, NUMBERS among `columns` read as numbers (None where empty); []
-    where there is no file (nothing measured yet). UserError, one line naming `option`, for a file
-    that cannot be read, lacks a column or holds a number that is not one."""
+def read_table(path, columns: tuple, option: str, optional: tuple = ()) -> list[dict]:
+    """The rows of the CSV at `path`, NUMBERS among `columns` and the `optional` columns (OPTIONAL_COLUMNS for
+    the measured tables) read as numbers (None where empty; an optional column it lacks: None); [] where there
+    is no file (nothing measured yet). UserError, one line naming `option`, for a file that cannot be read,
+    lacks a column or holds a number that is not one."""
     from benchmarks.base.errors import UserError
     path = Path(path)
     if not path.exists():
@@ -64,13 +69,22 @@ def read_table(path, columns: tuple, option: str) -> list[dict]:
     if missing:
         raise UserError(f"{option} {path}: no column {', '.join(missing)} (it needs {', '.join(columns)})")
     for line, r in enumerate(rows, start=2):
-        for c in NUMBERS.intersection(columns):
+        for c in optional:
+            r.setdefault(c, "")
+        for c in NUMBERS.intersection({*columns, *optional}):
             text = (r[c] or "").strip()
             try:
                 r[c] = float(text) if text else None
             except ValueError:
                 raise UserError(f"{option} {path} line {line}: {c} is {text!r}, not a number") from None
     return rows
+
+
+def measured(findings_path, scaling_path) -> list[dict]:
+    """Every measured effect row (`effect_rows`) of the findings and scaling tables at these paths, each read
+    with the regime statistics it states (OPTIONAL_COLUMNS)."""
+    return effect_rows(read_table(findings_path, FINDINGS_COLUMNS, "--findings", OPTIONAL_COLUMNS),
+                       read_table(scaling_path, SCALING_COLUMNS, "--scaling", OPTIONAL_COLUMNS))
 
 
 def curve_rows(scaling: list[dict]) -> list[dict]:
@@ -143,12 +157,12 @@ def findings_partitioner() -> str:
 
 def effect_rows(findings: list[dict], scaling: list[dict]) -> list[dict]:
     """Every measured effect row: the findings' (P=2), then the scaling study's (`curve_rows`), each with
-    the partition statistic of the regime it was measured in (STATISTIC): a scaling row's own; a findings
-    row's from the scaling rows of its dataset, P and partitioner (the findings study's: its own page states
-    none); 0 at P=1 for an exact row (one part has no halo); None where no page states it, as for a
-    one-process approximation, which approximates over its own mini-batch parts, not the workers'
-    (such a row is carried nowhere). Every row names the partitioner it was measured on (a findings row: the
-    findings study's)."""
+    the partition statistics of the regime it was measured in (STATISTIC, SKEW): a row's own where its table
+    states them (the findings' partitions at its P); else a findings row's from the scaling rows of its dataset,
+    P and partitioner (tables from before the findings stated them); 0 at P=1 for an exact row (one part has no
+    halo and the global label mix); None where no page states it, as for a one-process approximation, which
+    approximates over its own mini-batch parts, not the workers' (such a row is carried nowhere). Every row
+    names the partitioner it was measured on (a findings row without one: the findings study's)."""
     by_partition = {(r["dataset"], r["partitioner"], int(r["workers"]), key): stated(r.get(key))
                     for r in reversed(scaling) if r["workers"] for key in (STATISTIC, SKEW)}
     default = findings_partitioner() if findings else None
@@ -156,6 +170,8 @@ def effect_rows(findings: list[dict], scaling: list[dict]) -> list[dict]:
     def statistic(f, key):
         if f["workers"] == 1:  # one part: no halo, the global label mix
             return 0.0 if f.get("exactness") == "exact" else None
+        if f.get(key) is not None:
+            return f[key]
         return by_partition.get((f["dataset"], f.get("partitioner") or default, int(f["workers"] or 0), key))
     return [{**f, "partitioner": f.get("partitioner") or default, STATISTIC: statistic(f, STATISTIC),
              SKEW: statistic(f, SKEW)} for f in findings] + curve_rows(scaling)
@@ -348,6 +364,7 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
             "left_out": left_out, "tolerance": tolerance, "ranks_per_node": profile.ranks_per_node,
             "device_kind": profile.device, "dataset_overrides": recommend.dataset_overrides(stats),
             "regime": {"statistic": STATISTIC, "partitioner": partitioner, "by_workers": here, "skew": skew,
+                       "partitioner_named": bool(stats.get("partitioner")),
                        "tolerance": REGIME_TOLERANCE, "not_checked": not_checked(stats)}}
     recommend.annotate(result, stats, profile, model)
     return result
@@ -460,11 +477,12 @@ def regime_line(result: dict) -> str:
     is not checked (once)."""
     regime = result["regime"]
     here = ", ".join(f"{'not known' if x is None else number(x)} at P={p}" for p, x in regime["by_workers"].items())
-    parts = regime.get("partitioner")
+    parts, named = regime.get("partitioner"), regime.get("partitioner_named", True)
     skews = {p: x for p, x in (regime.get("skew") or {}).items() if x is not None and int(p) > 1}
     skew = ", ".join(f"{number(x)} at P={p}" for p, x in skews.items())
     return ("- Accuracy effects are carried to this graph only inside the regime they were measured in: "
-            + (f"on {parts} parts, as this graph's statistics were partitioned (an effect measured on another "
+            + (f"on {parts} parts, as this graph's statistics were partitioned" + ("" if named else
+               " (its file names no partitioner: the suite's default)") + " (an effect measured on another "
                "partitioner's parts is not carried), " if parts else "")
             + f"at a P within the P measured, with this graph's {STATISTIC_NAME} (every rank's halo rows summed over "
             f"the graph's nodes, from its statistics file: {here}) within the measured range, "

@@ -35,6 +35,9 @@ from analysis import figures, paired, records
 from analysis.markdown import fmt, image, md_table
 from analysis.studies.findings import COMPARATORS, against_reference, how_runs_ended, regime, regime_at, verdicts
 
+#: A regime of the page: its own section and its own family for Holm's correction (the question "what does each
+#: approximation cost here?" is asked once per regime; adding a regime does not weaken another's verdicts).
+REGIME_KEYS = ["dataset", "model", "partitioner"]
 #: Traffic that is not the halo's: gradient and parameter sums, batch-norm statistics.
 SYNC = ("grad_allreduce", "param_avg", "norm")
 REFERENCE = "full_halo"
@@ -131,8 +134,10 @@ def table(recs: list[dict]) -> pd.DataFrame:
                          "halo_rows_per_node": halo_per_node.get((dataset, setting, int(workers)), math.nan),
                          "kept_fraction": kept.get((dataset, setting, int(workers), variant), math.nan)})
     t = pd.DataFrame(rows)
-    if not t.empty:  # read as the findings' rows are: Holm over every comparison, a paper's claim where it states one
-        t = verdicts(t)
+    if not t.empty:  # read as the findings' rows are, a paper's claim where it states one; Holm over each regime
+        judged = {key: verdicts(g) for key, g in t.groupby(REGIME_KEYS, sort=True)}
+        t = pd.concat(judged.values()).loc[t.index]
+        t.attrs["families"] = {key: g.attrs["comparisons"] for key, g in judged.items()}
     t.attrs["groups"] = runs.attrs["groups"]
     return t
 
@@ -149,9 +154,11 @@ def between_partitioners(t: pd.DataFrame) -> pd.DataFrame:
     """Per (dataset, model, method or variant, P) measured on BASELINE_PARTITIONER and another partitioner:
     the effect against the control on the other minus the effect on the baseline, seed by seed (a seed fixes
     the initial weights and dropout masks on both: each side is itself a paired difference, so this is a
-    difference of differences), read by `paired.verdict` at the row's margin with Holm's correction over this
-    table's comparisons (a family of its own: whether the partitioner changes an approximation's cost), beside
-    what moved between the two partitions (MOVES). No cause is named: a partitioner changes them together."""
+    difference of differences), read by `paired.verdict` at the study's declared margin (`study_margin_pt`, not
+    a paper's claim: this asks whether the cost moved) with Holm's correction over the comparisons of one
+    (dataset, model, other partitioner) (a family of its own: whether the partitioner changes an approximation's
+    cost), beside what moved between the two partitions (MOVES). No cause is named: a partitioner changes them
+    together. Where several settings share a key the first is read (a scaling folder holds one a regime)."""
     rows = []
     for (dataset, model, method, workers), g in t.groupby(["dataset", "model", "method", "workers"], sort=True):
         base = g[g["partitioner"] == BASELINE_PARTITIONER]
@@ -169,22 +176,26 @@ def between_partitioners(t: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     if out.empty:
         return out
-    tested = [i for i in out.index if out.at[i, "p"] == out.at[i, "p"]]
-    rejected = dict(zip(tested, paired.holm([out.at[i, "p"] for i in tested])))
+    rejected, out.attrs["families"] = {}, {}
+    for key, g in out.groupby(["dataset", "model", "partitioner"], sort=True):
+        tested = [i for i in g.index if g.at[i, "p"] == g.at[i, "p"]]
+        rejected.update(zip(tested, paired.holm([g.at[i, "p"] for i in tested])))
+        out.attrs["families"][key] = len(tested)
     out["verdict"] = [paired.verdict(out.at[i, "differences"], rejected=rejected.get(i, False),
                                      margin_pt=out.at[i, "margin_pt"]) for i in out.index]
-    out.attrs["comparisons"] = len(tested)
     return out
 
 
 def between_markdown(b: pd.DataFrame) -> str:
-    other = ", ".join(sorted(set(b["partitioner"])))
+    """One (dataset, model, other partitioner)'s rows of `between_partitioners`."""
+    other = b["partitioner"].iloc[0]
     return md_table(["method", "P", f"effect on {BASELINE_PARTITIONER}", f"effect on {other}",
                      f"{other} − {BASELINE_PARTITIONER} (same seeds)"]
                     + [f"{name}: {BASELINE_PARTITIONER} → {other}" for name, _, _ in MOVES],
                     [[f"`{r['method']}`", r["workers"], paired.interval(r["baseline_effect"]),
                       paired.interval(r["effect"]), r["verdict"].text]
-                     + [f"{fmt(r[f'{k}_baseline'], places)} → {fmt(r[f'{k}_other'], places)}" for _, k, places in MOVES]
+                     + [f"{fmt(r[f'{k}_baseline'], digits)} → {fmt(r[f'{k}_other'], digits)}"
+                        for _, k, digits in MOVES]
                      for r in b.sort_values(["method", "workers"]).to_dict("records")])
 
 
@@ -244,13 +255,14 @@ def curve_in_words(t: pd.DataFrame) -> list[str]:
 def effect_vs_workers(t: pd.DataFrame, out_dir) -> list[Path]:
     """One small panel per method (by family), so no two methods' bands overlap: its accuracy effect against
     its control as P grows (log 2), the 95 % interval as a band, one line a partitioner (solid: the baseline,
-    BASELINE_PARTITIONER); dashed: 0 and ±1 point. Four panels a row with large text, to stay readable at the
-    width of a README."""
+    BASELINE_PARTITIONER; dash-dot: the next); grey: 0 (dashed) and ±1 point (dotted). Four panels a row with
+    large text, to stay readable at the width of a README."""
     sty = figures.style(t["method"], t.attrs.get("groups"))
     setups = t[["dataset", "model"]].drop_duplicates()
     one_setup = len(setups) == 1
     partitioners = sorted(set(t["partitioner"]), key=lambda p: (p != BASELINE_PARTITIONER, p))
-    dashes = dict(zip(partitioners, ["-", "--", ":", "-."]))
+    # the grey reference lines are dashed (0) and dotted (±1): the partitioners' lines are solid, then dash-dot
+    dashes = dict(zip(partitioners, ["-", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 2))]))
     panels = list(t.groupby(["dataset", "model", "family", "method"], sort=True))
     cols = min(4, len(panels))
     rows = math.ceil(len(panels) / cols)
@@ -271,8 +283,8 @@ def effect_vs_workers(t: pd.DataFrame, out_dir) -> list[Path]:
                         linewidth=1.8, linestyle=dashes.get(partitioner, "-"), label=partitioner)
                 ax.fill_between(mp["workers"], low, high, color=s["color"],
                                 alpha=0.2 if partitioner == partitioners[0] else 0.1, linewidth=0)
-            if m["partitioner"].nunique() > 1:
-                ax.legend(loc="lower left", frameon=False)
+            if set(m["partitioner"]) != {BASELINE_PARTITIONER}:
+                ax.legend(loc="best", frameon=False)
             figures._workers_axis(ax, sorted(t["workers"].unique()))
             ax.set_xlabel("P (ranks)")
             figures._min_span(ax, 3.0)  # the ±1 point lines always inside
@@ -283,18 +295,24 @@ def effect_vs_workers(t: pd.DataFrame, out_dir) -> list[Path]:
         setup = " · ".join(setups.iloc[0]) + " · " + ", ".join(partitioners) if one_setup else ""
         fig.suptitle("Each approximation's accuracy effect against its exact control as P grows"
                      + (f": {setup}" if setup else "")
-                     + "\nband: 95 % interval over paired seeds; dashed: 0 and ±1 point")
+                     + "\nband: 95 % interval over paired seeds; grey: 0 (dashed) and ±1 point (dotted)")
         return figures.save(fig, out_dir, "effect_vs_workers")
+
+
+def _counted(g: pd.DataFrame, m: int) -> str:
+    """A regime's verdicts counted: its Holm family's size, the intervals that exclude 0 before the correction
+    (a paired 95 % interval excludes 0 exactly where its t-test's p is below 5 %) against the count chance alone
+    would give, and the verdicts by word."""
+    raw = int((g["p"] < ALPHA).sum() + (g["comparator_p"][g["comparator"].astype(bool)] < ALPHA).sum())
+    words = pd.Series([v.word for v in g["verdict"]]).value_counts()
+    return (f"{m} comparisons: {raw} intervals exclude 0 uncorrected, where about {ALPHA * m:.1f} would by chance "
+            "alone; " + ", ".join(f"{n} {w}" for w, n in words.items()) + ".")
 
 
 def section(recs: list[dict], out_dir: Path) -> list[str]:
     t = table(recs)
     if t.empty:
         return ["## Study: scaling", "", "(no approximate method ran beside its control)", ""]
-    m = t.attrs["comparisons"]
-    # a paired 95 % interval excludes 0 exactly where its t-test's p is below 5 %: the page's tests, uncorrected
-    raw = int((t["p"] < ALPHA).sum() + (t["comparator_p"][t["comparator"].astype(bool)] < ALPHA).sum())
-    words = pd.Series([v.word for v in t["verdict"]]).value_counts()
     margins = ", ".join(f"±{m:g}" for m in sorted(set(t["margin_pt"])))
     stopping = sorted({str(r["config"].get("stopping", "none")) for r in recs})
     parts = ["## Study: scaling (each approximation against its control as P grows)", "",
@@ -302,14 +320,14 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              f"reports (stopping: {', '.join(stopping)}, the same for a method and its control), the method minus its "
              "exact control seed by seed (same seeds, partition, initial weights and dropout masks: every draw is "
              "keyed by node, never by rank). *verdict* (`paired.verdict`, docs/analysis.md \"The verdict\"): "
-             "\"costs\"/\"gains\" where the 95 % interval excludes 0 after Holm's step-down over all "
-             f"comparisons of this page (family-wise 5 %); \"equivalent within {margins} pt\" where TOST passes "
-             "at the margin the preset declared before the runs; a method whose paper states its own accuracy "
-             "claim (AdaQP: at most 0.3 pt) is tested at the claim instead, and reads \"untestable here\" where its "
-             "seeds cannot resolve it; otherwise \"not resolved\", with the seeds a ±0.5 pt half-width would need "
-             "(`python -m analysis seeds <records>` prints the sweep that runs them). "
-             f"{m} comparisons: {raw} intervals exclude 0 uncorrected, where about {ALPHA * m:.1f} would by chance "
-             f"alone; " + ", ".join(f"{n} {w}" for w, n in words.items()) + ". "
+             "\"costs\"/\"gains\" where the 95 % interval excludes 0 after Holm's step-down over the "
+             "comparisons of its regime's section (one dataset · model · partitioner, a family of its own: "
+             "family-wise 5 % in each; a regime added later leaves another's verdicts as they were); "
+             f"\"equivalent within {margins} pt\" where TOST passes at the margin the preset declared before the "
+             "runs; a method whose paper states its own accuracy claim (AdaQP: at most 0.3 pt) is tested at the "
+             "claim instead, and reads \"untestable here\" where its seeds cannot resolve it; otherwise \"not "
+             "resolved\", with the seeds a ±0.5 pt half-width would need (`python -m analysis seeds <records>` "
+             "prints the sweep that runs them). "
              "*lr*: each family's rate (`sweep.lr_by_family`, chosen on validation: experiment=lr_choice). "
              + ("*against the paper's comparator*: the row's test accuracy minus that of the method its paper set "
                 "it beside (LLCG's Table 1: GGS), seed by seed at the same P, read by the same verdict and counted "
@@ -325,22 +343,23 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              + (" *boundary rows kept*: the rows a method that samples its boundary received at epoch 0 over "
                 "its boundary rows, all ranks summed, mean over seeds (BNS-GCN keeps floor(p |B_ij|) of each "
                 "pair's |B_ij|, less than p)." if t["kept_fraction"].notna().any() else ""), ""]
-    for (dataset, model, partitioner), g in t.groupby(["dataset", "model", "partitioner"], sort=True):
-        parts += [f"### {dataset} · {model} · {partitioner}", "", markdown(g), ""]
+    for key, g in t.groupby(REGIME_KEYS, sort=True):
+        parts += [f"### {' · '.join(key)}", "", _counted(g, t.attrs["families"][key]), "", markdown(g), ""]
     parts += ["The verdicts along P, in words (no cause is named; an attribution row's name says what it changes):",
               "", *curve_in_words(t), ""]
     b = between_partitioners(t)
-    if not b.empty:
-        parts += [f"### Between partitioners: the same rows on {', '.join(sorted(set(b['partitioner'])))} parts "
-                  f"against {BASELINE_PARTITIONER} parts", "",
-                  "Each row: the effect against the control on the other partitioner's parts minus the effect on "
+    for (dataset, model, other), g in ([] if b.empty else b.groupby(["dataset", "model", "partitioner"], sort=True)):
+        parts += [f"### Between partitioners: {dataset} · {model}, the same rows on {other} parts against "
+                  f"{BASELINE_PARTITIONER} parts", "",
+                  f"Each row: the effect against the control on {other} parts minus the effect on "
                   f"{BASELINE_PARTITIONER}'s, seed by seed (a seed fixes the initial weights and dropout masks on "
-                  "both sides, and each side is a paired difference already), read by the same verdict at the row's "
-                  f"margin with Holm's correction over this table's {b.attrs['comparisons']} comparisons, a family of "
-                  "its own (does the partitioner change what the approximation costs?). Beside it, what moved "
-                  "between the two partitions: the partitioner changes label skew, the cut, training nodes per part "
-                  "and the halo together, so no row here names one of them as the cause.", "",
-                  between_markdown(b), ""]
+                  "both sides, and each side is a paired difference already), read by the same verdict at the "
+                  "study's declared margin, with Holm's correction over this table's "
+                  f"{b.attrs['families'][(dataset, model, other)]} comparisons, a family of its own (does the "
+                  "partitioner change what the approximation costs?). Beside it, what moved between the two "
+                  "partitions: the partitioner changes label skew, the cut, training nodes per part and the halo "
+                  "together, so no row here names one of them as the cause.", "",
+                  between_markdown(g), ""]
     parts += [image(effect_vs_workers(t, out_dir / "figures" / "scaling"), out_dir), ""]
     return parts
 

@@ -166,6 +166,23 @@ def test_the_accuracy_effect_is_read_from_the_findings_and_not_measured_elsewher
     assert "Validated on this-machine (10 runs): epoch time within 20 % median (60 % largest); on a100-dgx" in text
 
 
+def test_a_graph_partitioned_at_random_is_advised_from_the_rows_measured_on_random_parts(files, tmp_path):
+    """The same statistics file named `partitioner: random`: the random parts' row is carried (its -5.5), the
+    METIS rows are not; tables without the regime's optional columns are still read (None)."""
+    stats = json.loads(Path(CITESEER).read_text())
+    stats["partitioner"] = "random"
+    graph = tmp_path / "citeseer-random.json"
+    graph.write_text(json.dumps(stats))
+    main(["advise", "--graph", str(graph), "--hardware", "a100-dgx", "--workers", "2,4", "--hidden", "16",
+          "--out", str(tmp_path / "out"), "--findings", str(files["findings"]), "--scaling", str(files["scaling"]),
+          "--validation", str(files["validation"])])
+    text = (tmp_path / "out" / "advise.md").read_text()
+    assert "-5.5 pt [-6.5, -4.5] vs its control x=1, cora · sage, P=4" in text and "+0.7 pt" not in text
+    assert "on random parts, as this graph's statistics were partitioned (an effect" in text
+    rows = advise.measured(files["findings"], files["scaling"])
+    assert {r["partitioner"] for r in rows} == {"metis", "random"} and all(r["label_skew_mean"] is None for r in rows)
+
+
 def test_the_regime_statistic_of_a_handmade_statistics_file():
     """Halo rows per node at P: every rank's halo summed over the graph's nodes where the file lists them,
     the mean rank's × P where it states only a summary (a proxy); 0 at P=1; none where it has no entry."""
@@ -245,6 +262,9 @@ def test_a_findings_row_takes_the_statistic_of_the_scaling_rows_at_its_p():
         ("cora", 2, "approximate"), ("cora", 1, "exact"), ("cora", 1, "approximate"), ("citeseer", 2, "sampled"))]
     rows = advise.effect_rows(findings, scaling)
     assert [r["halo_rows_per_node"] for r in rows[:4]] == [0.099, 0.0, None, None]
+    # a findings row that states its own partitions' statistics keeps them
+    own = advise.effect_rows([{**findings[0], "halo_rows_per_node": 0.0995, "label_skew_mean": 0.324}], scaling)
+    assert (own[0]["halo_rows_per_node"], own[0]["label_skew_mean"]) == (0.0995, 0.324)
     assert [r["halo_rows_per_node"] for r in rows[4:]] == [0.9, 0.099]  # the scaling rows' own
 
 
@@ -332,8 +352,7 @@ def test_each_committed_page_shows_the_accuracy_of_the_findings_it_cites(page):
     text = (page.parent / "advise.md").read_text()
     cites = result["measured"]
     assert set(cites) == {"findings", "scaling"} and all(f"`{path}`" in text for path in cites.values())
-    findings = advise.effect_rows(advise.read_table(ROOT / cites["findings"], advise.FINDINGS_COLUMNS, "--findings"),
-                                  advise.read_table(ROOT / cites["scaling"], advise.SCALING_COLUMNS, "--scaling"))
+    findings = advise.measured(ROOT / cites["findings"], ROOT / cites["scaling"])
     for row in result["rows"]:
         assert row["accuracy"] == [f for f in findings if f["method"] == row["method"]
                                    and f["partitioner"] == result["regime"]["partitioner"]], row["method"]

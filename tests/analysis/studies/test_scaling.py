@@ -141,7 +141,8 @@ def test_attribution_rows_and_the_papers_comparator_along_p():
     assert t.loc[("llcg", 2), "comparator"] == "ggs" and t.loc[("ggs", 2), "comparator"] == ""
     assert t.loc[("llcg", 2), "comparator_verdict"].word == "equivalent"
     assert t.loc[("llcg", 8), "comparator_verdict"].word == "costs"
-    assert t.attrs["comparisons"] == 6 + 4  # every row against its control; both llcg rows against ggs at each P
+    # every row against its control; both llcg rows against ggs at each P
+    assert t.attrs["families"] == {("cora", "sage", "metis"): 6 + 4}
     text = scaling.markdown(t.reset_index())
     assert "| against the paper's comparator (test) |" in text and "vs `ggs`: costs 2.0" in text
     csv = scaling.csv(_local_round_records()).set_index(["method", "workers"])
@@ -151,7 +152,8 @@ def test_attribution_rows_and_the_papers_comparator_along_p():
 def test_a_comparison_without_two_pairs_is_not_counted_and_a_papers_claim_is_the_margin_it_tests():
     recs = [r for r in _local_round_records() if r["method"] != "ggs" or r["seed"] == 0]
     t = scaling.table(recs)
-    assert t.attrs["comparisons"] == 4  # the llcg rows; ggs against single and llcg against ggs have one pair: no p
+    # the llcg rows; ggs against single and llcg against ggs have one pair: no p
+    assert t.attrs["families"] == {("cora", "sage", "metis"): 4}
     assert set(t[t["method"] == "ggs"]["verdict"].map(lambda v: v.text)) == {"not resolved (1 seed: no interval)"}
     # AdaQP's rows at their defaults are tested at its paper's claim (0.3 pt), and said so along P
     adaqp = []
@@ -179,9 +181,20 @@ def test_the_same_rows_on_another_partitioner_read_against_metis_seed_by_seed(tm
     # a difference of differences by seed: 2.0, 1.7, 2.1 points
     assert b.loc[8, "change"].mean == pytest.approx((0.020 + 0.017 + 0.021) / 3)
     assert b.loc[8, "verdict"].word == "gains" and b.loc[2, "verdict"].word == "equivalent"
-    assert b.attrs["comparisons"] == 2  # both P: a difference of 0 at every seed has p = 1, still a test
+    assert b.attrs["families"] == {("cora", "sage", "random"): 2}  # a difference of 0 at every seed: p = 1, a test
     assert b.loc[8, "label_skew_mean_baseline"] == pytest.approx(2.4) and b.loc[8, "label_skew_mean_other"] == \
         pytest.approx(0.8)
+    # each regime its own Holm family: adding the random rows leaves METIS's verdicts as they were
+    assert t.attrs["families"] == {("cora", "sage", "metis"): 2, ("cora", "sage", "random"): 2}
+    alone = scaling.table(_records())
+    assert [v.text for v in t[t["partitioner"] == "metis"]["verdict"]] == [v.text for v in alone["verdict"]]
+    # seeds pair across partitioners by seed: a seed one side lacks is left out
+    fewer = _records() + [r for r in _records({8: (-1.0, -0.8, -1.4)}, partitioner="random", skew=0.1)
+                          if r["seed"] != 1]
+    b2 = scaling.between_partitioners(scaling.table(fewer)).set_index("workers")
+    assert b2.loc[8, "differences"] == pytest.approx([0.020, 0.021]) and b2.loc[8, "change"].n == 2
     page = "\n".join(scaling.section(recs, tmp_path))
     assert "### cora · sage · random" in page and "| random − metis (same seeds) |" in page
+    assert page.count(" comparisons: ") == 2  # one count a regime's section
+    assert "### Between partitioners: cora · sage, the same rows on random parts against metis parts" in page
     assert "| 2.40 → 0.80 |" in page  # the label skew on each side
