@@ -285,10 +285,10 @@ def verdict(differences, *, rejected: bool, margin_pt: float = MARGIN_POINTS, cl
         return Verdict("equivalent", f"equivalent within ±{margin:g} pt: {interval} ({seeds})", n)
     if claim_pt is not None and (high - low) / 2 > claim_pt:
         need = seeds_for_half_width(sd_pt, claim_pt)
-        return Verdict("untestable", f"untestable here: {interval} ({seeds}); ±{claim_pt:g} pt needs about "
-                       f"{'more than ' if need.capped else ''}{need.n} seeds", n, need.n)
+        return Verdict("untestable", f"untestable here: {interval} ({seeds}); ±{claim_pt:g} pt needs "
+                       f"{'more than' if need.capped else 'about'} {need.n} seeds", n, need.n)
     need = seeds_for_half_width(sd_pt, half_width_pt)
     if need.n <= n:  # the interval is already that narrow: more seeds would not settle it at this target
         return Verdict("not resolved", f"not resolved: {interval} ({seeds})", n)
-    return Verdict("not resolved", f"not resolved: {interval} ({seeds}); ±{half_width_pt:g} pt needs about "
-                   f"{'more than ' if need.capped else ''}{need.n} seeds", n, need.n)
+    return Verdict("not resolved", f"not resolved: {interval} ({seeds}); ±{half_width_pt:g} pt needs "
+                   f"{'more than' if need.capped else 'about'} {need.n} seeds", n, need.n)
