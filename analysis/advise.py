@@ -112,10 +112,10 @@ STATISTIC, STATISTIC_NAME = "halo_rows_per_node", "halo rows/node"
 #: P=2, 0.171 at P=4), so 10 % admits the noise of a measurement and not a neighbouring regime.
 REGIME_TOLERANCE = 0.10
 #: The second statistic the regime checks, where both the measured row and the user's statistics file state it:
-#: the mean total-variation distance of a part's training labels from the global mix. Where the parts' label mixes
-#: drift from the global one, local steps with averaging drift (the scaling page: `psgd_pa`'s cost grows with P on
-#: METIS parts as their skew does); a graph whose parts hold a near-global mix lies outside Cora's regime even at
-#: the same halo. An extrapolated proxy's file states none: there it is not checked, and the page says so.
+#: the mean total-variation distance of a part's training labels from the global mix. On the scaling page the
+#: local-rounds family's cost grows with P on METIS parts as their skew does (no page yet separates the skew from
+#: the cut); a graph whose parts hold a near-global mix lies outside Cora's regime even at the same halo. An
+#: extrapolated proxy's file states none: there it is not checked, and the page says so.
 SKEW, SKEW_NAME = "label_skew_mean", "label skew"
 #: The other statistics the effects may depend on (issue 47), which the regime does not check: the scaling page
 #: states them beside each P, but on one graph's parts they move with P together with the two above. Each with
