@@ -177,7 +177,7 @@ def between_partitioners(t: pd.DataFrame) -> pd.DataFrame:
     if out.empty:
         return out
     rejected, out.attrs["families"] = {}, {}
-    for key, g in out.groupby(["dataset", "model", "partitioner"], sort=True):
+    for key, g in out.groupby(REGIME_KEYS, sort=True):
         tested = [i for i in g.index if g.at[i, "p"] == g.at[i, "p"]]
         rejected.update(zip(tested, paired.holm([g.at[i, "p"] for i in tested])))
         out.attrs["families"][key] = len(tested)
@@ -348,7 +348,7 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     parts += ["The verdicts along P, in words (no cause is named; an attribution row's name says what it changes):",
               "", *curve_in_words(t), ""]
     b = between_partitioners(t)
-    for (dataset, model, other), g in ([] if b.empty else b.groupby(["dataset", "model", "partitioner"], sort=True)):
+    for (dataset, model, other), g in ([] if b.empty else b.groupby(REGIME_KEYS, sort=True)):
         parts += [f"### Between partitioners: {dataset} · {model}, the same rows on {other} parts against "
                   f"{BASELINE_PARTITIONER} parts", "",
                   f"Each row: the effect against the control on {other} parts minus the effect on "
