@@ -63,11 +63,34 @@ def overrides(row: dict, default_partitioner: str | None, config: dict) -> list[
     return out
 
 
+def _lines(label: str, v, needed: int, first: int, cap: int, study: str, chosen: list[str]) -> list[str]:
+    """A row's comment and, unless its cap is reached, the sweep that runs seeds `first`, ... up to
+    min(`needed`, `cap`) pairs in all."""
+    upto = min(needed, cap)
+    if upto <= v.n:
+        return [f"# {label}: {v.text}; the cap ({cap}) is reached"]
+    more = list(range(first, first + upto - v.n))
+    # `sweep.variants=[[]]`: the row's runs alone, not the preset's other variants of the same method
+    return [f"# {label}: {v.text}; runs {len(more)} more (to {upto}"
+            + (f", the cap: it needs {needed}" if upto < needed else "") + ")",
+            "python -m benchmarks.commands.sweep " + shlex.join(
+                [f"experiment={study}", *chosen, "sweep.variants=[[]]", "seed=" + ",".join(map(str, more))])]
+
+
+def _first_new_seed(runs: pd.DataFrame) -> int:
+    return int(pd.Series(runs["seed"]).max()) + 1 if len(runs) else 0
+
+
 def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
     """The lines `seeds` prints: per row that needs more seeds, a comment with its verdict and the command
     that runs them (seeds numbered on from the largest any run of the row has). A row with fewer than 2 pairs
     is run to the first stage's seeds (the most any row of the page has); a row measured against `single`
-    rather than a control of its own runs `single` on the new seeds too (a sweep adds controls, not `single`)."""
+    rather than a control of its own runs `single` on the new seeds too (a sweep adds controls, not `single`).
+    The scaling study's rows between partitioners (`scaling.between_partitioners`) are planned the same way:
+    each runs its seeds on both partitioners, numbered on from the largest either side has, so that the
+    seeds pair across them."""
+    from analysis.studies import scaling
+
     lines = []
     for study, table in studies_with_verdicts().items():
         mine = [r for r in recs if r["config"].get("study") == study]
@@ -75,9 +98,16 @@ def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
             continue
         t = table(mine)
         seeds = records.runs(mine)
+        seeds["partitioner"] = seeds["config"].map(lambda c: c.get("partitioner"))
         main = seeds[seeds["variant"] == "single"]["config"]
         default_partitioner = main.iloc[0].get("partitioner") if len(main) else None
         first_stage = max((v.n for v in t["verdict"] if v is not None), default=0)
+
+        def runs_of(row: dict, partitioners) -> pd.DataFrame:
+            return seeds[(seeds["variant"] == row["method"]) & (seeds["dataset"] == row["dataset"])
+                         & (seeds["model"] == row["model"]) & (seeds["workers"] == row["workers"])
+                         & (seeds["partitioner"].isin(partitioners) if "partitioner" in row else True)]
+
         for row in t.to_dict("records"):
             v = row.get("verdict")
             if v is None:
@@ -85,21 +115,24 @@ def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
             needed = v.seeds_needed if v.n >= 2 else max(first_stage, 2)
             if needed is None or needed <= v.n:
                 continue
-            runs = seeds[(seeds["variant"] == row["method"]) & (seeds["dataset"] == row["dataset"])
-                         & (seeds["model"] == row["model"]) & (seeds["workers"] == row["workers"])]
-            first = int(pd.Series(runs["seed"]).max()) + 1 if len(runs) else 0
-            upto = min(needed, cap)
+            runs = runs_of(row, [row.get("partitioner")])
             label = f"{row.get('row', row['method'])} ({row['dataset']}, {row['model']}, P={int(row['workers'])})"
-            if upto <= v.n:
-                lines.append(f"# {label}: {v.text}; the cap ({cap}) is reached")
-                continue
-            more = list(range(first, first + upto - v.n))
             chosen = overrides(row, default_partitioner, runs["config"].iloc[0] if len(runs) else {})
             if row.get("reference") == "single" and " " not in str(row["method"]):
                 chosen[0] += ",single"  # `single` is this row's reference, not a control the sweep adds
-            lines.append(f"# {label}: {v.text}; runs {len(more)} more (to {upto}"
-                         + (f", the cap: it needs {needed}" if upto < needed else "") + ")")
-            # `sweep.variants=[[]]`: the row's runs alone, not the preset's other variants of the same method
-            lines.append("python -m benchmarks.commands.sweep " + shlex.join(
-                [f"experiment={study}", *chosen, "sweep.variants=[[]]", "seed=" + ",".join(map(str, more))]))
+            lines += _lines(label, v, needed, _first_new_seed(runs), cap, study, chosen)
+        between = scaling.between_partitioners(t) if study == "scaling" else pd.DataFrame()
+        for row in between.to_dict("records"):
+            v = row["verdict"]
+            needed = v.seeds_needed if v.n >= 2 else max(first_stage, 2)
+            if needed is None or needed <= v.n:
+                continue
+            both = [scaling.BASELINE_PARTITIONER, row["partitioner"]]
+            runs = runs_of(row, both)
+            label = (f"{row['method']} ({row['dataset']}, {row['model']}, P={int(row['workers'])}), "
+                     f"{row['partitioner']} against {both[0]} parts")
+            # the partitioner named as an axis over both sides: `partitioner=metis,random`
+            chosen = overrides({**row, "partitioner": ",".join(both)}, None,
+                               runs["config"].iloc[0] if len(runs) else {})
+            lines += _lines(label, v, needed, _first_new_seed(runs), cap, study, chosen)
     return lines or ["# every row is resolved, shown equivalent, or has the seeds its target needs"]

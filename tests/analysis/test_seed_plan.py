@@ -88,3 +88,27 @@ def test_a_row_measured_against_single_runs_single_on_its_new_seeds(tmp_path, mo
     lines = plan(records.load(write(tmp_path / "records", _records())), cap=30)
     assert any(line.startswith("python -m benchmarks.commands.sweep experiment=findings method=ggs,single "
                                "dataset=cora model=sage workers=2 'sweep.variants=[[]]' seed=3,") for line in lines)
+
+
+def test_a_row_between_partitioners_runs_its_seeds_on_both_and_a_rows_seeds_are_its_partitioners(tmp_path):
+    """Random parts cost 1.0, 2.5, 4.5 points at P=8 where METIS's cost 3.0, 2.5, 3.5: the difference between
+    the partitioners (+2.0, 0, -1.0) is not resolved, so its sweep runs new seeds on both partitioners; each
+    partitioner's own row is planned from its own runs."""
+    from tests.analysis.studies import test_scaling
+
+    metis = test_scaling._records()
+    random_parts = [r for r in test_scaling._records({2: (0.0, 0.0, 0.0), 8: (-1.0, -2.5, -4.5)},
+                                                     partitioner="random", skew=0.1)]
+    for r in metis:  # METIS's rows also ran a seed more, which the random row's plan must not count as its own
+        if r["seed"] == 2:
+            metis.append({**r, "seed": 3})
+    lines = plan(records.load(write(tmp_path / "records", metis + random_parts)), cap=30)
+    between = [i for i, line in enumerate(lines) if "random against metis parts" in line and "P=8" in line]
+    assert len(between) == 1 and "not resolved" in lines[between[0]]
+    assert lines[between[0] + 1].startswith(
+        "python -m benchmarks.commands.sweep experiment=scaling method=bns_gcn dataset=cora model=sage workers=8 "
+        "partitioner=metis,random 'sweep.variants=[[]]' seed=4,5,")
+    assert not any("random against metis parts" in line and "P=2" in line for line in lines)  # 0 at every seed
+    (own,) = [line for line in lines if line.startswith("python") and line.split("'")[0].endswith(
+        "workers=8 partitioner=random ")]
+    assert "seed=3,4," in own  # numbered on from the random row's seeds (0-2), not METIS's
