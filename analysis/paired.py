@@ -94,6 +94,59 @@ def within(e: Effect | None, points: float) -> str:
     return f"unresolved (the interval spans -{points:g})"
 
 
+@dataclass
+class Ratio:
+    """The ratio of two paired means, mean(a) / mean(b), over `n` seeds, with Fieller's 95 % interval
+    [`low`, `high`]: NaN ends where the interval is unbounded (the denominator's own interval reaches 0,
+    so no finite range holds the ratio at that level)."""
+
+    n: int
+    estimate: float
+    low: float
+    high: float
+
+    @property
+    def bounded(self) -> bool:
+        return self.low == self.low and self.high == self.high
+
+    def text(self, scale: float = 100.0, unit: str = " %") -> str:
+        if self.n < 2:
+            return "–"
+        if not self.bounded:
+            estimate = "–" if self.estimate != self.estimate else f"{scale * self.estimate:.0f}{unit}"
+            return f"{estimate} (unbounded: the denominator is not resolved; {self.n} seeds)"
+        return f"{scale * self.estimate:.0f}{unit} [{scale * self.low:.0f}, {scale * self.high:.0f}] ({self.n} seeds)"
+
+
+def ratio(numerators, denominators) -> Ratio:
+    """mean(a) / mean(b) over the pairs (a_i, b_i) of the same seeds, with Fieller's interval: the ratios r
+    for which mean(a) - r mean(b) = 0 is not rejected by its paired t-test at 5 %, i.e. where
+    (mean(a) - r mean(b))^2 <= t^2 (v_aa - 2 r v_ab + r^2 v_bb), the v's the means' (co)variances. A
+    quadratic in r; bounded only when mean(b) is itself resolved from 0 (its leading coefficient > 0)."""
+    pairs = [(float(a), float(b)) for a, b in zip(numerators, denominators) if a == a and b == b]
+    n = len(pairs)
+    if n < 2:
+        return Ratio(n, math.nan, math.nan, math.nan)
+    da = [a for a, _ in pairs]
+    db = [b for _, b in pairs]
+    ma, mb = sum(da) / n, sum(db) / n
+
+    def of_means(u, mu, w, mw):  # the (co)variance of two means over the same n pairs
+        return sum((x - mu) * (y - mw) for x, y in zip(u, w)) / (n - 1) / n
+
+    v_aa, v_bb, v_ab = of_means(da, ma, da, ma), of_means(db, mb, db, mb), of_means(da, ma, db, mb)
+    from scipy import stats
+
+    t2 = float(stats.t.ppf(0.5 + LEVEL / 2, n - 1)) ** 2
+    lead, half_b, const = mb * mb - t2 * v_bb, ma * mb - t2 * v_ab, ma * ma - t2 * v_aa
+    disc = half_b * half_b - lead * const
+    estimate = ma / mb if mb else math.nan
+    if lead <= 0 or disc < 0:
+        return Ratio(n, estimate, math.nan, math.nan)
+    root = math.sqrt(disc)
+    return Ratio(n, estimate, float((half_b - root) / lead), float((half_b + root) / lead))
+
+
 def effect(differences) -> Effect:
     d, mean, sd = _mean_sd(differences)
     n = len(d)

@@ -138,3 +138,25 @@ def test_verdict_claim_finer_than_the_page_is_untestable():
 def test_verdict_with_one_pair():
     v = paired.verdict([0.01], rejected=False)
     assert (v.word, v.n, v.text) == ("not resolved", 1, "not resolved (1 seed: no interval)")
+
+
+def test_a_ratio_of_paired_means_has_fiellers_interval():
+    """With a constant denominator b, Fieller's interval is the t interval of mean(a), divided by b; a
+    denominator whose own interval reaches 0 leaves the ratio unbounded; over repeated samples the
+    interval holds the true ratio about 95 % of the time."""
+    import random
+
+    a = [0.01, 0.02, 0.03, 0.02]
+    r = paired.ratio(a, [0.04] * 4)
+    half = stats.t.ppf(0.975, 3) * stats.tstd(a) / 2
+    assert r.estimate == pytest.approx(0.5) and r.bounded
+    assert (r.low, r.high) == pytest.approx(((0.02 - half) / 0.04, (0.02 + half) / 0.04))
+    assert r.text() == f"50 % [{100 * r.low:.0f}, {100 * r.high:.0f}] (4 seeds)"
+    loose = paired.ratio([0.01, -0.01, 0.02], [0.001, -0.002, 0.003])
+    assert not loose.bounded and "unbounded: the denominator is not resolved; 3 seeds" in loose.text()
+    assert paired.ratio([0.01], [0.02]).text() == "–"
+    rng, held = random.Random(0), 0
+    for _ in range(400):
+        b = [rng.gauss(0.04, 0.01) for _ in range(8)]
+        held += (lambda x: x.low <= 0.5 <= x.high)(paired.ratio([0.5 * v + rng.gauss(0, 0.005) for v in b], b))
+    assert 0.91 <= held / 400 <= 0.99

@@ -198,3 +198,33 @@ def test_the_same_rows_on_another_partitioner_read_against_metis_seed_by_seed(tm
     assert page.count(" comparisons: ") == 2  # one count a regime's section
     assert "### Between partitioners: cora · sage, the same rows on random parts against metis parts" in page
     assert "| 2.40 → 0.80 |" in page  # the label skew on each side
+
+
+def test_llcgs_own_measure_is_the_share_of_psgd_pas_loss_to_ggs_it_recovers(tmp_path):
+    """At P=8 `psgd_pa` is 4 points below `ggs` and `llcg` wins back half of it on every seed (50 %); at P=2
+    `ggs` and `psgd_pa` are level, so the share is unbounded. Beside them, LLCG's Table 1 from papers.csv."""
+    out = []
+    for seed in range(4):
+        def run(method, acc, workers, control=None):
+            r = record(method, workers=workers, seed=seed, dataset="cora", extra=STUDY, val=(0.3, acc + 0.01))
+            r["control"], r["about"] = control, about(method)
+            out.append(r)
+        run("single", 0.80, 1)
+        for workers, loss in ((2, 0.0), (8, 0.04)):
+            ggs, wobble = 0.78 + (seed - 1.5) * 0.004, (-1) ** seed * 0.002
+            run("full_halo", 0.80, workers)
+            run("ggs", ggs, workers, control="single")
+            run("psgd_pa", ggs - loss + wobble, workers, control="full_halo")
+            run("llcg", ggs - loss / 2 + wobble, workers, control="full_halo")
+    r = scaling.recovered_share(scaling.table(out)).set_index("workers")
+    assert list(r.index) == [2, 8]
+    assert r.loc[8, "share"].estimate == pytest.approx(0.5) and r.loc[8, "share"].bounded
+    assert r.loc[8, "loss"].mean == pytest.approx(0.04) and r.loc[8, "gain"].n == 4
+    assert not r.loc[2, "share"].bounded and "– (unbounded: the denominator is not resolved; 4 seeds)" in \
+        r.loc[2, "share"].text()
+    page = "\n".join(scaling.section(out, tmp_path))
+    assert "### llcg's own measure: the share of `psgd_pa`'s loss to `ggs` it recovers" in page
+    assert "its 12 graph-model rows recover 42-100 % (median 69 %" in page
+    assert "| cora · sage · metis | 8 | +4.0 [" in page and "| 50 % [" in page
+    # without one of the three at a P, no row: the bns_gcn page has none
+    assert scaling.recovered_share(scaling.table(_records())).empty
