@@ -112,9 +112,8 @@ class Ratio:
     def text(self, scale: float = 100.0, unit: str = " %") -> str:
         if self.n < 2:
             return "–"
-        if not self.bounded:
-            estimate = "–" if self.estimate != self.estimate else f"{scale * self.estimate:.0f}{unit}"
-            return f"{estimate} (unbounded: the denominator is not resolved; {self.n} seeds)"
+        if not self.bounded:  # no estimate shown: a ratio over a denominator that may be 0 is no number to read
+            return f"unbounded: the denominator is not resolved ({self.n} seeds)"
         return f"{scale * self.estimate:.0f}{unit} [{scale * self.low:.0f}, {scale * self.high:.0f}] ({self.n} seeds)"
 
 

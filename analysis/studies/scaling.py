@@ -33,11 +33,9 @@ import pandas as pd
 
 from analysis import figures, paired, records
 from analysis.markdown import fmt, image, md_table
-from analysis.studies.findings import COMPARATORS, against_reference, how_runs_ended, regime, regime_at, verdicts
+from analysis.studies.findings import (COMPARATORS, REGIME_KEYS, against_reference, how_runs_ended,
+                                       recovered_markdown, recovered_share, regime, regime_at, verdicts)
 
-#: A regime of the page: its own section and its own family for Holm's correction (the question "what does each
-#: approximation cost here?" is asked once per regime; adding a regime does not weaken another's verdicts).
-REGIME_KEYS = ["dataset", "model", "partitioner"]
 #: Traffic that is not the halo's: gradient and parameter sums, batch-norm statistics.
 SYNC = ("grad_allreduce", "param_avg", "norm")
 REFERENCE = "full_halo"
@@ -198,69 +196,6 @@ def between_markdown(b: pd.DataFrame) -> str:
                      + [f"{fmt(r[f'{k}_baseline'], digits)} → {fmt(r[f'{k}_other'], digits)}"
                         for _, k, digits in MOVES]
                      for r in b.sort_values(["method", "workers"]).to_dict("records")])
-
-
-#: LLCG's own measure (Table 1, arXiv 2111.08202): the share of PSGD-PA's accuracy loss against GGS that LLCG's
-#: server correction recovers, (LLCG - PSGD-PA) / (GGS - PSGD-PA); read where the three ran at one P.
-RECOVERY = {"method": "llcg", "without": "psgd_pa", "comparator": "ggs", "table": "llcg_table1"}
-
-
-def recovered_share(t: pd.DataFrame) -> pd.DataFrame:
-    """Per (dataset, model, partitioner, P) where RECOVERY's three methods ran at their defaults: the
-    comparator's gain over the method without the correction, the method's gain over it (seed by seed, the
-    runs' own test accuracies), and their ratio with Fieller's interval (`paired.ratio`)."""
-    names = [RECOVERY[k] for k in ("method", "without", "comparator")]
-    rows = []
-    if t.empty:
-        return pd.DataFrame(rows)
-    for (dataset, model, partitioner, workers), g in t[t["default"]].groupby([*REGIME_KEYS, "workers"], sort=True):
-        by = {r["method"]: r["acc_by_seed"] for r in g.to_dict("records")}
-        if not all(name in by for name in names):
-            continue
-        method, without, comparator = (by[name] for name in names)
-        seeds = sorted(set(method) & set(without) & set(comparator))
-        gain = [method[s] - without[s] for s in seeds]
-        loss = [comparator[s] - without[s] for s in seeds]
-        rows.append({"dataset": dataset, "model": model, "partitioner": partitioner, "workers": int(workers),
-                     "gain": paired.effect(gain), "loss": paired.effect(loss), "share": paired.ratio(gain, loss)})
-    return pd.DataFrame(rows)
-
-
-def paper_shares() -> list[float]:
-    """The share RECOVERY's table reports on each of its (graph, model) rows, from the published test
-    accuracies (results/reference/papers.csv)."""
-    from analysis.reference import load_reference
-
-    ref = load_reference()
-    ref = ref[(ref["table"] == RECOVERY["table"]) & ref["metric"].str.startswith("test_")]
-    shares = []
-    for _, g in ref.groupby(["dataset", "model"], sort=True):
-        value = {m.lower().replace("-", "_"): float(v) for m, v in zip(g["method"], g["value"])}
-        method, without, comparator = (value.get(RECOVERY[k]) for k in ("method", "without", "comparator"))
-        if None not in (method, without, comparator) and comparator != without:
-            shares.append((method - without) / (comparator - without))
-    return shares
-
-
-def recovered_markdown(r: pd.DataFrame) -> list[str]:
-    method, without, comparator = (RECOVERY[k] for k in ("method", "without", "comparator"))
-    shares = sorted(paper_shares())
-    published = (f"its {len(shares)} graph-model rows recover {100 * shares[0]:.0f}-{100 * shares[-1]:.0f} % "
-                 f"(median {100 * float(pd.Series(shares).median()):.0f} %; results/reference/papers.csv)"
-                 if shares else "its rows are not in results/reference/papers.csv")
-    return [f"### {method}'s own measure: the share of `{without}`'s loss to `{comparator}` it recovers", "",
-            f"LLCG's Table 1 reads ({method} − {without}) / ({comparator} − {without}): the share of what the "
-            f"local rounds lose against `{comparator}` (neighbours sampled from the whole graph) that the server's "
-            f"correction wins back; {published}, on Flickr, ogbn-proteins, ogbn-arxiv and Reddit at 8 workers, "
-            "thousands of training nodes a part. Other graphs, another regime: compare the shape, not the "
-            "number. Here each share is the ratio of the two paired means, seed by seed on the runs' own test "
-            "accuracy, with Fieller's 95 % interval (`paired.ratio`), unbounded where the denominator's interval "
-            "reaches 0.", "",
-            md_table(["regime", "P", f"`{comparator}` − `{without}`, pt", f"`{method}` − `{without}`, pt",
-                      "share recovered"],
-                     [[f"{x['dataset']} · {x['model']} · {x['partitioner']}", x["workers"], paired.interval(x["loss"]),
-                       paired.interval(x["gain"]), x["share"].text()]
-                      for x in r.sort_values(["partitioner", "workers"]).to_dict("records")]), ""]
 
 
 def _ended(r) -> str:
