@@ -339,6 +339,27 @@ def targets(runs_df: pd.DataFrame, target: float | None = None, metric: str = "b
     return out
 
 
+#: The former pages' fixed budgets checked validation every 5th epoch (the findings page 100 epochs, the scaling
+#: page 50: each study states its own).
+BUDGET_CHECK_EVERY = 5
+
+
+def test_at_budget(hist: pd.DataFrame, runs_df: pd.DataFrame, epochs: int,
+                   every: int = BUDGET_CHECK_EVERY) -> pd.Series:
+    """Per run of `runs_df` (aligned with it): the test accuracy at the best validation check (the first best)
+    among epochs every-1, 2*every-1, ... below `epochs`, read from the run's own history: what a run capped
+    there would have reported, since a run's first epochs do not depend on its cap. NaN without a check in the
+    budget, and for a run whose schedule reads the cap (the local rounds' K grows toward it when
+    `local_steps_rho` is not 1)."""
+    import pandas as pd
+
+    checked = hist[(hist["epoch"] < epochs) & ((hist["epoch"] + 1) % every == 0) & hist["val_acc"].notna()]
+    checked = checked.sort_values(["run", "epoch"])
+    best = checked.loc[checked.groupby("run")["val_acc"].idxmax()] if len(checked) else checked
+    at = runs_df["run"].map(dict(zip(best["run"], best["test_acc"])))
+    capped = runs_df["config"].map(lambda c: float((c.get("method") or {}).get("local_steps_rho") or 1) != 1.0)
+    return pd.Series([math.nan if c else v for v, c in zip(at, capped)], index=runs_df.index, dtype=float)
+
 def time_to_accuracy(hist: pd.DataFrame, runs_df: pd.DataFrame, target: float | None = None,
                      metric: str = "val_acc") -> pd.DataFrame:
     """Per run: the training time (s) and epoch at which `metric` first reached the target (NaN if

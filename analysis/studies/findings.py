@@ -133,6 +133,19 @@ def recovered_markdown(r: pd.DataFrame) -> list[str]:
                       for x in r.sort_values(["partitioner", "workers"]).to_dict("records")]), ""]
 
 
+#: The former page's fixed budget, kept as a secondary view (`records.test_at_budget`).
+FIXED_BUDGET_EPOCHS = 100
+
+
+def fixed_budget_words(epochs: int) -> str:
+    """How a page names the secondary view of `epochs` epochs."""
+    every = records.BUDGET_CHECK_EVERY
+    return (f"*fixed budget*, a secondary view: the former page's effect, the test accuracy at the best of "
+            f"{epochs // every} validation checks in the first {epochs} epochs (one every {every}th), read from the "
+            "same runs' histories (a run's first epochs do not depend on its cap), minus its reference's: it mixes "
+            "how fast a method learns with where it ends, so no verdict is read from it.")
+
+
 def at_largest_p(method: str, dataset: str, model: str) -> str:
     """`method`'s effect at the largest P of the scaling study on this dataset and model (METIS first),
     with its P, pairs and the scaling page's own verdict word where its table states one, from `SCALING`;
@@ -235,7 +248,9 @@ def table(recs: list[dict]) -> pd.DataFrame:
     about = records.abouts(recs)
     records.one_rate_each(runs, "findings")
     ok = runs[runs["status"] == "ok"]
-    timing = records.time_to_accuracy(records.history(recs), ok)
+    hist = records.history(recs)
+    timing = records.time_to_accuracy(hist, ok)
+    ok = ok.assign(test_at_budget=records.test_at_budget(hist, ok, FIXED_BUDGET_EPOCHS))  # a secondary view
     stats = regime(recs)
     rows = []
     for (dataset, model), here_dm in ok.groupby(["dataset", "model"], sort=True):
@@ -275,6 +290,9 @@ def table(recs: list[dict]) -> pd.DataFrame:
                          "differences": d_test if variant != against else [],
                          "p": paired.p_value(d_test) if variant != against else math.nan,
                          "val_effect": paired.effect(d_val) if variant != against else None,
+                         "budget_effect": (paired.effect(list(against_reference(here, variant, against,
+                                                                                "test_at_budget")))
+                                           if variant != against else None),
                          "comparator": comparator if comparator and len(d_cmp) else "",
                          "comparator_differences": d_cmp, "comparator_p": paired.p_value(d_cmp),
                          **how_runs_ended(g, timing),
@@ -387,7 +405,7 @@ def accuracy_markdown(t: pd.DataFrame) -> str:
     return md_table(["row", "what it isolates", "against", "lr (reference's)", "plateau effect, test (verdict)",
                      "validation effect, pt [95 % CI]", "against the paper's comparator (test)",
                      "seeds for ±0.5 pt", "epochs run (at cap)", "epochs to target", "optimiser steps to target",
-                     "test acc %"],
+                     f"fixed budget: test effect at {FIXED_BUDGET_EPOCHS} epochs, pt", "test acc %"],
                     [[f"`{r['row']}`", r["isolates"] or ("–" if r["default"] else "a variant"), reference(r), lr(r),
                       str(r["verdict"]) if r["verdict"] is not None else "–",
                       paired.interval(r["val_effect"]),
@@ -396,7 +414,7 @@ def accuracy_markdown(t: pd.DataFrame) -> str:
                       f"{fmt(r['epochs_run'], 0)} ({r['at_cap']}/{r['seeds']})",
                       fmt(r["epochs_to_target"], 0)
                       + (f" ({r['missed_target']} missed)" if r["missed_target"] else ""),
-                      fmt(r["steps_to_target"], 0),
+                      fmt(r["steps_to_target"], 0), paired.interval(r["budget_effect"]),
                       fmt(100 * r["test_acc"], 1, std=100 * r["test_acc_std"])]
                      for r in t.to_dict("records")])
 
@@ -439,10 +457,9 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              f"`experiment=findings`. Every run trains to a validation plateau: {_rule(t, recs)}, the same for a "
              "method and its reference; *epochs run* is the median over seeds, with how many ran to the cap (had "
              "not met the rule). Each run reports the model its stopping rule selects "
-             "(benchmarks/run/stopping.py). The fixed-budget effect (test accuracy at the best of a fixed number "
-             "of epochs, the former view of this page) is not computed by this preset any more; "
-             "`stopping=none eval_every=5 epochs=100` on the same preset gives it. *lr*: each family's learning "
-             "rate, chosen on validation before these runs (`sweep.lr_by_family`, experiment=lr_choice: "
+             "(benchmarks/run/stopping.py). " + fixed_budget_words(FIXED_BUDGET_EPOCHS)
+             + " *lr*: each family's learning rate, chosen on validation before these runs (`sweep.lr_by_family`, "
+             "experiment=lr_choice: "
              "docs/results/lr_choice.md), the reference's beside it where its family chose another; no method is "
              "compared at another family's rate.", "",
              "*train WS/rank × single*: the largest rank's training working set over `single`'s, means over seeds. "

@@ -33,9 +33,12 @@ import pandas as pd
 
 from analysis import figures, paired, records
 from analysis.markdown import fmt, image, md_table
-from analysis.studies.findings import (COMPARATORS, REGIME_KEYS, against_reference, how_runs_ended,
-                                       recovered_markdown, recovered_share, regime, regime_at, verdicts)
+from analysis.studies.findings import (COMPARATORS, REGIME_KEYS, against_reference, fixed_budget_words,
+                                       how_runs_ended, recovered_markdown, recovered_share, regime, regime_at,
+                                       verdicts)
 
+#: The former page's fixed budget, kept as a secondary view (`records.test_at_budget`).
+FIXED_BUDGET_EPOCHS = 50
 #: Traffic that is not the halo's: gradient and parameter sums, batch-norm statistics.
 SYNC = ("grad_allreduce", "param_avg", "norm")
 REFERENCE = "full_halo"
@@ -89,7 +92,9 @@ def table(recs: list[dict]) -> pd.DataFrame:
     ok["partitioner"] = ok["config"].map(lambda c: c.get("partitioner"))
     halo_per_node, kept = halo_rows_per_node(recs), kept_fraction(recs)
     stats = regime(recs)
-    timing = records.time_to_accuracy(records.history(recs), ok)
+    hist = records.history(recs)
+    timing = records.time_to_accuracy(hist, ok)
+    ok["test_at_budget"] = records.test_at_budget(hist, ok, FIXED_BUDGET_EPOCHS)  # a secondary view
     rows = []
     keys = ["dataset", "model", "partitioner", "setting", "workers"]
     for (dataset, model, partitioner, setting, workers), here in ok.groupby(keys, sort=True):
@@ -109,6 +114,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
             by_seed = against_reference(pool, variant, control.iloc[0], "test_acc")
             d = list(by_seed)
             d_val = list(against_reference(pool, variant, control.iloc[0], "val_acc"))
+            d_budget = list(against_reference(pool, variant, control.iloc[0], "test_at_budget"))
             comparator = COMPARATORS.get(method)
             d_cmp = paired.differences(here, variant, comparator, "test_acc") if comparator else []
             halo, total = _bytes(g)
@@ -120,7 +126,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
                          "effect": paired.effect(d), "differences": d, "p": paired.p_value(d),
                          "by_seed": dict(zip(by_seed.index.get_level_values("seed"), d)),
                          "acc_by_seed": dict(zip(g["seed"], g["test_acc"])),  # the runs' own, for `recovered_share`
-                         "val_effect": paired.effect(d_val),
+                         "val_effect": paired.effect(d_val), "budget_effect": paired.effect(d_budget),
                          # the method its paper set it beside (LLCG's Table 1: GGS), where it ran at this P
                          "comparator": comparator if comparator and len(d_cmp) else "",
                          "comparator_differences": d_cmp, "comparator_p": paired.p_value(d_cmp),
@@ -209,7 +215,9 @@ def markdown(t: pd.DataFrame) -> str:
     compared = bool(t["comparator"].astype(bool).any())  # and the paper's comparator only where it ran
     return md_table(["method", "P", "lr", "verdict: test effect vs control", "validation effect, pt", "p"]
                     + (["against the paper's comparator (test)"] if compared else []) + [
-                     "epochs run", "epochs to target", "steps to target", "halo rows / node", "cut fraction",
+                     "epochs run", "epochs to target", "steps to target",
+                     f"fixed budget: test effect at {FIXED_BUDGET_EPOCHS} epochs",
+                     "halo rows / node", "cut fraction",
                      "training nodes / part (min, mean)", "label skew (mean, max)", "halo bytes × full_halo",
                      "bytes × full_halo"]
                     + (["boundary rows kept (epoch 0)"] if kept else []),
@@ -218,7 +226,7 @@ def markdown(t: pd.DataFrame) -> str:
                      + ([f"vs `{r['comparator']}`: {r['comparator_verdict'].text}" if r["comparator"] else "–"]
                         if compared else []) + [_ended(r),
                       fmt(r["epochs_to_target"], 0) + (f" ({r['missed_target']} missed)" if r["missed_target"] else ""),
-                      fmt(r["steps_to_target"], 0),
+                      fmt(r["steps_to_target"], 0), paired.interval(r["budget_effect"]),
                       fmt(r["halo_rows_per_node"], 2), fmt(r["cut_fraction"], 3),
                       f"{fmt(r['train_nodes_min'], 0)}, {fmt(r['train_nodes_mean'], 1)}",
                       f"{fmt(r['label_skew_mean'], 2)}, {fmt(r['label_skew_max'], 2)}",
@@ -333,7 +341,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
                 "in Holm's correction. " if t["comparator"].astype(bool).any() else "") +
              "*epochs run*: median, with the runs the cap stopped; *epochs to target*: median epochs to 95 % of the "
              "best validation accuracy any run of the setting reached; *steps to target*: the optimiser steps in "
-             "those epochs (a local-rounds method takes several an epoch; LLCG's server corrections count). *halo "
+             "those epochs (a local-rounds method takes several an epoch; LLCG's server corrections count). "
+             + fixed_budget_words(FIXED_BUDGET_EPOCHS) + " *halo "
              "rows / node*: the halos of all ranks summed, over the graph's nodes; *cut fraction*: cut edges "
              "over edges; *training nodes / part*; *label skew*: total-variation distance of a part's training "
              "labels from the global mix. *halo bytes*: every training byte but the gradient and parameter sums, "

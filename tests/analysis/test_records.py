@@ -155,3 +155,21 @@ def test_late_validation_gain_tells_a_run_still_rising_from_one_that_levelled_of
     short = record("sar", 2, val=(0.5,))
     gains = rec.runs([rising, flat, short])["late_val_gain"]
     assert gains[0] == pytest.approx(0.8 - 0.6) and gains[1] == pytest.approx(0.0) and gains[2] != gains[2]
+
+
+def test_the_fixed_budget_reads_the_best_check_of_the_first_epochs_from_a_longer_runs_history(tmp_path):
+    """A run of 60 epochs whose validation peaks at epoch 55: within the budget (50 epochs, a check every 5th:
+    epochs 4, 9, ..., 49) its best check is epoch 9 (the first of two equal bests), and the test accuracy
+    there is what a 50-epoch run would have reported. A run whose K grows toward its cap reads NaN."""
+    val = [0.1] * 60
+    val[9], val[19], val[12], val[55] = 0.7, 0.7, 0.9, 0.95  # epoch 12 is no check; 19 ties 9 later
+    runs = [record("psgd_pa", 2, val=tuple(val), epochs=60),
+            record("psgd_pa", 2, seed=1, val=tuple(val), epochs=60, options={"local_steps_rho": 1.1}),
+            record("psgd_pa", 2, seed=2, val=(0.5,) * 3, epochs=3)]
+    recs = rec.load(write(tmp_path / "r", runs))
+    df = rec.runs(recs).sort_values("seed")
+    at = rec.test_at_budget(rec.history(recs), df, 50)
+    assert at.iloc[0] == pytest.approx(0.7 - 0.01)  # handmade records' test is val - 0.01
+    assert math.isnan(at.iloc[1])  # its first epochs depend on its cap
+    assert math.isnan(at.iloc[2])  # 3 epochs: no check at epoch 4
+    assert rec.test_at_budget(rec.history(recs), df, epochs=60, every=1).iloc[0] == pytest.approx(0.95 - 0.01)

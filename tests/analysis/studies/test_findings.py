@@ -160,7 +160,8 @@ def test_a_page_regenerated_from_its_records_equals_the_committed_one(tmp_path):
     for words in ("costs 5.0 [5.0, 5.0] pt (3 seeds)", "equivalent within ±1 pt", "not resolved",
                   "vs `ggs`: gains", "`psgd_pa on random parts`", "`bns_gcn boundary_fraction=0`",
                   "`llcg correction_steps=8`", "| metis | 2 | 0.100 | 0.050 | 68, 70.0, 72 |",
-                  "| random | 2 | 0.500 |", "is not computed by this preset any more",
+                  "| random | 2 | 0.500 |", "*fixed budget*, a secondary view",
+                  "| fixed budget: test effect at 100 epochs, pt |",
                   "stopping=plateau patience=100, cap 10 epochs, evaluated every epoch"):
         assert words in text, words
     assert (page.parent / "findings.csv").is_file()
