@@ -307,11 +307,16 @@ def scratch_folder() -> Path:
 def fit_link(times: dict[int, float]) -> tuple[float, float]:
     """(latency, bandwidth) of t = latency + bytes / bandwidth, least squares in relative error (each
     size weighs alike, so the small messages fix the latency and the large ones the bandwidth). A fit
-    whose latency is not positive takes the smallest message's time as the latency."""
+    whose latency is not positive takes the smallest message's time as the latency; one whose time per
+    byte is not positive (a loaded machine's noise larger than the sizes' effect) takes the largest
+    message's bytes over its time as the bandwidth, and the smallest message's time as the latency."""
     w = {n: 1 / t ** 2 for n, t in times.items()}
     sw, sn, snn = sum(w.values()), sum(w[n] * n for n in times), sum(w[n] * n * n for n in times)
     st, snt = sum(w[n] * t for n, t in times.items()), sum(w[n] * n * t for n, t in times.items())
     per_byte = (sw * snt - sn * st) / (sw * snn - sn * sn)
+    if per_byte <= 0:
+        largest = max(times)
+        return times[min(times)], largest / times[largest]
     latency = (st - per_byte * sn) / sw
     if latency <= 0:
         latency = times[min(times)]

@@ -150,6 +150,10 @@ def test_latency_and_bandwidth_fit():
     # Noise that pushes the fitted latency below zero: the smallest message's time stands in.
     latency, _ = fit_link({1 << 10: 1e-6, 1 << 20: 1e-3, 1 << 26: 0.07})
     assert latency == 1e-6
+    # Noise that makes the large messages look faster than the small (CI once fitted -2.5 GB/s): the largest
+    # message's rate stands in, and both figures stay positive, as a profile requires.
+    latency, bandwidth = fit_link({1 << 10: 3e-3, 1 << 20: 2e-3, 1 << 26: 1e-3})
+    assert latency == 3e-3 and bandwidth == pytest.approx((1 << 26) / 1e-3)
 
 
 def test_quick_calibration_writes_a_valid_profile(tmp_path):
