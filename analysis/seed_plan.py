@@ -77,6 +77,12 @@ def _lines(label: str, v, needed: int, first: int, cap: int, study: str, chosen:
                 [f"experiment={study}", *chosen, "sweep.variants=[[]]", "seed=" + ",".join(map(str, more))])]
 
 
+def _needed(v, first_stage: int) -> int | None:
+    """The seeds a row's verdict `v` asks for (a row of fewer than 2 pairs: the first stage's), None where it
+    has them already."""
+    needed = v.seeds_needed if v.n >= 2 else max(first_stage, 2)
+    return None if needed is None or needed <= v.n else needed
+
 def _first_new_seed(runs: pd.DataFrame) -> int:
     return int(pd.Series(runs["seed"]).max()) + 1 if len(runs) else 0
 
@@ -112,8 +118,8 @@ def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
             v = row.get("verdict")
             if v is None:
                 continue
-            needed = v.seeds_needed if v.n >= 2 else max(first_stage, 2)
-            if needed is None or needed <= v.n:
+            needed = _needed(v, first_stage)
+            if needed is None:
                 continue
             runs = runs_of(row, [row.get("partitioner")])
             label = f"{row.get('row', row['method'])} ({row['dataset']}, {row['model']}, P={int(row['workers'])})"
@@ -124,8 +130,8 @@ def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
         between = scaling.between_partitioners(t) if study == "scaling" else pd.DataFrame()
         for row in between.to_dict("records"):
             v = row["verdict"]
-            needed = v.seeds_needed if v.n >= 2 else max(first_stage, 2)
-            if needed is None or needed <= v.n:
+            needed = _needed(v, first_stage)
+            if needed is None:
                 continue
             both = [scaling.BASELINE_PARTITIONER, row["partitioner"]]
             runs = runs_of(row, both)
