@@ -22,6 +22,7 @@ Every options class is frozen: what was validated is what runs.
 from __future__ import annotations
 
 import copy
+import functools
 import dataclasses
 import math
 import types
@@ -97,7 +98,7 @@ def validate(options_cls: type[Options], values: dict, run=None, section: str = 
     if missing:
         prefix = f"{section}." if section else ""
         raise UserError(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(prefix + m for m in missing)}")
-    hints = typing.get_type_hints(options_cls)
+    hints = type_hints(options_cls)
     for key, value in values.items():
         if key in fields:
             _check(f"{section}.{key}" if section else key, value, hints[key], fields[key].metadata)
@@ -112,9 +113,16 @@ def as_dict(options: Options, declared_by: type[Options] | None = None) -> dict:
     `dropout=0.0` are one configuration, one record name. `declared_by`: only the fields that class
     declares (a subclass's object)."""
     cls = declared_by or type(options)
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     return {f.name: _as_declared(copy.deepcopy(getattr(options, f.name)), hints[f.name])
             for f in dataclasses.fields(cls)}
+
+
+@functools.cache
+def type_hints(options_cls: type[Options]) -> dict:
+    """`typing.get_type_hints(options_cls)`, once a class: a class's annotations are fixed when it is made, and
+    evaluating them (string annotations, `from __future__ import annotations`) was most of a sweep's checks."""
+    return typing.get_type_hints(options_cls)
 
 
 def defaults(options_cls: type[Options]) -> dict:

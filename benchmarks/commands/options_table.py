@@ -8,14 +8,13 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-import typing
 
 from omegaconf import OmegaConf
 
 from benchmarks.run.config import SAVER_AXES, SAVERS, RunOptions
 from benchmarks.core.datasets import SyntheticOptions
 from benchmarks.core.models import ModelOptions
-from benchmarks.base.options import allowed, type_name
+from benchmarks.base.options import allowed, type_hints, type_name
 from benchmarks.run.record import NON_SEMANTIC
 from benchmarks.base.registry import CONF, GROUPS, group_options
 from benchmarks.commands.sweep import Bisect
@@ -52,7 +51,7 @@ def _default(f: dataclasses.Field) -> str:
 
 
 def _table(prefix: str, options_cls: type) -> str:
-    hints = typing.get_type_hints(options_cls)
+    hints = type_hints(options_cls)
     rows = [_row(f"`{prefix}{f.name}`", type_name(hints[f.name]), _default(f), allowed(hints[f.name], f.metadata),
                  f.metadata["doc"]) for f in dataclasses.fields(options_cls)]
     return "\n".join([COLUMNS, *rows])
