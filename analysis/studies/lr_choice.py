@@ -54,14 +54,15 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              fmt(r["val_mean"], 1, std=r["val_sd"]),
              f"{r['runs']}" + (f" ({r['failed']} failed)" if r["failed"] else ""), r["capped"],
              "**chosen**" if r["chosen"] else ""] for r in table.to_dict("records")]
-    gaps = []
+    gaps: dict[tuple[str, str], list[str]] = {}  # per graph and model: each family's lead
     for (dataset, model, family), g in table.dropna(subset=["val_mean"]).groupby(["dataset", "model", "family"]):
         ranked = g.sort_values("val_mean", ascending=False)
         if len(ranked) > 1:
             best, runner_up = ranked.iloc[0], ranked.iloc[1]
             lead = best["val_mean"] - runner_up["val_mean"]
-            gaps.append(f"{family} {lead:.1f} pt over lr {runner_up['lr']:g}"
-                        + (" (less than the runs' SD)" if lead < max(best["val_sd"], runner_up["val_sd"]) else ""))
+            gaps.setdefault((dataset, model), []).append(
+                f"{family} {lead:.1f} pt over lr {runner_up['lr']:g}"
+                + (" (less than the runs' SD)" if lead < max(best["val_sd"], runner_up["val_sd"]) else ""))
     mappings = [f"{dataset} · {model}:\n\n```yaml\n  lr_by_family:\n"
                 + "\n".join(f"    {family}: {lr:g}" for family, lr in chosen.items()) + "\n```"
                 for (dataset, model), chosen in lr_by_family(table).items()]
@@ -72,7 +73,9 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
             "family's runs) is chosen; test accuracy is not read. `capped`: runs the cap stopped (still improving).",
             "", md_table(["graph", "model", "family", "members run", "lr", "validation accuracy %", "runs",
                           "capped", ""], rows), "",
-            "The chosen rate's lead over the next: " + "; ".join(gaps) + ". A lead smaller than the runs' spread "
+            "The chosen rate's lead over the next: "
+            + "; ".join(f"{dataset} · {model}: " + ", ".join(leads) for (dataset, model), leads in gaps.items())
+            + ". A lead smaller than the runs' spread "
             "is the rule's choice, not a finding that the rate matters: it only fixes each family's rate before "
             "the comparisons, on validation, the same way for every family.", "",
             "The mapping a comparison preset of that graph and model copies into its `sweep` section:", "",
