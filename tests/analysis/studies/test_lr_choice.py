@@ -47,3 +47,13 @@ def test_the_page_states_the_rule_and_ends_with_the_mapping_to_copy():
     assert text.rstrip().endswith("cora · sage:\n\n```yaml\n  lr_by_family:\n    FullGraphMethod: 0.01\n"
                                   "    LocalRounds: 0.03\n"
                                   "    PartitionParallelMethod: 0.003\n```")
+
+
+def test_with_two_graphs_each_familys_lead_is_named_with_its_graph():
+    other = _records()
+    for r in other:
+        r["dataset"] = "cora-full"
+    text = "\n".join(lr_choice.section(_records() + other, Path("/tmp/lr-choice-test")))
+    leads = next(line for line in text.splitlines() if line.startswith("The chosen rate's lead over the next: "))
+    assert leads.count("cora · sage: FullGraphMethod ") == 1 and leads.count("; cora-full · sage: FullGraphMethod ") == 1
+    assert "cora · sage:\n\n```yaml" in text and "cora-full · sage:\n\n```yaml" in text
