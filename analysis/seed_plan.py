@@ -87,14 +87,38 @@ def _first_new_seed(runs: pd.DataFrame) -> int:
     return int(pd.Series(runs["seed"]).max()) + 1 if len(runs) else 0
 
 
+def _rates(runs: pd.DataFrame, study: str) -> list[str]:
+    """`sweep.lr_by_family={...}` where the rates `runs` trained at (their sweep's mapping) are not what
+    experiment=<study> gives: a preset of another graph (experiment=scaling_cora_full) chose its own, and the
+    plan's sweep, on experiment=<study>, would train the new seeds at the study preset's."""
+    from benchmarks.commands.composition import config_of
+
+    theirs = (runs["config"].iloc[0].get("sweep") or {}).get("lr_by_family") if len(runs) else None
+    if not theirs or theirs == (config_of([f"experiment={study}"]).get("sweep") or {}).get("lr_by_family"):
+        return []
+    return ["sweep.lr_by_family={" + ",".join(f"{family}:{lr:g}" for family, lr in sorted(theirs.items())) + "}"]
+
+
+def _one_sweep(sides: list[list[str]]) -> list[list[str]]:
+    """Two sides' overrides as one sweep where they differ in one override only (`partitioner=metis,random`),
+    else each its own (another graph's rates: `dataset=cora` and `dataset=cora-full` each with its preset's)."""
+    a, b = sides
+    differ = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    if len(a) != len(b) or len(differ) != 1 or a[differ[0]].split("=")[0] != b[differ[0]].split("=")[0]:
+        return sides
+    i = differ[0]
+    return [[*a[:i], a[i] + "," + b[i].split("=", 1)[1], *a[i + 1:]]]
+
+
 def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
     """The lines `seeds` prints: per row that needs more seeds, a comment with its verdict and the command
     that runs them (seeds numbered on from the largest any run of the row has). A row with fewer than 2 pairs
     is run to the first stage's seeds (the most any row of the page has); a row measured against `single`
-    rather than a control of its own runs `single` on the new seeds too (a sweep adds controls, not `single`).
-    The scaling study's rows between partitioners (`scaling.between_partitioners`) are planned the same way:
-    each runs its seeds on both partitioners, numbered on from the largest either side has, so that the
-    seeds pair across them."""
+    rather than a control of its own runs `single` on the new seeds too (a sweep adds controls, not `single`);
+    a row whose runs trained at rates another preset chose says so (`_rates`).
+    The scaling study's rows between partitioners and between splits (`scaling.between`) are planned the same
+    way: each runs its seeds on both sides, numbered on from the largest either side has, so that the seeds
+    pair across them (one sweep where the sides differ in one override, `partitioner=metis,random`)."""
     from analysis.studies import scaling
 
     lines = []
@@ -109,8 +133,8 @@ def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
         default_partitioner = main.iloc[0].get("partitioner") if len(main) else None
         first_stage = max((v.n for v in t["verdict"] if v is not None), default=0)
 
-        def runs_of(row: dict, partitioners) -> pd.DataFrame:
-            return seeds[(seeds["variant"] == row["method"]) & (seeds["dataset"] == row["dataset"])
+        def runs_of(row: dict, dataset: str, partitioners) -> pd.DataFrame:
+            return seeds[(seeds["variant"] == row["method"]) & (seeds["dataset"] == dataset)
                          & (seeds["model"] == row["model"]) & (seeds["workers"] == row["workers"])
                          & (seeds["partitioner"].isin(partitioners) if "partitioner" in row else True)]
 
@@ -121,24 +145,28 @@ def plan(recs: list[dict], cap: int = DEFAULT_CAP) -> list[str]:
             needed = _needed(v, first_stage)
             if needed is None:
                 continue
-            runs = runs_of(row, [row.get("partitioner")])
+            runs = runs_of(row, row["dataset"], [row.get("partitioner")])
             label = f"{row.get('row', row['method'])} ({row['dataset']}, {row['model']}, P={int(row['workers'])})"
             chosen = overrides(row, default_partitioner, runs["config"].iloc[0] if len(runs) else {})
             if row.get("reference") == "single" and " " not in str(row["method"]):
                 chosen[0] += ",single"  # `single` is this row's reference, not a control the sweep adds
-            lines += _lines(label, v, needed, _first_new_seed(runs), cap, study, chosen)
-        between = scaling.between_partitioners(t) if study == "scaling" else pd.DataFrame()
-        for row in between.to_dict("records"):
-            v = row["verdict"]
-            needed = _needed(v, first_stage)
-            if needed is None:
-                continue
-            both = [scaling.BASELINE_PARTITIONER, row["partitioner"]]
-            runs = runs_of(row, both)
-            label = (f"{row['method']} ({row['dataset']}, {row['model']}, P={int(row['workers'])}), "
-                     f"{row['partitioner']} against {both[0]} parts")
-            # the partitioner named as an axis over both sides: `partitioner=metis,random`
-            chosen = overrides({**row, "partitioner": ",".join(both)}, None,
-                               runs["config"].iloc[0] if len(runs) else {})
-            lines += _lines(label, v, needed, _first_new_seed(runs), cap, study, chosen)
+            lines += _lines(label, v, needed, _first_new_seed(runs), cap, study, chosen + _rates(runs, study))
+        for axis in (scaling.BASELINES if study == "scaling" else {}):
+            for row in scaling.between(t, axis).to_dict("records"):
+                v = row["verdict"]
+                needed = _needed(v, first_stage)
+                if needed is None:
+                    continue
+                both = [(row["baseline_dataset"], row["baseline_partitioner"]), (row["dataset"], row["partitioner"])]
+                runs = [runs_of(row, dataset, [partitioner]) for dataset, partitioner in both]
+                label = (f"{row['method']} ({row['dataset']}, {row['model']}, P={int(row['workers'])}), "
+                         + (f"{row['other']} against {row['baseline']} parts" if axis == "partitioner" else
+                            f"the {row['other']} split against the {row['baseline']}"))
+                # each side's overrides, the partitioner named on both (`partitioner=metis,random`)
+                sides = [overrides({**row, "dataset": dataset, "partitioner": partitioner}, None,
+                                   side["config"].iloc[0] if len(side) else {}) + _rates(side, study)
+                         for (dataset, partitioner), side in zip(both, runs)]
+                first = _first_new_seed(pd.concat(runs))
+                for i, chosen in enumerate(_one_sweep(sides)):  # the row's comment once, above its first sweep
+                    lines += _lines(label, v, needed, first, cap, study, chosen)[1 if i else 0:]
     return lines or ["# every row is resolved, shown equivalent, or has the seeds its target needs"]

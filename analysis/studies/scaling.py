@@ -150,33 +150,53 @@ def table(recs: list[dict]) -> pd.DataFrame:
 #: The partitioner every other is read against where one setting ran on several: the suite's default
 #: (conf/config.yaml), which the findings page and the user's statistics files use unless they say otherwise.
 BASELINE_PARTITIONER = "metis"
-#: What moves with the partitioner, shown on both sides of each row (the columns `regime_at` fills).
+#: The axes a row is read along, each against its baseline value, a table each: the partitioner (another against
+#: METIS's parts) and the training split (the full split against the public one, on the same graph).
+BASELINES = {"partitioner": BASELINE_PARTITIONER, "split": "public"}
+#: How each axis's values read in a table's columns and heading.
+SIDE = {"partitioner": "{} parts", "split": "the {} split"}
+#: What moves along an axis, shown on both sides of each row (the columns `regime_at` fills).
 MOVES = (("label skew (mean)", "label_skew_mean", 2), ("cut fraction", "cut_fraction", 3),
          ("training nodes / part (min)", "train_nodes_min", 0), ("halo rows / node", "halo_rows_per_node", 2))
 
 
-def between_partitioners(t: pd.DataFrame) -> pd.DataFrame:
-    """Per (dataset, model, method or variant, P) measured on BASELINE_PARTITIONER and another partitioner:
-    the effect against the control on the other minus the effect on the baseline, seed by seed (a seed fixes
-    the initial weights and dropout masks on both: each side is itself a paired difference, so this is a
-    difference of differences), read by `paired.verdict` at the study's declared margin (`study_margin_pt`, not
-    a paper's claim: this asks whether the cost moved) with Holm's correction over the comparisons of one
-    (dataset, model, other partitioner) (a family of its own: whether the partitioner changes an approximation's
-    cost), beside what moved between the two partitions (MOVES). No cause is named: a partitioner changes them
-    together. Where several settings share a key the first is read (a scaling folder holds one a regime)."""
+def split_of(dataset: str) -> tuple[str, str]:
+    """(graph, split) of a dataset's name: `cora-full` is Cora with the full split (benchmarks/core/datasets.py
+    `planetoid_full`), `cora` Cora with the public one."""
+    graph = dataset.removesuffix("-full")
+    return graph, "full" if graph != dataset else "public"
+
+
+def between(t: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """Per (graph, model, the other axes' values, method or variant, P) measured at `axis`'s baseline value
+    (BASELINES) and at another: the effect against the control on the other minus the effect on the baseline,
+    seed by seed (a seed fixes the initial weights and dropout masks on both: each side is itself a paired
+    difference, so this is a difference of differences), read by `paired.verdict` at the study's declared margin
+    (`study_margin_pt`, not a paper's claim: this asks whether the cost moved) with Holm's correction over the
+    comparisons of one (dataset, model, partitioner) of the other side (a family of its own: whether the axis
+    changes an approximation's cost), beside what moved between the two sides (MOVES). No cause is named: a
+    partitioner, or a split, changes several of them together. Where several settings share a key the first is
+    read (a scaling folder holds one a regime). Each row names both sides' `dataset` and `partitioner`
+    (`baseline_dataset`, `baseline_partitioner`), `other` (the axis's value on the other side) and `baseline`."""
+    if t.empty:
+        return pd.DataFrame()
+    t = t.assign(graph=[split_of(d)[0] for d in t["dataset"]], split=[split_of(d)[1] for d in t["dataset"]])
+    fixed = ["graph", "model", *(a for a in BASELINES if a != axis), "method", "workers"]
     rows = []
-    for (dataset, model, method, workers), g in t.groupby(["dataset", "model", "method", "workers"], sort=True):
-        base = g[g["partitioner"] == BASELINE_PARTITIONER]
+    for _, g in t.groupby(fixed, sort=True):
+        base = g[g[axis] == BASELINES[axis]]
         if base.empty:
             continue
         b = base.iloc[0]
-        for _, o in g[g["partitioner"] != BASELINE_PARTITIONER].iterrows():
+        for _, o in g[g[axis] != BASELINES[axis]].iterrows():
             seeds = sorted(set(b["by_seed"]) & set(o["by_seed"]))
             d = [o["by_seed"][seed] - b["by_seed"][seed] for seed in seeds]
-            rows.append({"dataset": dataset, "model": model, "method": method, "workers": int(workers),
-                         "partitioner": o["partitioner"], "baseline_effect": b["effect"], "effect": o["effect"],
-                         "differences": d, "change": paired.effect(d), "p": paired.p_value(d),
-                         "margin_pt": o["margin_pt"],
+            rows.append({"dataset": o["dataset"], "model": o["model"], "partitioner": o["partitioner"],
+                         "method": o["method"], "workers": int(o["workers"]), "axis": axis, "other": o[axis],
+                         "baseline": BASELINES[axis], "baseline_dataset": b["dataset"],
+                         "baseline_partitioner": b["partitioner"], "baseline_effect": b["effect"],
+                         "effect": o["effect"], "differences": d, "change": paired.effect(d),
+                         "p": paired.p_value(d), "margin_pt": o["margin_pt"],
                          **{f"{k}_{side}": r[k] for _, k, _ in MOVES for side, r in (("baseline", b), ("other", o))}})
     out = pd.DataFrame(rows)
     if out.empty:
@@ -192,16 +212,40 @@ def between_partitioners(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def between_markdown(b: pd.DataFrame) -> str:
-    """One (dataset, model, other partitioner)'s rows of `between_partitioners`."""
-    other = b["partitioner"].iloc[0]
-    return md_table(["method", "P", f"effect on {BASELINE_PARTITIONER}", f"effect on {other}",
-                     f"{other} − {BASELINE_PARTITIONER} (same seeds)"]
-                    + [f"{name}: {BASELINE_PARTITIONER} → {other}" for name, _, _ in MOVES],
+    """One family's rows of `between` (one axis, one (dataset, model, partitioner) on the other side)."""
+    axis, other, base = b["axis"].iloc[0], b["other"].iloc[0], b["baseline"].iloc[0]
+    return md_table(["method", "P", f"effect on {SIDE[axis].format(base)}", f"effect on {SIDE[axis].format(other)}",
+                     f"{other} − {base} (same seeds)"]
+                    + [f"{name}: {base} → {other}" for name, _, _ in MOVES],
                     [[f"`{r['method']}`", r["workers"], paired.interval(r["baseline_effect"]),
                       paired.interval(r["effect"]), r["verdict"].text]
                      + [f"{fmt(r[f'{k}_baseline'], digits)} → {fmt(r[f'{k}_other'], digits)}"
                         for _, k, digits in MOVES]
                      for r in b.sort_values(["method", "workers"]).to_dict("records")])
+
+
+def between_words(b: pd.DataFrame, n: int) -> list[str]:
+    """A `between` family's heading and the paragraph above its table (`n`: its comparisons, for Holm)."""
+    r = b.iloc[0]
+    axis, other, base = r["axis"], r["other"], r["baseline"]
+    if axis == "partitioner":
+        heading = (f"### Between partitioners: {r['dataset']} · {r['model']}, the same rows on {other} parts "
+                   f"against {base} parts")
+        moved = ("the partitioner changes label skew, the cut, training nodes per part and the halo together, so "
+                 "no row here names one of them as the cause.")
+    else:
+        heading = (f"### Between splits: {split_of(r['dataset'])[0]} · {r['model']} · {r['partitioner']}, the same "
+                   f"rows with the {other} split against the {base} split")
+        moved = ("the split changes how many nodes train, in every part, and so their label skew, on the same "
+                 "graph; the parts, the cut and the halo are shown on both sides, and the model a run reports is "
+                 "chosen on a validation set the two splits share. No row here names one of these as the cause.")
+    return [heading, "",
+            f"Each row: the effect against the control on {SIDE[axis].format(other)} minus the effect on "
+            f"{SIDE[axis].format(base)}, seed by seed (a seed fixes the initial weights and dropout masks on both "
+            "sides, and each side is a paired difference already), read by the same verdict at the study's "
+            f"declared margin, with Holm's correction over this table's {n} comparisons, a family of its own "
+            f"(does the {axis} change what the approximation costs?). Beside it, what moved between the two: "
+            + moved, ""]
 
 
 def _ended(r) -> str:
@@ -355,19 +399,10 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
         parts += [f"### {' · '.join(key)}", "", _counted(g, t.attrs["families"][key]), "", markdown(g), ""]
     parts += ["The verdicts along P, in words (no cause is named; an attribution row's name says what it changes):",
               "", *curve_in_words(t), ""]
-    b = between_partitioners(t)
-    for (dataset, model, other), g in ([] if b.empty else b.groupby(REGIME_KEYS, sort=True)):
-        parts += [f"### Between partitioners: {dataset} · {model}, the same rows on {other} parts against "
-                  f"{BASELINE_PARTITIONER} parts", "",
-                  f"Each row: the effect against the control on {other} parts minus the effect on "
-                  f"{BASELINE_PARTITIONER}'s, seed by seed (a seed fixes the initial weights and dropout masks on "
-                  "both sides, and each side is a paired difference already), read by the same verdict at the "
-                  "study's declared margin, with Holm's correction over this table's "
-                  f"{b.attrs['families'][(dataset, model, other)]} comparisons, a family of its own (does the "
-                  "partitioner change what the approximation costs?). Beside it, what moved between the two "
-                  "partitions: the partitioner changes label skew, the cut, training nodes per part and the halo "
-                  "together, so no row here names one of them as the cause.", "",
-                  between_markdown(g), ""]
+    for axis in BASELINES:
+        b = between(t, axis)
+        for key, g in ([] if b.empty else b.groupby(REGIME_KEYS, sort=True)):
+            parts += [*between_words(g, b.attrs["families"][key]), between_markdown(g), ""]
     recovered = recovered_share(t)
     if not recovered.empty:
         parts += recovered_markdown(recovered)

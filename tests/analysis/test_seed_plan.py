@@ -112,3 +112,30 @@ def test_a_row_between_partitioners_runs_its_seeds_on_both_and_a_rows_seeds_are_
     (own,) = [line for line in lines if line.startswith("python") and line.split("'")[0].endswith(
         "workers=8 partitioner=random ")]
     assert "seed=3,4," in own  # numbered on from the random row's seeds (0-2), not METIS's
+
+
+def test_a_row_between_splits_runs_its_seeds_on_both_graphs_each_at_the_rates_its_preset_chose(tmp_path):
+    """The full split costs 1.0, 2.5, 4.5 points at P=8 where the public split's cost 3.0, 2.5, 3.5: the
+    difference (+2.0, 0, -1.0) is not resolved, so new seeds run on both, Cora at experiment=scaling's rates
+    and cora-full at the rates its own preset chose (the records' `sweep.lr_by_family`), one sweep each."""
+    from benchmarks.commands.composition import config_of
+    from tests.analysis.studies import test_scaling
+
+    full_rates = {"FullGraphMethod": 0.003, "LocalRounds": 0.03}
+    public = test_scaling._records()
+    full = test_scaling._records({2: (0.0, 0.0, 0.0), 8: (-1.0, -2.5, -4.5)}, skew=0.05, dataset="cora-full")
+    for r in public:
+        r["config"]["sweep"] = config_of(["experiment=scaling"])["sweep"]
+    for r in full:
+        r["config"]["sweep"] = {"lr_by_family": full_rates}
+    lines = plan(records.load(write(tmp_path / "records", public + full)), cap=30)
+    at = [i for i, line in enumerate(lines) if "the full split against the public" in line]
+    assert len(at) == 1 and "(cora-full, sage, P=8)" in lines[at[0]] and "not resolved" in lines[at[0]]
+    cora, cora_full = lines[at[0] + 1], lines[at[0] + 2]
+    assert cora.startswith("python -m benchmarks.commands.sweep experiment=scaling method=bns_gcn dataset=cora "
+                           "model=sage workers=8 partitioner=metis 'sweep.variants=[[]]' seed=3,4,")
+    assert cora_full.startswith("python -m benchmarks.commands.sweep experiment=scaling method=bns_gcn "
+                                "dataset=cora-full model=sage workers=8 partitioner=metis "
+                                "'sweep.lr_by_family={FullGraphMethod:0.003,LocalRounds:0.03}' "
+                                "'sweep.variants=[[]]' seed=3,4,")
+    assert cora.split("seed=")[1] == cora_full.split("seed=")[1]  # the same seeds: they pair

@@ -19,13 +19,13 @@ CONTROL = "bns_gcn boundary_fraction=1.0"
 GAP = {2: (0.0, 0.0, 0.0), 8: (-3.0, -2.5, -3.5)}
 
 
-def _records(gap: dict = GAP, partitioner: str = "metis", skew: float = 0.3) -> list[dict]:
+def _records(gap: dict = GAP, partitioner: str = "metis", skew: float = 0.3, dataset: str = "cora") -> list[dict]:
     out = []
     for workers, gaps in gap.items():
         for seed, gap in enumerate(gaps):
             def run(method, options=None, control=None, acc=0.80, comm=10 ** 6, halo=0.75):
                 by_cat = {"halo_fwd": int(comm * 2 * halo), "grad_allreduce": int(comm * 2 * (1 - halo))}  # 2 epochs
-                r = record(method, workers=workers, seed=seed, options=options, dataset="cora",
+                r = record(method, workers=workers, seed=seed, options=options, dataset=dataset,
                            extra={**STUDY, "partitioner": partitioner}, val=(0.3, acc + 0.01), comm=comm, by_cat=by_cat)
                 r["control"], r["about"] = control, about(method)
                 r["partition"] = {"halo_nodes_per_rank": [100 * workers] * workers,
@@ -176,7 +176,7 @@ def test_the_same_rows_on_another_partitioner_read_against_metis_seed_by_seed(tm
     t = scaling.table(recs)
     assert sorted(set(zip(t["partitioner"], t["workers"]))) == [("metis", 2), ("metis", 8), ("random", 2),
                                                                  ("random", 8)]
-    b = scaling.between_partitioners(t).set_index("workers")
+    b = scaling.between(t, "partitioner").set_index("workers")
     assert list(b.index) == [2, 8] and set(b["partitioner"]) == {"random"}
     # a difference of differences by seed: 2.0, 1.7, 2.1 points
     assert b.loc[8, "change"].mean == pytest.approx((0.020 + 0.017 + 0.021) / 3)
@@ -191,13 +191,33 @@ def test_the_same_rows_on_another_partitioner_read_against_metis_seed_by_seed(tm
     # seeds pair across partitioners by seed: a seed one side lacks is left out
     fewer = _records() + [r for r in _records({8: (-1.0, -0.8, -1.4)}, partitioner="random", skew=0.1)
                           if r["seed"] != 1]
-    b2 = scaling.between_partitioners(scaling.table(fewer)).set_index("workers")
+    b2 = scaling.between(scaling.table(fewer), "partitioner").set_index("workers")
     assert b2.loc[8, "differences"] == pytest.approx([0.020, 0.021]) and b2.loc[8, "change"].n == 2
     page = "\n".join(scaling.section(recs, tmp_path))
     assert "### cora · sage · random" in page and "| random − metis (same seeds) |" in page
     assert page.count(" comparisons: ") == 2  # one count a regime's section
     assert "### Between partitioners: cora · sage, the same rows on random parts against metis parts" in page
     assert "| 2.40 → 0.80 |" in page  # the label skew on each side
+
+
+def test_the_same_rows_with_the_full_split_read_against_the_public_split_seed_by_seed(tmp_path):
+    # Cora's full split on the same METIS parts: the approximation costs 1.0, 0.8, 1.4 points at P=8
+    recs = _records() + _records({2: (0.0, 0.0, 0.0), 8: (-1.0, -0.8, -1.4)}, skew=0.05, dataset="cora-full")
+    t = scaling.table(recs)
+    assert scaling.split_of("cora-full") == ("cora", "full") and scaling.split_of("cora") == ("cora", "public")
+    assert scaling.between(t, "partitioner").empty  # one partitioner: nothing between partitioners
+    b = scaling.between(t, "split").set_index("workers")
+    assert list(b.index) == [2, 8] and set(b["dataset"]) == {"cora-full"} and set(b["baseline_dataset"]) == {"cora"}
+    assert set(b["other"]) == {"full"} and set(b["partitioner"]) == {"metis"}
+    assert b.loc[8, "change"].mean == pytest.approx((0.020 + 0.017 + 0.021) / 3)
+    assert b.loc[8, "verdict"].word == "gains" and b.attrs["families"] == {("cora-full", "sage", "metis"): 2}
+    assert t.attrs["families"] == {("cora", "sage", "metis"): 2, ("cora-full", "sage", "metis"): 2}
+    page = "\n".join(scaling.section(recs, tmp_path))
+    assert "### cora-full · sage · metis" in page and "| full − public (same seeds) |" in page
+    assert ("### Between splits: cora · sage · metis, the same rows with the full split against the public split"
+            in page) and "with Holm's correction over this table's 2 comparisons" in page
+    assert "| 2.40 → 0.40 |" in page  # the label skew on each side at P=8
+    assert "### Between partitioners" not in page
 
 
 def test_llcgs_own_measure_is_the_share_of_psgd_pas_loss_to_ggs_it_recovers(tmp_path):
