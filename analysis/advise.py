@@ -252,9 +252,10 @@ def regime_text(regime: dict) -> str:
 def nearest(accuracy: list[dict], p: int, here: float | None, skew: float | None = None) -> tuple[dict | None, str]:
     """The measured row of `accuracy` that applies at `p` workers on a graph whose statistic there is
     `here` (`statistic_here`) and label skew `skew` (`skew_here`; None: not known), and where it was measured:
-    among the regimes that hold the graph (`inside`), the row whose statistic is nearest `here` (then whose P is
-    nearest `p`, in ratio), `at P=w, halo rows/node x (here y)`, with the skew where both state it. Where no
-    regime holds it, a row that says so and why, which `recommend.effect_status` reads as NOT_IN_REGIME:
+    among the regimes that hold the graph (`inside`), the row whose statistic is nearest `here` (then whose label
+    skew is nearest `skew` where both state one, then whose P is nearest `p`, in ratio), `at P=w, halo rows/node
+    x (here y)`, with the skew where both state it. Where no regime holds it, a row that says so and why,
+    which `recommend.effect_status` reads as NOT_IN_REGIME:
     `{"not_in_regime": "measured: cora metis, P=2..8, halo rows/node 0.099-0.293; here: 4.85 at P=16"}`.
     (None, "") where nothing was measured."""
     measured = [f for f in accuracy if f["workers"]]
@@ -268,8 +269,11 @@ def nearest(accuracy: list[dict], p: int, here: float | None, skew: float | None
             f", {SKEW_NAME} {number(skew)}" if skew is not None else "")
         return {"not_in_regime": f"measured: {'; '.join(map(regime_text, measured_regimes))}; here: {figure} at "
                                  f"P={p}", "effect_pt": None}, ""
+    def skew_gap(f) -> float:  # two regimes at one statistic (a graph's two splits share its parts): the skew decides
+        return 0.0 if skew is None or f.get(SKEW) is None else abs(f[SKEW] - skew)
+
     best = min((f for f in measured if (f["dataset"], f.get("partitioner")) in held and f.get(STATISTIC) is not None),
-               key=lambda f: (abs(f[STATISTIC] - here), abs(math.log2(f["workers"] / p))))
+               key=lambda f: (abs(f[STATISTIC] - here), skew_gap(f), abs(math.log2(f["workers"] / p))))
     where = f"at P={int(best['workers'])}, {STATISTIC_NAME} {number(best[STATISTIC])} (here {number(here)})"
     if skew is not None and best.get(SKEW) is not None:
         where += f", {SKEW_NAME} {number(best[SKEW])} (here {number(skew)})"

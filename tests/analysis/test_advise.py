@@ -246,6 +246,11 @@ def test_an_effect_inside_its_regime_is_carried_and_one_outside_says_not_measure
                                       "0.18, label skew 0.05 at P=4")
     assert advise.nearest(skewed, 4, 0.18)[0] is skewed[1]  # the graph's file states no skew: not checked
     assert advise.nearest(rows, 4, 0.18, 0.05)[0] is rows[1]  # nor where the rows state none
+    # two splits of one graph share its parts and so the statistic: the row of the nearer skew is carried
+    splits = skewed + [{**r, "dataset": "cora-full", "label_skew_mean": k} for r, k in zip(rows, (0.30, 0.40, 0.50))]
+    assert advise.nearest(splits, 4, 0.17, 0.41)[0] is splits[4] and advise.nearest(splits, 4, 0.17, 0.45)[0] is \
+        splits[1]
+    assert advise.nearest(splits, 4, 0.17)[0] is splits[1]  # no skew known: the first stated, as before
     unstated = [{**r, "halo_rows_per_node": None} for r in rows]
     assert "halo rows/node not stated" in advise.effect(advise.nearest(unstated, 4, 0.17)[0])
     assert advise.nearest([], 4, 0.1) == (None, "")

@@ -55,5 +55,6 @@ def test_with_two_graphs_each_familys_lead_is_named_with_its_graph():
         r["dataset"] = "cora-full"
     text = "\n".join(lr_choice.section(_records() + other, Path("/tmp/lr-choice-test")))
     leads = next(line for line in text.splitlines() if line.startswith("The chosen rate's lead over the next: "))
-    assert leads.count("cora · sage: FullGraphMethod ") == 1 and leads.count("; cora-full · sage: FullGraphMethod ") == 1
+    assert leads.count("cora · sage: FullGraphMethod ") == 1
+    assert leads.count("; cora-full · sage: FullGraphMethod ") == 1
     assert "cora · sage:\n\n```yaml" in text and "cora-full · sage:\n\n```yaml" in text
