@@ -41,8 +41,20 @@ def test_tost_passes_exactly_when_the_90_percent_interval_lies_inside_the_margin
 def test_tost_degenerate_samples():
     assert math.isnan(paired.tost([0.01], 1.0))
     assert math.isnan(paired.tost([], 1.0))
-    assert paired.tost([0.002] * 4, 1.0) == 0.0   # every pair equal, inside +-1 pt
-    assert paired.tost([0.02] * 4, 1.0) == 1.0    # every pair equal, outside
+    assert paired.tost([0.002] * 4, 1.0) < 0.001   # every pair equal, inside +-1 pt
+    assert paired.tost([0.02] * 4, 1.0) > 0.999    # every pair equal, outside
+
+
+def test_equal_differences_on_two_seeds_are_not_a_resolved_effect():
+    """Accuracies on 1,000 test nodes move in 0.1 pt steps, so two seeds whose differences both came out +0.2 pt
+    have not measured an SD of 0: the SD is floored at the rounding noise (SD_FLOOR), the interval at 2 seeds
+    reaches 0, and the verdict is not a gain; at 5 equal seeds of -6 pt the cost is resolved."""
+    two = paired.verdict([0.002, 0.002], rejected=paired.p_value([0.002, 0.002]) < 0.05)
+    assert two.word == "not resolved" and paired.effect([0.002, 0.002]).low < 0 < paired.effect([0.002, 0.002]).high
+    five = [-0.06] * 5
+    assert paired.verdict(five, rejected=paired.p_value(five) < 0.05).word == "costs"
+    assert paired.p_value([0.0, 0.0, 0.0]) == 1.0 and paired.verdict([0.0] * 3, rejected=False).word == "equivalent"
+    assert paired.p_value([0.01, 0.02, 0.03]) == pytest.approx(0.0742, abs=1e-4)  # above the floor: the t-test
 
 
 def test_seed_plan_against_hand_computation():

@@ -86,7 +86,7 @@ def test_the_curve_in_words_and_the_published_table():
     lines = scaling.curve_in_words(t)
     # the verdicts along P, grouped by word; no cause named
     assert lines == ["- cora · sage · metis: `bns_gcn` equivalent within ±1 pt at P=2; costs at P=8 (P=2: equivalent "
-                     "within ±1 pt: +0.0 [+0.0, +0.0] (3 seeds); P=8: costs 3.0 [1.8, 4.2] pt (3 seeds))"]
+                     "within ±1 pt: +0.0 [-0.1, +0.1] (3 seeds); P=8: costs 3.0 [1.8, 4.2] pt (3 seeds))"]
     csv = scaling.csv(_records()).set_index("workers")
     assert csv.loc[8, "effect_pt"] == -3.0 and csv.loc[8, "pairs"] == 3 and bool(csv.loc[8, "holm"])
     assert csv.loc[2, "kept_fraction"] == round(2 / 31, 4)
