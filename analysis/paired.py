@@ -350,6 +350,7 @@ def verdict(differences, *, rejected: bool, margin_pt: float = MARGIN_POINTS, cl
         return Verdict("untestable", f"untestable here: {interval} ({seeds}); ±{claim_pt:g} pt needs "
                        f"{'more than' if need.capped else 'about'} {need.n} seeds", n, need.n)
     need = seeds_for_half_width(sd_pt, half_width_pt)
+    need = SeedPlan(max(need.n, MIN_PAIRS), need.capped)  # a verdict reads MIN_PAIRS at least
     if need.n <= n:  # the interval is already that narrow: more seeds would not settle it at this target
         return Verdict("not resolved", f"not resolved: {interval} ({seeds})", n)
     return Verdict("not resolved", f"not resolved: {interval} ({seeds}); ±{half_width_pt:g} pt needs "

@@ -51,6 +51,7 @@ def test_equal_differences_on_two_seeds_are_not_a_resolved_effect():
     reaches 0, and the verdict is not a gain; at 5 equal seeds of -6 pt the cost is resolved."""
     two = paired.verdict([0.002, 0.002], rejected=paired.p_value([0.002, 0.002]) < 0.05)
     assert two.word == "not resolved" and paired.effect([0.002, 0.002]).low < 0 < paired.effect([0.002, 0.002]).high
+    assert two.seeds_needed == 3 and two.text.endswith("±0.5 pt needs about 3 seeds")  # the fewest a verdict reads
     five = [-0.06] * 5
     assert paired.verdict(five, rejected=paired.p_value(five) < 0.05).word == "costs"
     assert paired.p_value([0.0, 0.0, 0.0]) == 1.0 and paired.verdict([0.0] * 3, rejected=False).word == "equivalent"
