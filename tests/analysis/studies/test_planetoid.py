@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from analysis import paired
 from analysis.studies import planetoid
 from tests.analysis.handmade import record
 
@@ -31,12 +32,13 @@ def test_each_transform_gets_its_interval_and_the_preprocessing_its_paired_effec
     assert row["regime"].n == 3 and row["regime"].mean == pytest.approx(0.81)
     assert row["raw"].mean == pytest.approx(0.79)
     assert row["effect"].n == 3 and row["effect"].mean == pytest.approx(0.02)
-    assert row["effect"].low == pytest.approx(0.02)  # every pair differs by 2 points: a zero-width interval
+    # every pair differs by 2 points: the SD at its floor (paired.SD_FLOOR), an interval of +-0.1 point
+    assert row["effect"].low == pytest.approx(0.02 - 4.303 * paired.SD_FLOOR / 3 ** 0.5, abs=1e-5)
     assert row["stopping"] == "window" and row["selected_epoch"] == 2
     papers = {p["source"]: p for p in row["papers"]}
     kipf = papers["arXiv 1609.02907 Table 2 (Kipf & Welling)"]
     assert kipf["value"] == 81.5
     assert kipf["differs"] == ["model.bias ?≠false"]  # every other key of the paper's regime is the run's
     page = planetoid.markdown(planetoid.table(recs))
-    assert "81.0 [" in page and "+2.0 [+2.0, +2.0] (3, resolved)" in page
+    assert "81.0 [" in page and "+2.0 [+1.9, +2.1] (3, resolved)" in page
     assert "81.5 (arXiv 1609.02907 Table 2 (Kipf & Welling), inside the interval" in page
