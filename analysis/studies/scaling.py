@@ -180,7 +180,8 @@ def between(t: pd.DataFrame, axis: str) -> pd.DataFrame:
     (`baseline_dataset`, `baseline_partitioner`), `other` (the axis's value on the other side) and `baseline`."""
     if t.empty:
         return pd.DataFrame()
-    t = t.assign(graph=[split_of(d)[0] for d in t["dataset"]], split=[split_of(d)[1] for d in t["dataset"]])
+    graphs, splits = zip(*map(split_of, t["dataset"]))
+    t = t.assign(graph=list(graphs), split=list(splits))
     fixed = ["graph", "model", *(a for a in BASELINES if a != axis), "method", "workers"]
     rows = []
     for _, g in t.groupby(fixed, sort=True):
