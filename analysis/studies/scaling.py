@@ -237,8 +237,8 @@ def between_words(b: pd.DataFrame, n: int) -> list[str]:
     else:
         heading = (f"### Between splits: {split_of(r['dataset'])[0]} · {r['model']} · {r['partitioner']}, the same "
                    f"rows with the {other} split against the {base} split")
-        moved = ("the split changes how many nodes train, in every part, and so their label skew, on the same "
-                 "graph; the parts, the cut and the halo are shown on both sides, and the model a run reports is "
+        moved = ("the split changes how many nodes train, in every part, and may change their label skew, on the "
+                 "same graph; the parts, the cut and the halo are shown on both sides, and the model a run reports is "
                  "chosen on a validation set the two splits share. No row here names one of these as the cause.")
     return [heading, "",
             f"Each row: the effect against the control on {SIDE[axis].format(other)} minus the effect on "
