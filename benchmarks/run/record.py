@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.core.comm import NOT_TRAINING
-from benchmarks.run.config import SAVER_AXES, RunConfig, moved_savers
+from benchmarks.run.config import SAVER_AXES, RunConfig, flat, moved_savers, schema_defaults
 from benchmarks import PROJECT_ROOT
 from benchmarks.run.methods_table import about
 from benchmarks.base.options import RESERVED
@@ -50,8 +50,36 @@ RUN_ID = "GNNBENCH_RUN_ID"
 
 
 def config_hash(cfg: dict) -> str:
-    """`cfg`: a complete configuration (`RunConfig.as_dict`)."""
-    return _digest({k: v for k, v in cfg.items() if k not in NON_SEMANTIC}, 10)
+    """`cfg`: a complete configuration (`RunConfig.as_dict`, or a record's stored one). What it hashes leaves
+    out every option at its schema's default, so an option added later (at a default that keeps what ran
+    before) leaves each earlier record's name as it was: a sweep resumes on records made before it, and a
+    study's records (tracked by git, results/README.md) are extended rather than run again. A default
+    that changes is caught on resume instead (`ok_record`: the record's stored config must agree)."""
+    return _digest(_moved_from_defaults({k: v for k, v in cfg.items() if k not in NON_SEMANTIC}), 10)
+
+
+def _moved_from_defaults(cfg: dict) -> dict:
+    """`cfg` less every key at its schema default (a section keeps its choice: `name`, `plugin`)."""
+    given = schema_defaults(cfg)
+    moved = {}
+    for key, value in cfg.items():
+        if isinstance(value, dict):
+            default = given.get(key, {})
+            moved[key] = {k: v for k, v in value.items() if k in RESERVED or k not in default or default[k] != v}
+        elif key not in given or given[key] != value:
+            moved[key] = value
+    return moved
+
+
+def same_run(stored: dict, cfg: dict) -> bool:
+    """Whether a record's stored configuration `stored` is that of the run `cfg` (`RunConfig.as_dict`): equal
+    on every key both have (an option the record predates is taken to be at its default, as `config_hash`
+    takes it), the keys of where things are aside."""
+    def comparable(c):
+        return flat(json.loads(json.dumps({k: v for k, v in c.items() if k not in NON_SEMANTIC},
+                                          sort_keys=True, default=str)))
+    a, b = comparable(stored), comparable(cfg)
+    return all(a[k] == b[k] for k in a.keys() & b.keys())
 
 
 def setting_config(cfg: dict) -> dict:
@@ -98,11 +126,15 @@ def processes_of(run: RunConfig) -> int:
     return 1 if run.method_cls.single_process else run.workers
 
 
-def ok_record(path: Path) -> dict | None:
-    """The record at `path` if it exists and its run succeeded (what a resumed sweep skips)."""
+def ok_record(path: Path, cfg: dict | None = None) -> dict | None:
+    """The record at `path` if it exists and its run succeeded (what a resumed sweep skips); given the
+    run's configuration `cfg` (`RunConfig.as_dict`), only if the record ran that configuration (`same_run`:
+    a default changed since it ran leaves the name as it was, and the run is then made again)."""
     try:
         record = json.loads(Path(path).read_text())
     except (OSError, ValueError):
+        return None
+    if cfg is not None and not same_run(record.get("config") or {}, cfg):
         return None
     return record if record.get("status") == "ok" else None
 

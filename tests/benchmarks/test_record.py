@@ -3,6 +3,7 @@ writes (fields analysis reads, history kept on failure); plus the launch plan's 
 No process is spawned."""
 from __future__ import annotations
 
+import copy
 import json
 import re
 
@@ -11,8 +12,8 @@ import pytest
 from benchmarks.run.config import check
 from benchmarks.base.errors import UserError
 from benchmarks.run.method import method_defaults
-from benchmarks.run.record import RecordBuilder, config_hash, record_path, setting_config, summarize, variant_label, \
-    warmup_dropped
+from benchmarks.run.record import RecordBuilder, config_hash, ok_record, record_path, setting_config, summarize, \
+    variant_label, warmup_dropped
 from benchmarks.run.runner import plan, run
 from tests.conftest import SMALL_SYNTHETIC
 
@@ -46,6 +47,34 @@ def test_setting_leaves_out_the_comparison_axes_and_where_things_are(make_cfg):
     assert config_hash(a) != config_hash(b)
     assert setting_config(make_cfg("hidden=32")) != setting_config(a)
     assert record_path(check(a)).name.startswith("synthetic-sage-full_halo-w2-s0-")
+
+
+def test_a_record_keeps_its_name_when_an_option_is_added_at_its_default(make_cfg):
+    # A record made before an option existed lacks it; at the option's default it is the same run, the same
+    # name, so a sweep resumes on it (tracked study records are extended, not run again).
+    def full(*overrides):
+        return check(make_cfg("method=bns_gcn", "workers=2", "seed=0", *overrides)).as_dict()
+    cfg = full()
+    older = copy.deepcopy(cfg)
+    del older["method"]["boundary_fraction"], older["model"]["heads"], older["eval_every"]
+    assert config_hash(older) == config_hash(cfg)
+    assert config_hash(full("method.boundary_fraction=0")) != config_hash(cfg)
+    assert config_hash(full("eval_every=5")) != config_hash(cfg)
+
+
+def test_a_resume_takes_a_record_only_of_the_same_configuration(make_cfg, tmp_path):
+    cfg = check(make_cfg("method=full_halo", "workers=2", "seed=0")).as_dict()
+    path = tmp_path / "r.json"
+    stored = copy.deepcopy(cfg)
+    del stored["model"]["heads"]  # made before `model.heads` existed: taken to be at its default
+    path.write_text(json.dumps({"status": "ok", "config": stored}))
+    assert ok_record(path, cfg) is not None and ok_record(path) is not None
+    moved = copy.deepcopy(cfg)
+    moved["lr"] = cfg["lr"] * 2  # a default changed since the record ran: same name, another run
+    path.write_text(json.dumps({"status": "ok", "config": {**stored, "lr": moved["lr"]}}))
+    assert ok_record(path, cfg) is None and ok_record(path, moved) is not None
+    moved["results_dir"] = "/elsewhere"  # where things are is not what ran
+    assert ok_record(path, moved) is not None
 
 
 def test_warmup_drops_at_least_one_epoch_and_never_all():
