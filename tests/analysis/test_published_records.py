@@ -1,0 +1,85 @@
+"""Every results page ships with the records it was read from: a page's folder of records
+(`python -m analysis report <folder> --publish <page>`, named in its head) is tracked by git, holds
+as many records as the page says it read, and publishing again from them gives the same page.
+
+A later session extends a study by running its sweep into that folder (the sweep resumes on the
+records there, same paths) and publishing again; before records were tracked (until 2026-12-07) every
+new machine lost them, and a study could only be rerun whole. The pages published before then are
+listed in NOT_KEPT until each is regenerated."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Pages published before records were tracked, their records lost with the machine that ran them;
+#: each leaves this list when its sweep is rerun from one clean commit and published with its records.
+NOT_KEPT = {
+    "docs/results/families.md": "87 runs of b390dc5fed",
+    "docs/results/feature_cache.md": "26 runs of 002c50bc14",
+    "docs/results/findings.md": "320 runs of 7fa927eafa",
+    "docs/results/gas.md": "90 runs of 1688b03da5 and 2648bb9052, some dirty",
+    "docs/results/kernels.md": "8 runs of 0a95156a60",
+    "docs/results/lr_choice.md": "144 runs of 3da11eb655 and 7f060c7dc9",
+    "docs/results/planetoid.md": "120 runs of 0e930244d8, 2648bb9052, 697788711b, d60d68c85c, e1d6e1d8f7, some dirty",
+    "docs/results/scaling.md": "807 runs of 4812986352, 5dbb6033ac, a175237db5 and b81f56e3b7",
+}
+#: Pages whose records are anyone's scratch, never tracked: `make run` writes the quickstart's, and a
+#: shipped record would make a user's `make run` resume on it instead of running.
+SCRATCH = {"docs/results/quickstart.md": "make run"}
+
+COMMAND = re.compile(r"^python -m analysis report (\S+) --publish (\S+)$", re.M)
+RECORDS = re.compile(r"^- Records: (\d+) runs", re.M)
+
+
+def _pages() -> list[tuple[str, str, int]]:
+    """(page, its records' folder, the records it says it read), every generated page."""
+    found = []
+    for page in sorted((ROOT / "docs" / "results").rglob("*.md")):
+        text = page.read_text()
+        command = COMMAND.search(text)
+        if command:
+            found.append((command.group(2), command.group(1), int(RECORDS.search(text).group(1))))
+    return found
+
+
+def _tracked(folder: str) -> list[str]:
+    out = subprocess.run(["git", "ls-files", "--", f"{folder}/*.json"], cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"not a git checkout: {out.stderr.strip()}")
+    return out.stdout.split()
+
+
+KEPT = [p for p in _pages() if p[0] not in NOT_KEPT and p[0] not in SCRATCH]
+
+
+def test_every_page_is_kept_with_its_records_or_listed_with_why_not():
+    pages = {p[0] for p in _pages()}
+    assert pages, "no generated page found under docs/results"
+    assert set(NOT_KEPT) | set(SCRATCH) <= pages, "a page listed here is gone: take it off the list"
+
+
+@pytest.mark.parametrize("page,folder,n", KEPT, ids=[p[0] for p in KEPT])
+def test_a_page_tracks_the_records_it_says_it_read(page, folder, n):
+    tracked = _tracked(folder)
+    assert len(tracked) == n, (
+        f"{page} says it read {n} records; git tracks {len(tracked)} under {folder}/: publish from the folder "
+        f"as committed and commit both (`.gitignore` un-ignores each published folder)")
+
+
+@pytest.mark.parametrize("page,folder,n", KEPT, ids=[p[0] for p in KEPT])
+def test_publishing_again_from_the_tracked_records_gives_the_same_page(page, folder, n, tmp_path, monkeypatch):
+    from analysis.report import publish
+    _tracked(folder)
+    (tmp_path / Path(folder).parent).mkdir(parents=True, exist_ok=True)
+    (tmp_path / folder).symlink_to(ROOT / folder)
+    monkeypatch.chdir(tmp_path)  # the page names both paths as given, relative to the project
+    publish(folder, page)
+    assert (tmp_path / page).read_text() == (ROOT / page).read_text()
+    csv = Path(page).with_suffix(".csv")
+    if (ROOT / csv).exists():
+        assert (tmp_path / csv).read_text() == (ROOT / csv).read_text()
