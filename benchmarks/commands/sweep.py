@@ -335,7 +335,7 @@ def kept(run) -> dict | None:
     """This run's `ok` record when it exists and resume is on (what a resumed sweep skips)."""
     from benchmarks.run.record import ok_record
 
-    return ok_record(path_of(run), run.as_dict()) if run.resume else None
+    return ok_record(path_of(run)) if run.resume else None
 
 
 #: `GNNBENCH_SWEEP_FORK=off`: every run of a sweep starts as a fresh `python -m benchmarks` process

@@ -221,25 +221,6 @@ class RunConfig(RunOptions):
                 "method": {**method, **as_dict(self.method)}}
 
 
-def schema_defaults(cfg: dict) -> dict:
-    """What the schema gives each key of the configuration `cfg` (a `RunConfig.as_dict()` or a record's
-    stored one) where nothing sets it: the top level's and, for each section, its choice's options' (the
-    method's plugin's, the dataset's). A section whose choice is unknown here (a record of a plugin since
-    removed) gets none."""
-    found = defaults(RunOptions)
-    for section, value in cfg.items():
-        if not isinstance(value, dict):
-            continue
-        try:
-            options_cls = {"dataset": lambda: datasets.options(value["name"]), "model": lambda: ModelOptions,
-                           "method": lambda: method_class(value["name"]).Options,
-                           **{saver: (lambda c=c: c) for saver, c in SAVERS.items()}}[section]()
-        except (KeyError, UserError):
-            options_cls = None
-        found[section] = defaults(options_cls) if options_cls is not None else {}
-    return found
-
-
 def check(cfg: dict) -> RunConfig:
     """Hold every key of the composed run config `cfg` to the schema and return it typed; nothing is
     loaded and nothing about this machine is asked (`runner.plan` adds that). UserError otherwise.

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.core.comm import NOT_TRAINING
-from benchmarks.run.config import SAVER_AXES, RunConfig, flat, moved_savers, schema_defaults
+from benchmarks.run.config import SAVER_AXES, RunConfig, moved_savers
 from benchmarks import PROJECT_ROOT
 from benchmarks.run.methods_table import about
 from benchmarks.base.options import RESERVED
@@ -49,37 +49,36 @@ AXES = ("method", "workers", "seed", "lr", *SAVER_AXES)
 RUN_ID = "GNNBENCH_RUN_ID"
 
 
+#: Options added since run records began to be kept with their results pages (2026-12-07), each with the value
+#: that runs as before it existed: `method.<plugin>.<option>` for a method's, the dotted key (`model.heads`,
+#: `epochs`) for any other; a new section is its options plus the section itself at `{}`. A configuration
+#: holding that value hashes as one that lacks the key, so every record made before keeps its name and a sweep
+#: resumes on it (results/README.md). tests/benchmarks/test_record.py holds the schema's keys to the list of
+#: tests/benchmarks/data/hashed_keys.json, so an option added without an entry here fails there. A default that
+#: changes needs nothing: the value is hashed, so the same command names another run.
+ADDED_OPTIONS: dict[str, object] = {}
+
+
 def config_hash(cfg: dict) -> str:
-    """`cfg`: a complete configuration (`RunConfig.as_dict`, or a record's stored one). What it hashes leaves
-    out every option at its schema's default, so an option added later (at a default that keeps what ran
-    before) leaves each earlier record's name as it was: a sweep resumes on records made before it, and a
-    study's records (tracked by git, results/README.md) are extended rather than run again. A default
-    that changes is caught on resume instead (`ok_record`: the record's stored config must agree)."""
-    return _digest(_moved_from_defaults({k: v for k, v in cfg.items() if k not in NON_SEMANTIC}), 10)
+    """`cfg`: a complete configuration (`RunConfig.as_dict`, or a record's stored one)."""
+    return _digest(_without_added({k: v for k, v in cfg.items() if k not in NON_SEMANTIC}), 10)
 
 
-def _moved_from_defaults(cfg: dict) -> dict:
-    """`cfg` less every key at its schema default (a section keeps its choice: `name`, `plugin`)."""
-    given = schema_defaults(cfg)
-    moved = {}
-    for key, value in cfg.items():
-        if isinstance(value, dict):
-            default = given.get(key, {})
-            moved[key] = {k: v for k, v in value.items() if k in RESERVED or k not in default or default[k] != v}
-        elif key not in given or given[key] != value:
-            moved[key] = value
-    return moved
-
-
-def same_run(stored: dict, cfg: dict) -> bool:
-    """Whether a record's stored configuration `stored` is that of the run `cfg` (`RunConfig.as_dict`): equal
-    on every key both have (an option the record predates is taken to be at its default, as `config_hash`
-    takes it), the keys of where things are aside."""
-    def comparable(c):
-        return flat(json.loads(json.dumps({k: v for k, v in c.items() if k not in NON_SEMANTIC},
-                                          sort_keys=True, default=str)))
-    a, b = comparable(stored), comparable(cfg)
-    return all(a[k] == b[k] for k in a.keys() & b.keys())
+def _without_added(cfg: dict) -> dict:
+    """`cfg` less each option of ADDED_OPTIONS that holds the value it ran as before it existed (a section's
+    options before the section: a new section emptied so is dropped whole)."""
+    cfg = {k: dict(v) if isinstance(v, dict) else v for k, v in cfg.items()}
+    plugin = (cfg.get("method") or {}).get("plugin") or (cfg.get("method") or {}).get("name")
+    for key, value in sorted(ADDED_OPTIONS.items(), key=lambda kv: -kv[0].count(".")):
+        section, _, option = key.rpartition(".")
+        if section.startswith("method."):  # one plugin's option
+            section, _, owner = section.partition(".")
+            if owner != plugin:
+                continue
+        holder = cfg.get(section) if section else cfg
+        if isinstance(holder, dict) and option in holder and holder[option] == value:
+            del holder[option]
+    return cfg
 
 
 def setting_config(cfg: dict) -> dict:
@@ -126,28 +125,25 @@ def processes_of(run: RunConfig) -> int:
     return 1 if run.method_cls.single_process else run.workers
 
 
-def ok_record(path: Path, cfg: dict | None = None) -> dict | None:
-    """The record at `path` if it exists and its run succeeded (what a resumed sweep skips); given the
-    run's configuration `cfg` (`RunConfig.as_dict`), only if the record ran that configuration (`same_run`:
-    a default changed since it ran leaves the name as it was, and the run is then made again)."""
+def ok_record(path: Path) -> dict | None:
+    """The record at `path` if it exists and its run succeeded (what a resumed sweep skips)."""
     try:
         record = json.loads(Path(path).read_text())
     except (OSError, ValueError):
-        return None
-    if cfg is not None and not same_run(record.get("config") or {}, cfg):
         return None
     return record if record.get("status") == "ok" else None
 
 
 def git_commit() -> str | None:
     """HEAD, with `-dirty` when tracked files differ from it: a record (and a results page) must not
-    name a commit whose code did not make it."""
+    name a commit whose code did not make it. Records and pages (`results/`, `docs/`) are not code: a sweep
+    that rewrites a tracked record (a failed one run again) leaves its later records clean."""
     try:
         def git(*args):
             return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
                                   timeout=5).stdout.strip()
         head = git("rev-parse", "HEAD")
-        return head and head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+        return head and head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!docs") else "")
     except (OSError, subprocess.SubprocessError):
         return None
 

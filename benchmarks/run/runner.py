@@ -158,7 +158,7 @@ def run(cfg: dict, log=print, preflight=None) -> tuple[Path, dict]:
     with stop_on_signals():
         if under_torchrun():
             return _run_torchrun(p, log, preflight)
-        done = ok_record(p.path, cfg.as_dict()) if cfg.resume else None
+        done = ok_record(p.path) if cfg.resume else None
         if done is not None:  # a resumed sweep runs only what is missing (failed records are rerun)
             log(f"skipped: {p.path} already holds an ok record (resume=false runs it again)")
             return p.path, done

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+from pathlib import Path
 
 import pytest
 
 from benchmarks.run.config import check
 from benchmarks.base.errors import UserError
 from benchmarks.run.method import method_defaults
-from benchmarks.run.record import RecordBuilder, config_hash, ok_record, record_path, setting_config, summarize, \
-    variant_label, warmup_dropped
+from benchmarks.run import record
+from benchmarks.run.record import RecordBuilder, config_hash, record_path, setting_config, summarize, variant_label, \
+    warmup_dropped
 from benchmarks.run.runner import plan, run
 from tests.conftest import SMALL_SYNTHETIC
 
@@ -49,32 +52,57 @@ def test_setting_leaves_out_the_comparison_axes_and_where_things_are(make_cfg):
     assert record_path(check(a)).name.startswith("synthetic-sage-full_halo-w2-s0-")
 
 
-def test_a_record_keeps_its_name_when_an_option_is_added_at_its_default(make_cfg):
-    # A record made before an option existed lacks it; at the option's default it is the same run, the same
-    # name, so a sweep resumes on it (tracked study records are extended, not run again).
-    def full(*overrides):
-        return check(make_cfg("method=bns_gcn", "workers=2", "seed=0", *overrides)).as_dict()
-    cfg = full()
-    older = copy.deepcopy(cfg)
-    del older["method"]["boundary_fraction"], older["model"]["heads"], older["eval_every"]
-    assert config_hash(older) == config_hash(cfg)
-    assert config_hash(full("method.boundary_fraction=0")) != config_hash(cfg)
-    assert config_hash(full("eval_every=5")) != config_hash(cfg)
+HASHED_KEYS = Path(__file__).parent / "data" / "hashed_keys.json"
 
 
-def test_a_resume_takes_a_record_only_of_the_same_configuration(make_cfg, tmp_path):
-    cfg = check(make_cfg("method=full_halo", "workers=2", "seed=0")).as_dict()
-    path = tmp_path / "r.json"
-    stored = copy.deepcopy(cfg)
-    del stored["model"]["heads"]  # made before `model.heads` existed: taken to be at its default
-    path.write_text(json.dumps({"status": "ok", "config": stored}))
-    assert ok_record(path, cfg) is not None and ok_record(path) is not None
-    moved = copy.deepcopy(cfg)
-    moved["lr"] = cfg["lr"] * 2  # a default changed since the record ran: same name, another run
-    path.write_text(json.dumps({"status": "ok", "config": {**stored, "lr": moved["lr"]}}))
-    assert ok_record(path, cfg) is None and ok_record(path, moved) is not None
-    moved["results_dir"] = "/elsewhere"  # where things are is not what ran
-    assert ok_record(path, moved) is not None
+def schema_keys() -> dict:
+    """Every key a record's name hashes, by section (a method's by its plugin): what the schema declares today."""
+    from dataclasses import fields
+
+    from benchmarks.base.registry import method_names
+    from benchmarks.core import datasets
+    from benchmarks.core.models import MemoryOptions, ModelOptions
+    from benchmarks.core.quantize import CommOptions
+    from benchmarks.run.config import RunOptions
+    from benchmarks.run.method import method_class
+    from benchmarks.run.record import NON_SEMANTIC
+
+    def names(cls):
+        return sorted(f.name for f in fields(cls))
+    plugins = {method_class(m).__module__.rpartition(".")[2]: method_class(m).Options for m in method_names()}
+    return {"top": sorted(set(names(RunOptions)) - set(NON_SEMANTIC)), "dataset": names(datasets.SyntheticOptions),
+            "model": names(ModelOptions), "memory": names(MemoryOptions), "comm": names(CommOptions),
+            "method": {plugin: names(cls) for plugin, cls in sorted(plugins.items())}}
+
+
+def test_every_option_added_since_records_are_kept_is_listed_with_the_value_that_runs_as_before():
+    # A record's name hashes every option; an option added later changes every configuration, so without an entry in
+    # record.ADDED_OPTIONS every kept record would lose its name and a sweep would run it again beside the old one.
+    if os.environ.get("GNNBENCH_UPDATE_KEYS"):  # renames every record: only where that is meant
+        HASHED_KEYS.write_text(json.dumps(schema_keys(), indent=1, sort_keys=True) + "\n")
+    kept, now = json.loads(HASHED_KEYS.read_text()), schema_keys()
+    added = [f"{section}.{key}" for section in ("top", "dataset", "model", "memory", "comm")
+             for key in now[section] if key not in kept.get(section, [])]
+    added += [f"method.{plugin}.{key}" for plugin, keys in now["method"].items() if plugin in kept["method"]
+              for key in keys if key not in kept["method"][plugin]]  # a new plugin has no record to keep
+    added = [key.removeprefix("top.") for key in added]
+    missing = [key for key in added if key not in record.ADDED_OPTIONS]
+    assert not missing, (f"options added since records are kept: {', '.join(missing)}; list each in "
+                         "benchmarks/run/record.py ADDED_OPTIONS with the value that runs as before it existed")
+
+
+def test_an_added_option_at_its_former_behaviour_keeps_the_record_name(make_cfg, monkeypatch):
+    cfg = check(make_cfg("method=bns_gcn", "workers=2", "seed=0")).as_dict()
+    before = copy.deepcopy(cfg)
+    del before["method"]["boundary_fraction"], before["eval_every"], before["comm"]
+    monkeypatch.setattr(record, "ADDED_OPTIONS", {
+        "method.bns_gcn.boundary_fraction": cfg["method"]["boundary_fraction"], "eval_every": cfg["eval_every"],
+        "comm": {}, **{f"comm.{k}": v for k, v in cfg["comm"].items()}})
+    assert config_hash(before) == config_hash(cfg)
+    assert config_hash({**cfg, "eval_every": cfg["eval_every"] + 1}) != config_hash(cfg)
+    other = copy.deepcopy(cfg)  # another plugin's option of that name is not the added one
+    other["method"] = {"name": "full_halo", "boundary_fraction": cfg["method"]["boundary_fraction"]}
+    assert config_hash(other) != config_hash({**other, "method": {"name": "full_halo"}})
 
 
 def test_warmup_drops_at_least_one_epoch_and_never_all():
