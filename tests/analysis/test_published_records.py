@@ -20,7 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 #: each leaves this list when its sweep is rerun from one clean commit and published with its records.
 NOT_KEPT = {
     "docs/results/families.md": "87 runs of b390dc5fed",
-    "docs/results/feature_cache.md": "26 runs of 002c50bc14",
     "docs/results/findings.md": "320 runs of 7fa927eafa",
     "docs/results/gas.md": "90 runs of 1688b03da5 and 2648bb9052, some dirty",
     "docs/results/kernels.md": "8 runs of 0a95156a60",
