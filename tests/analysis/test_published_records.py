@@ -24,7 +24,6 @@ NOT_KEPT = {
     "docs/results/gas.md": "90 runs of 1688b03da5 and 2648bb9052, some dirty",
     "docs/results/kernels.md": "8 runs of 0a95156a60",
     "docs/results/lr_choice.md": "144 runs of 3da11eb655 and 7f060c7dc9",
-    "docs/results/planetoid.md": "120 runs of 0e930244d8, 2648bb9052, 697788711b, d60d68c85c, e1d6e1d8f7, some dirty",
     "docs/results/scaling.md": "807 runs of 4812986352, 5dbb6033ac, a175237db5 and b81f56e3b7",
 }
 #: Pages whose records are anyone's scratch, never tracked: `make run` writes the quickstart's, and a
