@@ -143,7 +143,8 @@ def git_commit() -> str | None:
             return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
                                   timeout=5).stdout.strip()
         head = git("rev-parse", "HEAD")
-        return head and head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!docs") else "")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results", ":!docs")
+        return head and head + ("-dirty" if changed else "")
     except (OSError, subprocess.SubprocessError):
         return None
 
