@@ -66,6 +66,8 @@ def build(results_dir, out_dir=None, target_acc: float | None = None) -> Path:
 #: which a later `publish` of that page knows the folder is its own to replace. A folder without it
 #: (the records being published, anyone's notes) is never touched: `publish` refuses the page.
 MARK = ".publication"
+#: The folder of a page's own folder that holds the records the page was read from.
+RECORDS = "records"
 
 
 def page_in_the_way(page) -> str | None:
@@ -83,7 +85,8 @@ def page_in_the_way(page) -> str | None:
 
 
 def publish(results_dir, page) -> Path:
-    """Write a results page: `<page>` (markdown), its figures under `<page stem>/figures/`, and, for a
+    """Write a results page: `<page>` (markdown), its figures under `<page stem>/figures/`, the records it read
+    under `<page stem>/records/` (copies: extending the study starts from them), and, for a
     study with a data table (`studies.TABLES`), `<page stem>.csv`. The page states the command that
     regenerates it, the sweep that made its records, their commits, machine and dates; nothing in it
     depends on when it was written, so regenerating from the same records gives the same text. Its
@@ -108,10 +111,12 @@ def publish(results_dir, page) -> Path:
         for study in named:
             if study in studies.TABLES:
                 studies.TABLES[study](studies.of(records, study)).to_csv(stage / f"{page.stem}.csv", index=False)
-        if own.is_dir():
-            (own / MARK).write_text(f"The figures of {page.name}, written by `python -m analysis report --publish`; "
-                                    "replaced whole when that page is published again.\n")
-        _swap_in(own if own.is_dir() else None, page, stage / f"{page.name}.previous")
+        (own / RECORDS).mkdir(parents=True)  # the records it read ship with the page (results/ is never tracked)
+        for r in records:
+            shutil.copy2(r["_path"], own / RECORDS)
+        (own / MARK).write_text(f"The figures and records of {page.name}, written by `python -m analysis report "
+                                "--publish`; replaced whole when that page is published again.\n")
+        _swap_in(own, page, stage / f"{page.name}.previous")
         for path in sorted((q for q in stage.iterdir() if q.is_file()), key=lambda q: q.suffix == ".md"):
             os.replace(path, page.parent / path.name)  # the page last
     finally:
@@ -119,8 +124,8 @@ def publish(results_dir, page) -> Path:
     return page
 
 
-def _swap_in(new: Path | None, page: Path, aside: Path) -> None:
-    """The page's figure folder replaced by `new` (None: no figures this time): the previous
+def _swap_in(new: Path, page: Path, aside: Path) -> None:
+    """The page's folder (figures and records) replaced by `new`: the previous
     publication's renamed to `aside` (in the staging folder, removed with it), then `new` renamed
     in; if that fails the previous one goes back. Checked again here: a folder made since `publish`
     began is not the previous publication."""
@@ -131,8 +136,6 @@ def _swap_in(new: Path | None, page: Path, aside: Path) -> None:
         if in_the_way:
             raise FileExistsError(in_the_way)
         os.rename(folder, aside)
-    if new is None:
-        return
     try:
         os.rename(new, folder)
     except OSError:

@@ -136,8 +136,8 @@ def ok_record(path: Path) -> dict | None:
 
 def git_commit() -> str | None:
     """HEAD, with `-dirty` when tracked files differ from it: a record (and a results page) must not
-    name a commit whose code did not make it. Records and pages (`results/`, `docs/`) are not code: a sweep
-    that rewrites a tracked record (a failed one run again) leaves its later records clean."""
+    name a commit whose code did not make it. Records and pages (`results/`, `docs/`, where a page's
+    records ship) are not code: a page published beside a running sweep leaves its records clean."""
     try:
         def git(*args):
             return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
