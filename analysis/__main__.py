@@ -69,7 +69,7 @@ def main(argv=None) -> None:
                    "(default: results/advise/<graph>-<hardware>-<model>)")
     # the measured accuracy effects and the projection's validation (tests point them elsewhere)
     a.add_argument("--findings", default=None, help=argparse.SUPPRESS)
-    a.add_argument("--scaling", default=None, help=argparse.SUPPRESS)
+    a.add_argument("--scaling", default=None, help=argparse.SUPPRESS)  # comma-separated: one table a graph
     a.add_argument("--validation", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     from analysis import costmodel
@@ -229,12 +229,13 @@ def _check_advise(args) -> dict:
                         "`python -m benchmarks.tools.partition_stats`")
     g = stats["graph"]
     model = advise.model_of(args.model, g["features"], hidden, g["classes"], layers)
-    findings = advise.measured(args.findings or advise.FINDINGS, args.scaling or advise.SCALING)
+    scaling = [Path(path) for path in args.scaling.split(",")] if args.scaling else advise.scaling_tables()
+    findings = advise.measured(args.findings or advise.FINDINGS, scaling)
     validation = advise.read_table(args.validation or advise.VALIDATION, advise.VALIDATION_COLUMNS, "--validation")
     out = args.out or f"results/advise/{Path(args.graph).stem}-{Path(args.hardware).stem}-{args.model}"
     check_writable("--out", out)
     measured = {"findings": advise.cited(args.findings or advise.FINDINGS),
-                "scaling": advise.cited(args.scaling or advise.SCALING)}
+                "scaling": [advise.cited(path) for path in scaling]}
     return {"workers": workers, "profile": profile, "stats": stats, "model": model, "findings": findings,
             "validation": validation, "out": out, "measured": measured, "tolerance": tolerance,
             "spec": {"name": args.model, "hidden": hidden, "layers": layers}}

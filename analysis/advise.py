@@ -6,9 +6,9 @@ the cost model, on the graph's partition statistics (`projection.load_stats`) an
 profile: the path of `project --workers` without the records (`projection.project_setting`). Per
 worker count, the methods that fit a rank's memory ranked by projected epoch time, then those that do
 not, each beside what the suite measured of it at small scale: its accuracy effect against its exact
-control (docs/results/findings.csv at P=2, docs/results/scaling.csv as P grows), carried to the user's
-graph only inside the regime it was measured in (`nearest`): parts made by the same partitioner, a P within
-the P measured, and the graph's halo rows per node at that P (from its statistics file, `statistic_here`)
+control (docs/results/findings.csv at P=2, every docs/results/scaling*.csv as P grows: one a graph), carried
+to the user's graph only inside the regime it was measured in (`nearest`): parts made by the same partitioner,
+a P within the P measured, and the graph's halo rows per node at that P (from its statistics file, `statistic_here`)
 within the range the measured pages state (`effect_rows`), and so its label skew where the file states one;
 elsewhere the cell says "not measured in this regime" with both figures; and
 the projection's validated error (docs/results/projection.csv). The page opens with what it recommends
@@ -30,8 +30,9 @@ RESULTS = PROJECT_ROOT / "docs" / "results"
 #: What the suite measured: each method's accuracy effect (the `findings` study), and the
 #: projection's validation (`experiment=projection_validate`). Tests point these elsewhere.
 FINDINGS, VALIDATION = RESULTS / "findings.csv", RESULTS / "projection.csv"
-#: The `scaling` study: each approximation's effect against its control at several P.
-SCALING = RESULTS / "scaling.csv"
+#: The `scaling` study's tables, one a graph (scaling.csv: Cora's; scaling_citeseer.csv: CiteSeer's...): each
+#: approximation's effect against its control at several P.
+SCALING_TABLES = "scaling*.csv"
 SCALING_COLUMNS = ("method", "dataset", "model", "partitioner", "workers", "control", "pairs", "effect_pt",
                    "effect_low_pt", "effect_high_pt", "halo_rows_per_node")
 #: Columns of the measured tables read where a table has them (tables published before them lack them): the
@@ -80,11 +81,16 @@ def read_table(path, columns: tuple, option: str, optional: tuple = ()) -> list[
     return rows
 
 
-def measured(findings_path, scaling_path) -> list[dict]:
-    """Every measured effect row (`effect_rows`) of the findings and scaling tables at these paths, each read
-    with the regime statistics it states (OPTIONAL_COLUMNS)."""
-    return effect_rows(read_table(findings_path, FINDINGS_COLUMNS, "--findings", OPTIONAL_COLUMNS),
-                       read_table(scaling_path, SCALING_COLUMNS, "--scaling", OPTIONAL_COLUMNS))
+def scaling_tables() -> list[Path]:
+    """The published scaling tables (SCALING_TABLES in docs/results/), in name order."""
+    return sorted(RESULTS.glob(SCALING_TABLES))
+
+
+def measured(findings_path, scaling_paths) -> list[dict]:
+    """Every measured effect row (`effect_rows`) of the findings table and the scaling tables at these paths
+    (a list: one a graph), each read with the regime statistics it states (OPTIONAL_COLUMNS)."""
+    scaling = [r for path in scaling_paths for r in read_table(path, SCALING_COLUMNS, "--scaling", OPTIONAL_COLUMNS)]
+    return effect_rows(read_table(findings_path, FINDINGS_COLUMNS, "--findings", OPTIONAL_COLUMNS), scaling)
 
 
 def curve_rows(scaling: list[dict]) -> list[dict]:
@@ -305,6 +311,11 @@ def cited(path) -> str:
     return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
 
 
+def cited_paths(measured: dict) -> list[str]:
+    """Every table a result's `measured` names (its `scaling` entry a list: one a graph)."""
+    return [path for paths in measured.values() for path in ([paths] if isinstance(paths, str) else paths)]
+
+
 #: What a method whose plugin failed is said to be, where its `About` could not be read.
 FAILED_ABOUT = {"family": "", "kind": "failed", "approximates": "", "claim": ""}
 
@@ -437,7 +448,7 @@ def markdown(result: dict) -> str:
             f"- {validated(result['validation'], result['hardware'])}",
             *([f"- Command: `{result['command']}`"] if result.get("command") else []),
             *(["- Measured (accuracy effects, epochs to target): "
-               + ", ".join(f"`{path}`" for path in result["measured"].values())] if result.get("measured") else []),
+               + ", ".join(f"`{path}`" for path in cited_paths(result["measured"]))] if result.get("measured") else []),
             "- Each method at its default options (`python -m benchmarks --methods`). Projected: epoch time, peak "
             "memory per rank (the largest rank: training working set + graph, features, parameters) and training "
             "bytes per epoch over all ranks (the mean rank × P on extrapolated statistics), host memory per "

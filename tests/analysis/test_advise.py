@@ -179,8 +179,29 @@ def test_a_graph_partitioned_at_random_is_advised_from_the_rows_measured_on_rand
     text = (tmp_path / "out" / "advise.md").read_text()
     assert "-5.5 pt [-6.5, -4.5] vs its control x=1, cora · sage, P=4" in text and "+0.7 pt" not in text
     assert "on random parts, as this graph's statistics were partitioned (an effect" in text
-    rows = advise.measured(files["findings"], files["scaling"])
+    rows = advise.measured(files["findings"], [files["scaling"]])
     assert {r["partitioner"] for r in rows} == {"metis", "random"} and all(r["label_skew_mean"] is None for r in rows)
+
+
+def test_every_graphs_scaling_table_is_read(capsys, files, tmp_path):
+    """`--scaling` takes one table a graph: a row measured on a second graph, inside this graph's regime where
+    the first's are not, is carried, and the page and advise.json name both tables."""
+    far = {"method": PROJECTED[0], "dataset": "cora", "model": "sage", "partitioner": "metis", "workers": 4,
+           "control": "its control x=1", "pairs": 10, "effect_pt": 0.7, "effect_low_pt": 0.2, "effect_high_pt": 1.2,
+           "halo_rows_per_node": 0.4}  # ten times CiteSeer's own at P=4: outside its regime
+    near = {**far, "dataset": "citeseer", "effect_pt": -2.5, "effect_low_pt": -3.0, "effect_high_pt": -2.0,
+            "halo_rows_per_node": 0.04}
+    tables = [csv_file(tmp_path / "scaling.csv", advise.SCALING_COLUMNS, [far]),
+              csv_file(tmp_path / "scaling_citeseer.csv", advise.SCALING_COLUMNS, [near])]
+    out = tmp_path / "out"
+    main(["advise", "--graph", CITESEER, "--hardware", "a100-dgx", "--workers", "4", "--hidden", "16",
+          "--out", str(out), "--findings", str(files["findings"]), "--scaling", ",".join(map(str, tables)),
+          "--validation", str(files["validation"])])
+    text, result = (out / "advise.md").read_text(), json.loads((out / "advise.json").read_text())
+    assert "-2.5 pt [-3.0, -2.0] vs its control x=1, citeseer · sage, P=4" in text
+    assert result["measured"]["scaling"] == [str(path) for path in tables]
+    assert all(f"`{path}`" in text for path in tables)
+    assert [r["dataset"] for r in advise.measured(files["findings"], tables)][-2:] == ["cora", "citeseer"]
 
 
 def test_the_regime_statistic_of_a_handmade_statistics_file():
@@ -356,8 +377,9 @@ def test_each_committed_page_shows_the_accuracy_of_the_findings_it_cites(page):
     result = json.loads(page.read_text())
     text = (page.parent / "advise.md").read_text()
     cites = result["measured"]
-    assert set(cites) == {"findings", "scaling"} and all(f"`{path}`" in text for path in cites.values())
-    findings = advise.measured(ROOT / cites["findings"], ROOT / cites["scaling"])
+    assert set(cites) == {"findings", "scaling"} and all(f"`{path}`" in text for path in advise.cited_paths(cites))
+    assert cites["scaling"] == [advise.cited(path) for path in advise.scaling_tables()], "a scaling table unread"
+    findings = advise.measured(ROOT / cites["findings"], [ROOT / path for path in cites["scaling"]])
     for row in result["rows"]:
         assert row["accuracy"] == [f for f in findings if f["method"] == row["method"]
                                    and f["partitioner"] == result["regime"]["partitioner"]], row["method"]
