@@ -67,7 +67,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
                 + "\n".join(f"    {family}: {lr:g}" for family, lr in chosen.items()) + "\n```"
                 for (dataset, model), chosen in lr_by_family(table).items()]
     return ["## Study: each family's learning rate, chosen on validation", "",
-            f"The study `lr_choice` (the preset this page's head names): each family's members at every rate of the grid, seeds {seeds}, trained under "
+            "The study `lr_choice` (the preset this page's head names): each family's members at every rate of the "
+            f"grid, seeds {seeds}, trained under "
             "the comparisons' stopping rule; per graph, model and family, the rate with the highest mean validation "
             "accuracy (of the model the stopping rule reports, in points, ± its standard deviation over the "
             "family's runs) is chosen; test accuracy is not read. `capped`: runs the cap stopped (still improving).",

@@ -380,7 +380,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
              "claim instead, and reads \"untestable here\" where its seeds cannot resolve it; otherwise \"not "
              "resolved\", with the seeds a ±0.5 pt half-width would need (`python -m analysis seeds <records>` "
              "prints the sweep that runs them). "
-             "*lr*: each family's rate (`sweep.lr_by_family`, chosen on each graph's validation set: docs/results/lr_choice*.md). "
+             "*lr*: each family's rate (`sweep.lr_by_family`, chosen on each graph's validation set: "
+             "docs/results/lr_choice*.md). "
              + ("*against the paper's comparator*: the row's test accuracy minus that of the method its paper set "
                 "it beside (LLCG's Table 1: GGS), seed by seed at the same P, read by the same verdict and counted "
                 "in Holm's correction. " if t["comparator"].astype(bool).any() else "") +
