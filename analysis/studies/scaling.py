@@ -358,7 +358,8 @@ def _counted(g: pd.DataFrame, m: int) -> str:
     raw = int((g["p"] < ALPHA).sum() + (g["comparator_p"][g["comparator"].astype(bool)] < ALPHA).sum())
     words = pd.Series([v.word for v in g["verdict"]]).value_counts()
     return (f"{m} comparisons: {raw} intervals exclude 0 uncorrected, where about {ALPHA * m:.1f} would by chance "
-            "alone; " + ", ".join(f"{n} {w}" for w, n in words.items()) + ".")
+            f"alone (Holm's family: the rows and their paper comparators with 2 seeds or more). The {len(g)} rows: "
+            + ", ".join(f"{n} {w}" for w, n in words.items()) + ".")
 
 
 def section(recs: list[dict], out_dir: Path) -> list[str]:
@@ -368,7 +369,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     margins = ", ".join(f"±{m:g}" for m in sorted(set(t["margin_pt"])))
     stopping = sorted({str(r["config"].get("stopping", "none")) for r in recs})
     parts = ["## Study: scaling (each approximation against its control as P grows)", "",
-             "`experiment=scaling`. The accuracy effect is the test accuracy of the model each run's stopping rule "
+             "The study `scaling` (the presets this page's head names). The accuracy effect is the test accuracy "
+             "of the model each run's stopping rule "
              f"reports (stopping: {', '.join(stopping)}, the same for a method and its control), the method minus its "
              "exact control seed by seed (same seeds, partition, initial weights and dropout masks: every draw is "
              "keyed by node, never by rank). *verdict* (`paired.verdict`, docs/analysis.md \"The verdict\"): "
