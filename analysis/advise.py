@@ -7,9 +7,10 @@ profile: the path of `project --workers` without the records (`projection.projec
 worker count, the methods that fit a rank's memory ranked by projected epoch time, then those that do
 not, each beside what the suite measured of it at small scale: its accuracy effect against its exact
 control (docs/results/findings.csv at P=2, every docs/results/scaling*.csv as P grows: one a graph), carried
-to the user's graph only inside the regime it was measured in (`nearest`): parts made by the same partitioner,
-a P within the P measured, and the graph's halo rows per node at that P (from its statistics file, `statistic_here`)
-within the range the measured pages state (`effect_rows`), and so its label skew where the file states one;
+to the user's graph only inside the regime it was measured in (`nearest`): the same model, parts made by the
+same partitioner, a P within the P measured, and the graph's halo rows per node at that P (from its statistics
+file, `statistic_here`) within the range the measured pages state (`effect_rows`), and so its label skew where
+the file states one;
 elsewhere the cell says "not measured in this regime" with both figures; and
 the projection's validated error (docs/results/projection.csv). The page opens with what it recommends
 (analysis/recommend.py: fits, no resolved accuracy cost, accuracy known here before not, fastest to the
@@ -339,10 +340,12 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
     # the user's graph's regime at each device count a row runs on (a one-process method's: 1)
     here = {p: statistic_here(stats, p) for p in sorted({1, *workers})}
     skew = {p: skew_here(stats, p) for p in here}
-    # an effect is carried only from parts made as the user's graph's were: another partitioner is another regime
+    # an effect is carried only from parts made as the user's graph's were, with the user's model: another
+    # partitioner or another model is another regime (a row of a table without a model column: any)
     partitioner = stats.get("partitioner") or findings_partitioner()
     for name in method_names():
-        accuracy = [f for f in findings if f["method"] == name and f.get("partitioner", partitioner) == partitioner]
+        accuracy = [f for f in findings if f["method"] == name and f.get("partitioner", partitioner) == partitioner
+                    and (f.get("model") or spec["name"]) == spec["name"]]
         # a plugin that raises (importing it, in a hook) is left out with its one line; the others go on
         why = costmodel.why_not_modelled(name)
         try:

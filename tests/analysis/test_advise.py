@@ -202,6 +202,12 @@ def test_every_graphs_scaling_table_is_read(capsys, files, tmp_path):
     assert result["measured"]["scaling"] == [str(path) for path in tables]
     assert all(f"`{path}`" in text for path in tables)
     assert [r["dataset"] for r in advise.measured(files["findings"], tables)][-2:] == ["cora", "citeseer"]
+    # a row measured with another model is another regime: not carried, not listed
+    csv_file(tables[1], advise.SCALING_COLUMNS, [{**near, "model": "gcn"}])
+    main(["advise", "--graph", CITESEER, "--hardware", "a100-dgx", "--workers", "4", "--hidden", "16",
+          "--out", str(out), "--findings", str(files["findings"]), "--scaling", ",".join(map(str, tables)),
+          "--validation", str(files["validation"])])
+    assert "-2.5 pt" not in (out / "advise.md").read_text()
 
 
 def test_the_regime_statistic_of_a_handmade_statistics_file():
@@ -382,7 +388,8 @@ def test_each_committed_page_shows_the_accuracy_of_the_findings_it_cites(page):
     findings = advise.measured(ROOT / cites["findings"], [ROOT / path for path in cites["scaling"]])
     for row in result["rows"]:
         assert row["accuracy"] == [f for f in findings if f["method"] == row["method"]
-                                   and f["partitioner"] == result["regime"]["partitioner"]], row["method"]
+                                   and f["partitioner"] == result["regime"]["partitioner"]
+                                   and f["model"] == result["model"]["name"]], row["method"]
     for p in result["workers"]:
         section = text.split(f"## {p} workers", 1)[1].split("\n## ", 1)[0]
         ranked = [line for line in section.split("Do not fit", 1)[0].splitlines() if line.startswith("| ")]
