@@ -341,7 +341,7 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
     here = {p: statistic_here(stats, p) for p in sorted({1, *workers})}
     skew = {p: skew_here(stats, p) for p in here}
     # an effect is carried only from parts made as the user's graph's were, with the user's model: another
-    # partitioner or another model is another regime (a row of a table without a model column: any)
+    # partitioner or another model is another regime (a row whose model cell is empty: any)
     partitioner = stats.get("partitioner") or findings_partitioner()
     for name in method_names():
         accuracy = [f for f in findings if f["method"] == name and f.get("partitioner", partitioner) == partitioner

@@ -55,7 +55,8 @@ def _git(*args, stdin: bytes | None = None) -> bytes:
 def _committed(page: str, folder: str, into: Path) -> Path:
     """The records git holds beside `page` (`<page stem>/records/`, as `publish` copies them; the index: what is
     committed or staged, never a working file), written under `into` at `folder`, where the page read them."""
-    shipped = f"{Path(page).with_suffix('')}/records"
+    from analysis.report import RECORDS
+    shipped = f"{Path(page).with_suffix('')}/{RECORDS}"
     listed = _git("ls-files", "-z", "--", f":(glob){shipped}/*.json")
     _git("checkout-index", f"--prefix={into}/.index/", "--stdin", "-z", stdin=listed)
     (into / folder).parent.mkdir(parents=True, exist_ok=True)
