@@ -292,8 +292,15 @@ def effect_at(row: dict, p: int) -> str:
     where it was measured, `not measured in this regime (...)`, or why there is none."""
     found, where = recommend.finding_at(row, p)
     if found is None:
-        return where or "not measured"
+        return where or not_measured(row)
     return " ".join(x for x in (effect(found, short=True), where) if x)
+
+
+def not_measured(row: dict) -> str:
+    """What a row without an effect for the user's model says: `not measured with gcn (measured with sage
+    only)` where its method's rows are all another model's (another model is another regime: not carried),
+    else `not measured`."""
+    return row.get("not_measured", "not measured")
 
 
 def model_of(name: str, features: int, hidden: int, classes: int, layers: int):
@@ -344,8 +351,12 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
     # partitioner or another model is another regime (a row whose model cell is empty: any)
     partitioner = stats.get("partitioner") or findings_partitioner()
     for name in method_names():
-        accuracy = [f for f in findings if f["method"] == name and f.get("partitioner", partitioner) == partitioner
-                    and (f.get("model") or spec["name"]) == spec["name"]]
+        parted = [f for f in findings if f["method"] == name and f.get("partitioner", partitioner) == partitioner]
+        accuracy = [f for f in parted if (f.get("model") or spec["name"]) == spec["name"]]
+        # where every row is another model's, the cell says so, not a bare "not measured"
+        others = sorted({f["model"] for f in parted} - {spec["name"]}) if parted and not accuracy else []
+        unmeasured = (f"not measured with {spec['name']} (measured with {', '.join(others)} only)" if others
+                      else "not measured")
         # a plugin that raises (importing it, in a hook) is left out with its one line; the others go on
         why = costmodel.why_not_modelled(name)
         try:
@@ -353,7 +364,8 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
         except costmodel.PluginFailed as e:
             what, why = FAILED_ABOUT, why or str(e)
         if why:
-            left_out.append({"method": name, "about": what, "why": why, "accuracy": accuracy})
+            left_out.append({"method": name, "about": what, "why": why, "accuracy": accuracy,
+                             "not_measured": unmeasured})
             continue
         try:
             # a one-process method (single, gas) runs on one device whatever P: its P=1 row in every table
@@ -364,12 +376,14 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
                     {"method": name, "variant": variant, "model": spec["name"]}, options, model, stats,
                     [1] if one_device else workers, profile)
                 mine += [{**r, "workers": p, "devices": r["workers"], "about": what, "accuracy": accuracy,
+                          "not_measured": unmeasured,
                           "statistic_here": here[r["workers"]], "skew_here": skew[r["workers"]]}
                          for r in projected for p in (workers if one_device else [r["workers"]])]
                 mine_left_out += [{"method": name, "about": what, "why": reason, "accuracy": []}
                                   for _, reason in skipped]
         except costmodel.PluginFailed as e:
-            left_out.append({"method": name, "about": what, "why": str(e), "accuracy": accuracy})
+            left_out.append({"method": name, "about": what, "why": str(e), "accuracy": accuracy,
+                             "not_measured": unmeasured})
             continue
         rows += mine
         left_out += mine_left_out
@@ -479,13 +493,13 @@ def markdown(result: dict) -> str:
     text += ["", "## Accuracy effect, as measured (each where it names; carried above only inside its regime)", "",
              md_table(["method", "kind", "measured regime", "accuracy effect"],
                       [[r["method"], r["about"]["kind"], "; ".join(map(regime_text, regimes(r["accuracy"]))),
-                        "; ".join(map(effect, r["accuracy"])) or "not measured"]
+                        "; ".join(map(effect, r["accuracy"])) or not_measured(r)]
                        for r in methods], aligned=True)]
     if result["left_out"]:
         text += ["", "## Not projected", "",
                  md_table(["method", "kind", "why", "accuracy effect (measured)"],
                           [[r["method"], r["about"]["kind"], r["why"],
-                            "; ".join(map(effect, r.get("accuracy", []))) or "not measured"]
+                            "; ".join(map(effect, r.get("accuracy", []))) or not_measured(r)]
                            for r in result["left_out"]], aligned=True)]
     return "\n".join(text) + "\n"
 

@@ -208,6 +208,15 @@ def test_every_graphs_scaling_table_is_read(capsys, files, tmp_path):
           "--out", str(out), "--findings", str(files["findings"]), "--scaling", ",".join(map(str, tables)),
           "--validation", str(files["validation"])])
     assert "-2.5 pt" not in (out / "advise.md").read_text()
+    # ... and carried to that model's advice, where a method measured with SAGE alone says so
+    csv_file(tables[0], advise.SCALING_COLUMNS, [far, {**far, "method": PROJECTED[1]}])
+    main(["advise", "--graph", CITESEER, "--hardware", "a100-dgx", "--workers", "4", "--hidden", "16",
+          "--model", "gcn", "--out", str(out), "--findings", str(files["findings"]), "--scaling",
+          ",".join(map(str, tables)), "--validation", str(files["validation"])])
+    text = (out / "advise.md").read_text()
+    assert "-2.5 pt [-3.0, -2.0] vs its control x=1, citeseer · gcn, P=4" in text
+    assert f"| {PROJECTED[1]} " in text and "not measured with gcn (measured with sage only)" in text
+    assert "sage, P=" not in text
 
 
 def test_the_regime_statistic_of_a_handmade_statistics_file():
