@@ -355,8 +355,9 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
         accuracy = [f for f in parted if (f.get("model") or spec["name"]) == spec["name"]]
         # where every row is another model's, the cell says so, not a bare "not measured"
         others = sorted({f["model"] for f in parted} - {spec["name"]}) if parted and not accuracy else []
-        unmeasured = (f"not measured with {spec['name']} (measured with {', '.join(others)} only)" if others
-                      else "not measured")
+        # what every row of this method carries of its measurements (projected and left out alike)
+        measured_here = {"accuracy": accuracy, "not_measured": (
+            f"not measured with {spec['name']} (measured with {', '.join(others)} only)" if others else "not measured")}
         # a plugin that raises (importing it, in a hook) is left out with its one line; the others go on
         why = costmodel.why_not_modelled(name)
         try:
@@ -364,8 +365,7 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
         except costmodel.PluginFailed as e:
             what, why = FAILED_ABOUT, why or str(e)
         if why:
-            left_out.append({"method": name, "about": what, "why": why, "accuracy": accuracy,
-                             "not_measured": unmeasured})
+            left_out.append({"method": name, "about": what, "why": why, **measured_here})
             continue
         try:
             # a one-process method (single, gas) runs on one device whatever P: its P=1 row in every table
@@ -375,15 +375,13 @@ def advise(stats: dict, profile, workers: list[int], model, spec: dict, findings
                 projected, skipped = projection.project_setting(
                     {"method": name, "variant": variant, "model": spec["name"]}, options, model, stats,
                     [1] if one_device else workers, profile)
-                mine += [{**r, "workers": p, "devices": r["workers"], "about": what, "accuracy": accuracy,
-                          "not_measured": unmeasured,
+                mine += [{**r, "workers": p, "devices": r["workers"], "about": what, **measured_here,
                           "statistic_here": here[r["workers"]], "skew_here": skew[r["workers"]]}
                          for r in projected for p in (workers if one_device else [r["workers"]])]
                 mine_left_out += [{"method": name, "about": what, "why": reason, "accuracy": []}
                                   for _, reason in skipped]
         except costmodel.PluginFailed as e:
-            left_out.append({"method": name, "about": what, "why": str(e), "accuracy": accuracy,
-                             "not_measured": unmeasured})
+            left_out.append({"method": name, "about": what, "why": str(e), **measured_here})
             continue
         rows += mine
         left_out += mine_left_out
