@@ -3,8 +3,9 @@ control, and against `cluster_gcn` on the same clusters and batches, which drops
 out-of-batch nodes where GAS reads their histories (docs/gas.md).
 
 Per dataset: test accuracy over seeds; GAS's effect against `single` and against `cluster_gcn`, each
-paired seed by seed with a 95 % interval (analysis/paired.py), so the first is the histories'
-approximation and the second what the histories buy over dropping the cut edges; the training working
+paired seed by seed and read by `paired.verdict` (Holm over the page's effects, TOST at
+`paired.MARGIN_POINTS`), so the first is the histories' approximation and the second what the
+histories buy over dropping the cut edges; the training working
 set against `single`'s (the device's share, the point of the method); the history tables (host
 memory) and the host <-> device bytes an epoch moves (`history_pull` + `history_push`; the refresh
 before each epoch, `history_fill`, apart). No epoch time: the sweep's runs share this machine's two
@@ -46,15 +47,13 @@ def table(recs: list[dict]) -> pd.DataFrame:
 
             def against(other):
                 if method != METHOD or other not in variant_of:
-                    return None, float("nan")
-                d = paired.differences(here, variant, variant_of[other], "test_acc", keys=KEYS)
-                return paired.effect(d), paired.p_value(d)
+                    return None
+                return paired.differences(here, variant, variant_of[other], "test_acc", keys=KEYS)
 
             by_category = list(g["comm_by_category"])
             rows.append({"dataset": dataset, "model": model, "variant": variant, "method": method, "seeds": len(g),
                          "test_acc": g["test_acc"].mean(), "test_acc_std": g["test_acc"].std(ddof=1),
-                         **dict(zip(("vs_single", "p_single"), against(ORACLE))),
-                         **dict(zip(("vs_nearest", "p_nearest"), against(NEAREST))),
+                         "d_single": against(ORACLE), "d_nearest": against(NEAREST),
                          "ws_vs_single": (g["train_mem_bytes"].mean() / oracle["train_mem_bytes"].mean()
                                           if len(oracle) else float("nan")),
                          "history_bytes": g["history_bytes"].mean(),
@@ -62,37 +61,37 @@ def table(recs: list[dict]) -> pd.DataFrame:
                                              / len(by_category),
                          "fill_per_epoch": sum(c.get("history_fill", 0.0) for c in by_category) / len(by_category)})
     t = pd.DataFrame(rows)
-    if len(t):  # Holm's correction over every effect on the page (two a dataset)
-        rejected = iter(paired.holm([*t["p_single"], *t["p_nearest"]]))
-        t["holm_single"] = [next(rejected) for _ in range(len(t))]
-        t["holm_nearest"] = [next(rejected) for _ in range(len(t))]
+    if len(t):  # Holm's correction over every effect on the page (two a dataset), then each one's verdict
+        against = ("single", "nearest")
+        rejected = iter(paired.holm([paired.p_value(d) if d is not None else float("nan")
+                                     for col in against for d in t[f"d_{col}"]]))
+        for col in against:
+            t[f"vs_{col}"] = [None if d is None else paired.verdict(d, rejected=next(rejected))
+                              for d in t[f"d_{col}"]]
     return t
 
 
 def comparisons(t: pd.DataFrame) -> int:
     """The effects on the page with an interval (the multiplicity Holm corrects for)."""
-    return int(sum(e is not None and e.n >= 2 for col in ("vs_single", "vs_nearest") for e in t[col]))
+    return int(sum(v is not None and v.n >= 2 for col in ("vs_single", "vs_nearest") for v in t[col]))
 
 
 def headlines(t: pd.DataFrame) -> list[str]:
     lines = []
     for r in t[t["method"] == METHOD].to_dict("records"):
-        for name, e, other, holm_ok in (("histories' approximation", r["vs_single"], ORACLE, r["holm_single"]),
-                                        ("histories over dropped edges", r["vs_nearest"], NEAREST,
-                                         r["holm_nearest"])):
-            if e is None or e.n < 2:
-                continue
-            word = paired.reading(100 * e.low, 100 * e.high, corrected=bool(holm_ok))
-            lines.append(f"- {r['dataset']}: `{r['variant']}` minus `{other}`: {e.text()} pt ({name}): {word}")
+        for name, v, other in (("histories' approximation", r["vs_single"], ORACLE),
+                               ("histories over dropped edges", r["vs_nearest"], NEAREST)):
+            if v is not None and v.n >= 2:
+                lines.append(f"- {r['dataset']}: `{r['variant']}` minus `{other}` ({name}): {v.text}")
     return lines or ["- (no gas run paired with single or cluster_gcn)"]
 
 
 def markdown(t: pd.DataFrame) -> str:
-    def effect(e):
-        return "–" if e is None else e.text()
+    def effect(v):
+        return "–" if v is None else v.text
 
-    return md_table(["dataset", "method", "seeds", "test acc %", "gas - single, pt [95 % CI]",
-                     "gas - cluster_gcn, pt [95 % CI]", "train WS x single", "histories MB (host)",
+    return md_table(["dataset", "method", "seeds", "test acc %", "gas - single: verdict",
+                     "gas - cluster_gcn: verdict", "train WS x single", "histories MB (host)",
                      "host<->device MB/epoch", "+ refresh MB/epoch"],
                     [[r["dataset"], r["variant"], r["seeds"], fmt(100 * r["test_acc"], 1, std=100 * r["test_acc_std"]),
                       effect(r["vs_single"]), effect(r["vs_nearest"]), fmt(r["ws_vs_single"], 2),
@@ -107,12 +106,16 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
         return [title, "", "(no successful runs)", ""]
     return [title, "",
             "`python -m benchmarks.commands.sweep experiment=gas`. Test accuracy at the best validation epoch, mean ± "
-            "standard deviation over seeds. GAS's effects are paired seed by seed with a 95 % Student-t interval: "
+            "standard deviation over seeds. GAS's effects are paired seed by seed with a 95 % Student-t interval, "
+            "in points: "
             "against `single` (full-batch, its exact control: the histories' approximation) and against "
             "`cluster_gcn` on the same clusters and batches (cut edges dropped instead of read from histories). "
             "Train WS: the training working set over `single`'s. Histories: the host-resident tables; "
             "host<->device: the history rows an epoch's steps pull and push, and apart the refresh before each "
-            "epoch (`fill_history=epoch`). Each effect is read by the suite's rule (docs/analysis.md, \"Reading "
-            f"an interval\") with Holm's correction over the page's {comparisons(t)} effects (about "
-            f"{0.05 * comparisons(t):.1f} would exclude 0 at 5 % by chance alone).", "",
+            "epoch (`fill_history=epoch`). Each effect reads by the suite's verdict (`paired.verdict`, "
+            "docs/analysis.md, \"The verdict\"): it costs or gains where its interval excludes 0 after Holm's "
+            f"correction over the page's {comparisons(t)} effects (about {0.05 * comparisons(t):.1f} would exclude "
+            f"0 at 5 % by chance alone), is equivalent within ±{paired.MARGIN_POINTS:g} pt where TOST passes at that margin (declared "
+            "before the runs), else is not resolved, with the seeds a ±"
+            f"{paired.HEADLINE_HALF_WIDTH_POINTS:g} pt half-width needs.", "",
             markdown(t), "", *headlines(t), ""]

@@ -7,7 +7,7 @@ Per dataset and model:
   over seeds with a 95 % Student-t interval of that mean, in the regime's preprocessing
   (`dataset.transform=row_normalize`) and on raw features (`none`);
 - the preprocessing's effect, row-normalised minus raw, paired seed by seed (analysis/paired.py), read
-  by the suite's one rule with Holm's correction over the page's rows;
+  by `paired.verdict` with Holm's correction over the page's rows (TOST at `paired.MARGIN_POINTS`);
 - the published numbers of table `planetoid_baselines` (results/reference/papers.csv) for that dataset
   and model, each with the keys of its `config` the runs do not equal, and whether the published mean
   lies inside the measured interval. A paper's mean is of its own runs (100 for GCN and GAT), so "inside"
@@ -53,7 +53,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
         effect = None
         if regime is not None and raw is not None:
             d = paired.differences(here, regime["variant"].iloc[0], raw["variant"].iloc[0], "test_acc", keys=KEYS)
-            effect = (paired.effect(d), paired.p_value(d))
+            effect = (paired.effect(d), paired.p_value(d), d)
         papers = []
         for _, r in ref[(ref["dataset"].str.lower() == dataset) & (ref["family"] == model)].iterrows():
             row_config = reference.parse_config(r["config"])
@@ -63,6 +63,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
                      "regime": _mean(regime["test_acc"]) if regime is not None else None,
                      "raw": _mean(raw["test_acc"]) if raw is not None else None,
                      "effect": effect[0] if effect else None, "p": effect[1] if effect else float("nan"),
+                     "differences": effect[2] if effect else None,
                      "epochs": regime["epochs_run"].mean() if regime is not None else float("nan"),
                      "selected_epoch": regime["selected_epoch"].mean() + 1 if regime is not None else float("nan"),
                      "stopping": regime["config"].iloc[0].get("stopping", "none") if regime is not None else "",
@@ -70,6 +71,8 @@ def table(recs: list[dict]) -> pd.DataFrame:
     t = pd.DataFrame(rows)
     if len(t):
         t["holm"] = paired.holm(list(t["p"]))
+        t["verdict"] = [None if d is None else paired.verdict(d, rejected=bool(h))
+                        for d, h in zip(t["differences"], t["holm"])]
     return t
 
 
@@ -82,11 +85,8 @@ def _interval(e: paired.Effect | None) -> str:
 
 
 def _effect(r) -> str:
-    e = r["effect"]
-    if e is None or e.n < 2:
-        return "–"
-    return (f"{100 * e.mean:+.1f} [{100 * e.low:+.1f}, {100 * e.high:+.1f}] ({e.n}, "
-            f"{paired.reading(100 * e.low, 100 * e.high, corrected=bool(r['holm']))})")
+    v = r["verdict"]
+    return "–" if v is None or v.n < 2 else v.text
 
 
 def _paper(p: dict, measured: paired.Effect | None) -> str:
@@ -101,7 +101,7 @@ def _paper(p: dict, measured: paired.Effect | None) -> str:
 def markdown(t: pd.DataFrame) -> str:
     return md_table(["dataset", "model", "stopping", "epochs run (mean)", "model of epoch (mean)",
                      "test %, regime [95 % CI] (seeds)", "test %, raw features [95 % CI] (seeds)",
-                     "row-normalised - raw, pt [95 % CI] (pairs, reading)", "published test %"],
+                     "row-normalised - raw: verdict", "published test %"],
                     [[r["dataset"], r["model"], r["stopping"], fmt(r["epochs"], 0), fmt(r["selected_epoch"], 0),
                       _interval(r["regime"]), _interval(r["raw"]), _effect(r),
                       "<br>".join(_paper(p, r["regime"]) for p in r["papers"]) or "–"]
@@ -119,6 +119,7 @@ def csv(recs: list[dict]) -> pd.DataFrame:
             base.update({f"{name}_n": e.n if e else 0, f"{name}_mean_pt": paired.points(e, "mean"),
                          f"{name}_low_pt": paired.points(e, "low"), f"{name}_high_pt": paired.points(e, "high")})
         base["effect_holm"] = bool(r["holm"])
+        base["effect_verdict"] = r["verdict"].word if r["verdict"] is not None else ""
         for p in r["papers"] or [{"source": "", "value": float("nan"), "differs": []}]:
             rows.append({**base, "paper_source": p["source"], "paper_pt": p["value"],
                          "paper_differs": "; ".join(p["differs"])})
@@ -130,7 +131,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     title = "## Study: the Planetoid baselines in each paper's regime, beside raw features"
     if t.empty:
         return [title, "", "(no successful runs)", ""]
-    resolved = int(sum(bool(h) for h in t["holm"]))
+    words = [v.word for v in t["verdict"] if v is not None and v.n >= 2]
+    read = ", ".join(f"{words.count(w)} {w}" for w in dict.fromkeys(words)) or "none"
     effects = int(sum(r["effect"] is not None and r["effect"].n >= 2 for r in t.to_dict("records")))
     return [title, "",
             "`python -m benchmarks.commands.sweep experiment=planetoid_baselines_full dataset=cora,citeseer`. "
@@ -140,7 +142,8 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
             "Velickovic et al.'s patience of 100; GraphSAGE trains 200 epochs. The test accuracy is that of the "
             "model each run's stopping rule reports (GraphSAGE: the best validation accuracy's). Intervals: 95 % "
             "Student-t of the mean over seeds; the preprocessing's effect is paired seed by seed and read by the "
-            f"suite's rule (docs/analysis.md) with Holm's correction over the {effects} rows: {resolved} resolved. "
+            "suite's verdict (`paired.verdict`, docs/analysis.md \"The verdict\": Holm's correction over the "
+            f"{effects} rows, TOST at ±{paired.MARGIN_POINTS:g} pt): {read}. "
             "A published mean is of the paper's own runs (100 for GCN and GAT); \"inside the interval\" says the "
             "two agree within this page's seed noise. \"differs\" lists the keys of the published row's `config` "
             "that the regime's runs do not equal (results/reference/papers.csv).", "",

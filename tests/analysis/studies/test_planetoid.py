@@ -40,5 +40,5 @@ def test_each_transform_gets_its_interval_and_the_preprocessing_its_paired_effec
     assert kipf["value"] == 81.5
     assert kipf["differs"] == ["model.bias ?≠false"]  # every other key of the paper's regime is the run's
     page = planetoid.markdown(planetoid.table(recs))
-    assert "81.0 [" in page and "+2.0 [+1.9, +2.1] (3, resolved)" in page
+    assert "81.0 [" in page and "gains 2.0 [1.9, 2.1] pt (3 seeds)" in page and "resolved" not in page
     assert "81.5 (arXiv 1609.02907 Table 2 (Kipf & Welling), inside the interval" in page
