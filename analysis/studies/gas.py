@@ -105,17 +105,16 @@ def section(recs: list[dict], out_dir: Path) -> list[str]:
     if t.empty:
         return [title, "", "(no successful runs)", ""]
     return [title, "",
-            "`python -m benchmarks.commands.sweep experiment=gas`. Test accuracy at the best validation epoch, mean ± "
-            "standard deviation over seeds. GAS's effects are paired seed by seed with a 95 % Student-t interval, "
-            "in points: "
-            "against `single` (full-batch, its exact control: the histories' approximation) and against "
-            "`cluster_gcn` on the same clusters and batches (cut edges dropped instead of read from histories). "
-            "Train WS: the training working set over `single`'s. Histories: the host-resident tables; "
-            "host<->device: the history rows an epoch's steps pull and push, and apart the refresh before each "
-            "epoch (`fill_history=epoch`). Each effect reads by the suite's verdict (`paired.verdict`, "
-            "docs/analysis.md, \"The verdict\"): it costs or gains where its interval excludes 0 after Holm's "
-            f"correction over the page's {comparisons(t)} effects (about {0.05 * comparisons(t):.1f} would exclude "
-            f"0 at 5 % by chance alone), is equivalent within ±{paired.MARGIN_POINTS:g} pt where TOST passes at that margin (declared "
-            "before the runs), else is not resolved, with the seeds a ±"
-            f"{paired.HEADLINE_HALF_WIDTH_POINTS:g} pt half-width needs.", "",
+            "`python -m benchmarks.commands.sweep experiment=gas`. Test accuracy at the best validation epoch, "
+            "mean ± standard deviation over seeds. GAS's effects are paired seed by seed with a 95 % Student-t "
+            "interval, in points: against `single` (full-batch, its exact control: the histories' approximation) "
+            "and against `cluster_gcn` on the same clusters and batches (cut edges dropped instead of read from "
+            "histories). Train WS: the training working set over `single`'s. Histories: the host-resident "
+            "tables; host<->device: the history rows an epoch's steps pull and push, and apart the refresh "
+            "before each epoch (`fill_history=epoch`). Each effect reads by the suite's verdict "
+            "(`paired.verdict`, docs/analysis.md, \"The verdict\"): it costs or gains where its interval "
+            f"excludes 0 after Holm's correction over the page's {comparisons(t)} effects (about "
+            f"{0.05 * comparisons(t):.1f} would exclude 0 at 5 % by chance alone), is equivalent within "
+            f"±{paired.MARGIN_POINTS:g} pt where TOST passes at that margin (declared before the runs), else is "
+            f"not resolved, with the seeds a ±{paired.HEADLINE_HALF_WIDTH_POINTS:g} pt half-width needs.", "",
             markdown(t), "", *headlines(t), ""]
