@@ -2,12 +2,11 @@
 
 A run's seed fixes its initial weights, its dropout masks and its partition, so two variants run on
 the same seeds differ, seed by seed, only by what tells them apart. An effect is the mean of those
-per-seed differences with a 95 % Student-t interval (n - 1 degrees of freedom), read by one rule
-(`reading`; docs/analysis.md, "Reading an interval"): "resolved" when it excludes 0 after the page's
-multiplicity correction, "within noise" when it contains 0 and lies within +-1 point, "not resolved"
-otherwise. The next republication reads each row by `verdict` instead ("costs", "gains",
-"equivalent within +-m" by TOST, "not resolved", "untestable here"), with seeds planned by
-`seeds_for_half_width` (docs/analysis.md, "The verdict"). Each approximate method's record names
+per-seed differences with a 95 % Student-t interval (n - 1 degrees of freedom), read by one rule,
+`verdict` (docs/analysis.md, "Reading an interval: the verdict"): "costs", "gains", "equivalent
+within +-m" by TOST, "not resolved", "untestable here", with seeds planned by `seeds_for_half_width`.
+`reading`'s three words ("resolved", "within noise", "not resolved") read the tables published
+before the verdicts. Each approximate method's record names
 its exact control (`control`, the variant of `benchmarks.run.method.control_config`), so:
   - the approximation's effect is method - control (same layer 0, model, partition, seeds);
   - the treatment's effect is control - the plain exact method (`full_halo`): what the control
