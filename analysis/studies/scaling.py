@@ -357,7 +357,8 @@ def _counted(g: pd.DataFrame, m: int) -> str:
     would give, and the verdicts by word."""
     raw = int((g["p"] < ALPHA).sum() + (g["comparator_p"][g["comparator"].astype(bool)] < ALPHA).sum())
     words = pd.Series([v.word for v in g["verdict"]]).value_counts()
-    return (f"{m} comparisons: {raw} intervals exclude 0 uncorrected, where about {ALPHA * m:.1f} would by chance "
+    exclude = "interval excludes" if raw == 1 else "intervals exclude"
+    return (f"{m} comparisons: {raw} {exclude} 0 uncorrected, where about {ALPHA * m:.1f} would by chance "
             f"alone (Holm's family: the rows and their paper comparators with 2 seeds or more). The {len(g)} rows: "
             + ", ".join(f"{n} {w}" for w, n in words.items()) + ".")
 
