@@ -65,9 +65,9 @@ def table(recs: list[dict]) -> pd.DataFrame:
         against = ("single", "nearest")
         rejected = iter(paired.holm([paired.p_value(d) if d is not None else float("nan")
                                      for col in against for d in t[f"d_{col}"]]))
-        for col in against:
-            t[f"vs_{col}"] = [None if d is None else paired.verdict(d, rejected=next(rejected))
-                              for d in t[f"d_{col}"]]
+        for col in against:  # one Holm flag a row, None rows included, so the flags stay with their rows
+            t[f"vs_{col}"] = [None if d is None else paired.verdict(d, rejected=r)
+                              for d, r in zip(t[f"d_{col}"], [next(rejected) for _ in range(len(t))])]
     return t
 
 

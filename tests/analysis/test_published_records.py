@@ -21,7 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 NOT_KEPT = {
     "docs/results/families.md": "87 runs of b390dc5fed",
     "docs/results/findings.md": "320 runs of 7fa927eafa",
-    "docs/results/gas.md": "90 runs of 1688b03da5 and 2648bb9052, some dirty",
     "docs/results/quickstart.md": "41 runs of 95f9c9cf34",
     "docs/results/lr_choice.md": "144 runs of 3da11eb655 and 7f060c7dc9",
     "docs/results/scaling.md": "807 runs of 4812986352, 5dbb6033ac, a175237db5 and b81f56e3b7",
