@@ -19,7 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Pages published before records were tracked, their records lost with the machine that ran them;
 #: each leaves this list when its sweep is rerun from one clean commit and published with its records.
 NOT_KEPT = {
-    "docs/results/families.md": "87 runs of b390dc5fed",
     "docs/results/findings.md": "320 runs of 7fa927eafa",
     "docs/results/quickstart.md": "41 runs of 95f9c9cf34",
     "docs/results/lr_choice.md": "144 runs of 3da11eb655 and 7f060c7dc9",
