@@ -20,7 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 #: each leaves this list when its sweep is rerun from one clean commit and published with its records.
 NOT_KEPT = {
     "docs/results/findings.md": "320 runs of 7fa927eafa",
-    "docs/results/quickstart.md": "41 runs of 95f9c9cf34",
     "docs/results/lr_choice.md": "144 runs of 3da11eb655 and 7f060c7dc9",
     "docs/results/scaling.md": "807 runs of 4812986352, 5dbb6033ac, a175237db5 and b81f56e3b7",
 }
