@@ -5,10 +5,10 @@ out-of-batch nodes where GAS reads their histories (docs/gas.md).
 Per dataset: test accuracy over seeds; GAS's effect against `single` and against `cluster_gcn`, each
 paired seed by seed and read by `paired.verdict` (Holm over the page's effects, TOST at
 `paired.MARGIN_POINTS`), so the first is the histories' approximation and the second what the
-histories buy over dropping the cut edges; the training working
-set against `single`'s (the device's share, the point of the method); the history tables (host
-memory) and the host <-> device bytes an epoch moves (`history_pull` + `history_push`; the refresh
-before each epoch, `history_fill`, apart). No epoch time: the sweep's runs share this machine's two
+histories buy over dropping the cut edges; the training working set against `single`'s (the
+device's share, the point of the method); the history tables (host memory) and the host <-> device
+bytes an epoch moves (`history_pull` + `history_push`; the refresh before each epoch, `history_fill`,
+apart). No epoch time: the sweep's runs share this machine's two
 cores with whatever else runs (docs/measurement.md)."""
 from __future__ import annotations
 
