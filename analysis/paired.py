@@ -314,6 +314,14 @@ class Verdict:
         return self.text
 
 
+def verdicts(family: list, **options) -> list[Verdict | None]:
+    """`verdict` of each paired effect of one Holm family (`family`: a list of differences, None where a row has
+    no effect): Holm's correction over the family's `p_value`s, each row reading its own flag (a None holds its
+    place in the order and reads None). `options`: `verdict`'s keywords (margin_pt, claim_pt, half_width_pt)."""
+    rejected = holm([math.nan if d is None else p_value(d) for d in family])
+    return [None if d is None else verdict(d, rejected=r, **options) for d, r in zip(family, rejected)]
+
+
 def verdict(differences, *, rejected: bool, margin_pt: float = MARGIN_POINTS, claim_pt: float | None = None,
             half_width_pt: float = HEADLINE_HALF_WIDTH_POINTS) -> Verdict:
     """The verdict of a paired accuracy effect (`differences` in fractions, higher is better) by the

@@ -100,9 +100,8 @@ def table(recs: list[dict]) -> pd.DataFrame:
                     "peak_bytes": g["peak_mem_bytes"].mean(), "projected_peak": g["projected_peak"].mean()})
     t = pd.DataFrame(rows)
     if not t.empty:
-        rejected = paired.holm(list(t["p"]))
-        t["verdict"] = [None if r["effect"] is None else paired.verdict(r["differences"], rejected=reject)
-                        for r, reject in zip(t.to_dict("records"), rejected)]
+        t["verdict"] = paired.verdicts([None if r["effect"] is None else r["differences"]
+                                        for r in t.to_dict("records")])
         t["order"] = t["variant"].map(lambda v: ORDER.index(v) if v in ORDER else len(ORDER))
         t = t.sort_values(["dataset", "model", "setting", "workers", "order", "variant"]).drop(columns="order")
     return t.reset_index(drop=True)

@@ -61,13 +61,9 @@ def table(recs: list[dict]) -> pd.DataFrame:
                                              / len(by_category),
                          "fill_per_epoch": sum(c.get("history_fill", 0.0) for c in by_category) / len(by_category)})
     t = pd.DataFrame(rows)
-    if len(t):  # Holm's correction over every effect on the page (two a dataset), then each one's verdict
-        against = ("single", "nearest")
-        rejected = iter(paired.holm([paired.p_value(d) if d is not None else float("nan")
-                                     for col in against for d in t[f"d_{col}"]]))
-        for col in against:  # one Holm flag a row, None rows included, so the flags stay with their rows
-            t[f"vs_{col}"] = [None if d is None else paired.verdict(d, rejected=r)
-                              for d, r in zip(t[f"d_{col}"], [next(rejected) for _ in range(len(t))])]
+    if len(t):  # one Holm family: every effect on the page (two a dataset)
+        read = paired.verdicts([*t["d_single"], *t["d_nearest"]])
+        t["vs_single"], t["vs_nearest"] = read[:len(t)], read[len(t):]
     return t
 
 

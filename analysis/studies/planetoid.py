@@ -71,8 +71,7 @@ def table(recs: list[dict]) -> pd.DataFrame:
     t = pd.DataFrame(rows)
     if len(t):
         t["holm"] = paired.holm(list(t["p"]))
-        t["verdict"] = [None if d is None else paired.verdict(d, rejected=bool(h))
-                        for d, h in zip(t["differences"], t["holm"])]
+        t["verdict"] = paired.verdicts(list(t["differences"]))
     return t
 
 
